@@ -1,0 +1,70 @@
+"""gputape: tape-based reverse-mode autodiff with TensorFlow's GradientTape semantics,
+on CuPy arrays on NVIDIA GPUs and numpy arrays everywhere else.
+
+>>> import gputape as gt
+>>> w = gt.Variable([1.0, 2.0])
+>>> with gt.GradientTape() as tape:
+...     loss = gt.sum(w * w)
+>>> tape.gradient(loss, w).numpy().tolist()
+[2.0, 4.0]
+"""
+
+from . import nn, random, testing
+from .device import current_device, device
+from .ops import *  # the op library is the public namespace
+from .ops import __all__ as _ops_all
+from .tape import (
+    REGISTRY,
+    GputapeWarning,
+    GradientTape,
+    UnconnectedGradients,
+    custom_gradient,
+    primitive,
+    stop_gradient,
+)
+from .tensor import (
+    Tensor,
+    Variable,
+    as_tensor,
+    bool_,
+    constant,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    *_ops_all,
+    "REGISTRY",
+    "GradientTape",
+    "GputapeWarning",
+    "Tensor",
+    "UnconnectedGradients",
+    "Variable",
+    "as_tensor",
+    "bool_",
+    "constant",
+    "current_device",
+    "custom_gradient",
+    "device",
+    "float16",
+    "float32",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "nn",
+    "primitive",
+    "random",
+    "stop_gradient",
+    "testing",
+    "uint8",
+]

@@ -1,0 +1,301 @@
+"""Activations and losses (``gt.nn.relu``, ``gt.nn.log_softmax``, ...).
+
+Activations with a cheap closed-form VJP are primitives; the rest are composed
+from primitives. Softmax-family ops subtract the row max first, so large logits
+never overflow.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .. import backend
+from ..ops import _util, erf, log1p, maximum, mean, multiply, negative, register_f, tanh
+from ..ops import abs as _abs
+from ..ops import elementwise as _el
+from ..ops import sum as _sum
+from ..tape import apply, primitive
+from ..tensor import Tensor, as_tensor
+
+_E = _util.NOPARAMS
+
+
+@primitive("relu", save_out=True)
+def _relu(xp, x):
+    return xp.maximum(x, 0)
+
+
+@_relu.defvjp
+def _(F, g, needs, nb, node, out):
+    return (g * (out > 0),)  # 0 at x == 0, as in TensorFlow
+
+
+def relu(x: Any) -> Any:
+    """``max(x, 0)``; the gradient at 0 is 0 (TensorFlow's convention).
+
+    >>> import gputape as gt
+    >>> gt.nn.relu(gt.constant([-1.0, 0.0, 2.0])).numpy().tolist()
+    [0.0, 0.0, 2.0]
+    """
+    return apply(_relu, (x,), _E)
+
+
+@primitive("leaky_relu", save=True)
+def _leaky_relu(xp, x, alpha):
+    return xp.where(x > 0, x, x * alpha)
+
+
+@_leaky_relu.defvjp
+def _(F, g, needs, nb, node, x):
+    return (F.where(x > 0, g, g * node.params["alpha"]),)
+
+
+def leaky_relu(x: Any, alpha: float = 0.2) -> Any:
+    """``x`` for ``x > 0``, else ``alpha * x`` (TensorFlow's default ``alpha=0.2``).
+
+    >>> import gputape as gt
+    >>> gt.nn.leaky_relu(gt.constant([-1.0, 2.0])).numpy().tolist()
+    [-0.2, 2.0]
+    """
+    return apply(_leaky_relu, (x,), {"alpha": float(alpha)})
+
+
+@primitive("elu", save=True, save_out=True)
+def _elu(xp, x, alpha):
+    return xp.where(x > 0, x, alpha * xp.expm1(xp.minimum(x, 0)))
+
+
+@_elu.defvjp
+def _(F, g, needs, nb, node, x, out):
+    return (F.where(x > 0, g, g * (out + node.params["alpha"])),)
+
+
+def elu(x: Any, alpha: float = 1.0) -> Any:
+    """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``.
+
+    >>> import gputape as gt
+    >>> gt.nn.elu(gt.constant([0.0, 2.0])).numpy().tolist()
+    [0.0, 2.0]
+    """
+    return apply(_elu, (x,), {"alpha": float(alpha)})
+
+
+def _sigmoid_fwd(xp, x):
+    # exp of -|x| only: never overflows, and keeps precision in both tails.
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+_sigmoid = primitive("sigmoid", save_out=True)(_sigmoid_fwd)
+
+
+@_sigmoid.defvjp
+def _(F, g, needs, nb, node, out):
+    return (g * (out * (1 - out)),)
+
+
+def sigmoid(x: Any) -> Any:
+    """The logistic function ``1 / (1 + exp(-x))``, stable for large ``|x|``.
+
+    >>> import gputape as gt
+    >>> gt.nn.sigmoid(gt.constant([0.0])).numpy().tolist()
+    [0.5]
+    """
+    return apply(_sigmoid, (x,), _E)
+
+
+@primitive("softplus", save=True)
+def _softplus(xp, x):
+    return xp.log1p(xp.exp(-xp.abs(x))) + xp.maximum(x, 0)
+
+
+@_softplus.defvjp
+def _(F, g, needs, nb, node, x):
+    return (g * F.sigmoid(x),)
+
+
+def softplus(x: Any) -> Any:
+    """``log(1 + exp(x))``, stable for large ``|x|``.
+
+    >>> import gputape as gt
+    >>> round(float(gt.nn.softplus(gt.constant(0.0))), 4)
+    0.6931
+    """
+    return apply(_softplus, (x,), _E)
+
+
+def gelu(x: Any, approximate: bool = False) -> Any:
+    """Gaussian error linear unit; exact (erf) by default, tanh form with ``approximate=True``.
+
+    >>> import gputape as gt
+    >>> round(float(gt.nn.gelu(gt.constant(1.0))), 4)
+    0.8413
+    """
+    x = as_tensor(x)
+    if approximate:
+        c = math.sqrt(2.0 / math.pi)
+        return 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x)))
+    return 0.5 * x * (1.0 + erf(x * (1.0 / math.sqrt(2.0))))
+
+
+def _softmax_fwd(xp, x, axis=-1):
+    m = xp.max(x, axis=axis, keepdims=True)
+    e = xp.exp(x - xp.where(xp.isfinite(m), m, 0))
+    return e / xp.sum(e, axis=axis, keepdims=True)
+
+
+def _log_softmax_fwd(xp, x, axis=-1):
+    m = xp.max(x, axis=axis, keepdims=True)
+    s = x - xp.where(xp.isfinite(m), m, 0)
+    return s - xp.log(xp.sum(xp.exp(s), axis=axis, keepdims=True))
+
+
+_softmax = primitive("softmax", save_out=True)(_softmax_fwd)
+_log_softmax = primitive("log_softmax", save_out=True)(_log_softmax_fwd)
+
+
+@_softmax.defvjp
+def _(F, g, needs, nb, node, out):
+    ax = node.params["axis"]
+    return (out * (g - F.sum(g * out, axis=ax, keepdims=True)),)
+
+
+@_log_softmax.defvjp
+def _(F, g, needs, nb, node, out):
+    ax = node.params["axis"]
+    return (g - F.exp(out) * F.sum(g, axis=ax, keepdims=True),)
+
+
+def _neg_axis(x: Any, axis: int, op: str) -> int:
+    n = as_tensor(x).ndim
+    return _util.norm_axis(axis, n, op) - n  # negative: right under batched cotangents
+
+
+def softmax(x: Any, axis: int = -1) -> Any:
+    """``exp(x) / sum(exp(x))`` along ``axis``, stable for large logits.
+
+    >>> import gputape as gt
+    >>> gt.nn.softmax(gt.constant([0.0, 0.0])).numpy().tolist()
+    [0.5, 0.5]
+    """
+    return apply(_softmax, (x,), {"axis": _neg_axis(x, axis, "softmax")})
+
+
+def log_softmax(x: Any, axis: int = -1) -> Any:
+    """``x - logsumexp(x)`` along ``axis``, stable for large logits.
+
+    >>> import gputape as gt
+    >>> gt.nn.log_softmax(gt.constant([1000.0, 1000.0])).numpy().round(4).tolist()
+    [-0.6931, -0.6931]
+    """
+    return apply(_log_softmax, (x,), {"axis": _neg_axis(x, axis, "log_softmax")})
+
+
+register_f("sigmoid", sigmoid, _sigmoid_fwd)
+register_f("softmax", softmax, _softmax_fwd)
+
+
+# -- losses ------------------------------------------------------------------------
+
+
+@primitive("sparse_softmax_cross_entropy_with_logits", save=True)
+def _sparse_xent(xp, labels, logits):
+    m = xp.max(logits, axis=-1, keepdims=True)
+    s = logits - m
+    lse = xp.log(xp.sum(xp.exp(s), axis=-1))
+    picked = xp.take_along_axis(s, labels[..., None].astype(np.intp), axis=-1)[..., 0]
+    return lse - picked
+
+
+@_sparse_xent.defvjp
+def _(F, g, needs, nb, node, labels, logits):
+    lab = labels._data if isinstance(labels, Tensor) else labels
+    xp = backend.xp_of(lab)
+    c = logits.shape[-1]
+    onehot = (lab[..., None] == xp.arange(c)).astype(logits.dtype)
+    # the fused form: softmax - onehot, scaled by each example's cotangent
+    return (None, F.expand_dims(g, -1) * (F.softmax(logits, -1) - onehot))
+
+
+def sparse_softmax_cross_entropy_with_logits(labels: Any, logits: Any) -> Any:
+    """Per-example cross-entropy of integer ``labels`` against unnormalised ``logits``.
+
+    ``labels`` has shape ``logits.shape[:-1]`` and values in ``[0, classes)``.
+
+    >>> import gputape as gt
+    >>> loss = gt.nn.sparse_softmax_cross_entropy_with_logits([0], gt.constant([[0.0, 0.0]]))
+    >>> loss.numpy().round(4).tolist()
+    [0.6931]
+    """
+    logits = as_tensor(logits)
+    lab = labels._data if isinstance(labels, Tensor) else np.asarray(labels)
+    if lab.dtype.kind not in "iu":
+        raise TypeError(
+            f"gt.nn.sparse_softmax_cross_entropy_with_logits: labels must be integers, got {lab.dtype}; "
+            "for one-hot or probability labels use softmax_cross_entropy_with_logits"
+        )
+    if lab.shape != logits.shape[:-1]:
+        raise ValueError(
+            f"gt.nn.sparse_softmax_cross_entropy_with_logits: labels shape {lab.shape} must equal "
+            f"logits.shape[:-1] = {logits.shape[:-1]}"
+        )
+    c = logits.shape[-1]
+    if lab.size and (int(lab.min()) < 0 or int(lab.max()) >= c):
+        raise ValueError(
+            f"gt.nn.sparse_softmax_cross_entropy_with_logits: labels must be in [0, {c}); got values "
+            f"from {int(lab.min())} to {int(lab.max())}"
+        )
+    return apply(_sparse_xent, (lab, logits), _E)
+
+
+def softmax_cross_entropy_with_logits(labels: Any, logits: Any, axis: int = -1) -> Any:
+    """Per-example cross-entropy of probability (or one-hot) ``labels`` against ``logits``.
+
+    >>> import gputape as gt
+    >>> gt.nn.softmax_cross_entropy_with_logits([[0.5, 0.5]], gt.constant([[0.0, 0.0]])).numpy().round(4).tolist()
+    [0.6931]
+    """
+    logits = as_tensor(logits)
+    return negative(_sum(multiply(labels, log_softmax(logits, axis)), axis=axis))
+
+
+def sigmoid_cross_entropy_with_logits(labels: Any, logits: Any) -> Any:
+    """Elementwise binary cross-entropy of ``labels`` in [0, 1] against ``logits``, stable.
+
+    >>> import gputape as gt
+    >>> gt.nn.sigmoid_cross_entropy_with_logits([1.0], gt.constant([0.0])).numpy().round(4).tolist()
+    [0.6931]
+    """
+    x = as_tensor(logits)
+    # max(x, 0) - x * z + log(1 + exp(-|x|)), TensorFlow's stable form
+    return maximum(x, 0.0) - x * labels + log1p(_el.exp(-_abs(x)))
+
+
+def mean_squared_error(y_true: Any, y_pred: Any) -> Any:
+    """Mean over the last axis of ``(y_true - y_pred) ** 2`` (Keras' definition).
+
+    >>> import gputape as gt
+    >>> gt.nn.mean_squared_error(gt.constant([[1.0, 2.0]]), gt.constant([[1.0, 4.0]])).numpy().tolist()
+    [2.0]
+    """
+    d = as_tensor(y_pred) - y_true
+    return mean(d * d, axis=-1)
+
+
+__all__ = [
+    "elu",
+    "gelu",
+    "leaky_relu",
+    "log_softmax",
+    "mean_squared_error",
+    "relu",
+    "sigmoid",
+    "sigmoid_cross_entropy_with_logits",
+    "softmax",
+    "softmax_cross_entropy_with_logits",
+    "softplus",
+    "sparse_softmax_cross_entropy_with_logits",
+]

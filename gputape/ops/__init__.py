@@ -1,0 +1,260 @@
+"""The op library: numpy-named functions over gputape tensors.
+
+Importing this package registers every primitive in ``gputape.tape.REGISTRY``,
+attaches the operators and methods to :class:`~gputape.Tensor`, and builds
+the two namespaces the backward sweep hands to VJPs: the raw array module
+(numpy or cupy, plus a few helpers) and gputape's own differentiable ops.
+Because gputape uses numpy's names and signatures, one VJP serves both.
+"""
+
+from __future__ import annotations
+
+import types
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from .. import tape as _tape
+from ..tensor import Tensor, Variable
+from . import creation, elementwise, linalg, reduce, shape
+from ._util import sum_to as _sum_to_impl
+from .creation import (
+    arange,
+    argmax,
+    argmin,
+    equal,
+    eye,
+    full,
+    greater,
+    greater_equal,
+    isfinite,
+    isinf,
+    isnan,
+    less,
+    less_equal,
+    linspace,
+    logical_and,
+    logical_not,
+    logical_or,
+    logical_xor,
+    not_equal,
+    ones,
+    ones_like,
+    zeros,
+    zeros_like,
+)
+from .elementwise import (
+    abs,
+    add,
+    arctan,
+    cast,
+    ceil,
+    clip,
+    cos,
+    cosh,
+    divide,
+    erf,
+    exp,
+    expm1,
+    floor,
+    floor_divide,
+    identity,
+    log,
+    log1p,
+    maximum,
+    minimum,
+    mod,
+    multiply,
+    negative,
+    power,
+    reciprocal,
+    round,
+    sign,
+    sin,
+    sinh,
+    sqrt,
+    square,
+    subtract,
+    tan,
+    tanh,
+    where,
+)
+from .linalg import dot, einsum, matmul
+from .reduce import logsumexp, max, mean, min, prod, std, sum, var
+from .shape import (
+    broadcast_to,
+    concatenate,
+    expand_dims,
+    flatten,
+    getitem,
+    moveaxis,
+    pad,
+    reshape,
+    scatter,
+    split,
+    squeeze,
+    stack,
+    swapaxes,
+    take,
+    transpose,
+)
+
+true_divide = divide
+absolute = abs
+
+__all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "types", "partial", "np", "Any")]
+
+
+# -- the two namespaces VJPs are written against --------------------------------------
+
+# Names VJPs may call on F. Each exists in numpy/cupy and in gputape with the
+# same meaning; sum_to/scatter/getitem are gputape's own and get raw versions.
+_F_NAMES = (
+    "broadcast_to concatenate cos cosh einsum exp expand_dims floor_divide log matmul moveaxis "
+    "prod reshape sign sin sinh split squeeze stack sum swapaxes transpose where zeros zeros_like"
+).split()
+
+
+def _raw_getitem(g: Any, idx: tuple, nlead: int, adv: bool) -> Any:
+    return g[(slice(None),) * nlead + idx]
+
+
+_raw_cache: dict[Any, Any] = {}
+_raw_extras: dict[str, Any] = {}
+
+
+def register_f(name: str, diff_fn: Any, raw_fwd: Any) -> None:
+    """Make ``F.name`` available to VJPs: ``diff_fn`` on tensors, ``raw_fwd(xp, ...)`` on arrays."""
+    setattr(DIFF_NAMESPACE, name, diff_fn)
+    _raw_extras[name] = raw_fwd
+    for xp, ns in _raw_cache.items():
+        setattr(ns, name, partial(raw_fwd, xp))
+
+
+def raw_namespace(xp: Any) -> Any:
+    """The namespace VJPs see in the fast (unrecorded) sweep: ``xp`` plus gputape's helpers."""
+    ns = _raw_cache.get(xp)
+    if ns is None:
+        ns = types.SimpleNamespace(**{n: getattr(xp, n) for n in _F_NAMES})
+        ns.sum_to = partial(_sum_to_impl, ns)
+        ns.scatter = partial(shape._scatter.fwd, xp)
+        ns.getitem = _raw_getitem
+        ns.xp = xp
+        for name, fwd in _raw_extras.items():
+            setattr(ns, name, partial(fwd, xp))
+        _raw_cache[xp] = ns
+    return ns
+
+
+_g = globals()
+DIFF_NAMESPACE = types.SimpleNamespace(**{n: _g[n] for n in _F_NAMES})
+DIFF_NAMESPACE.sum_to = partial(_sum_to_impl, DIFF_NAMESPACE)
+DIFF_NAMESPACE.scatter = scatter
+DIFF_NAMESPACE.getitem = getitem
+DIFF_NAMESPACE.xp = None
+
+_tape._DIFF_F = DIFF_NAMESPACE
+_tape._RAW_F = raw_namespace
+
+
+# -- operators and methods on Tensor ---------------------------------------------------
+
+
+def _r(f: Any) -> Any:
+    def rop(self: Any, other: Any) -> Any:
+        return f(other, self)
+
+    rop.__name__ = f"__r{f.__name__}__"
+    return rop
+
+
+def _sum_m(self, axis=None, keepdims=False):
+    return sum(self, axis, keepdims)
+
+
+def _mean_m(self, axis=None, keepdims=False):
+    return mean(self, axis, keepdims)
+
+
+def _max_m(self, axis=None, keepdims=False):
+    return max(self, axis, keepdims)
+
+
+def _min_m(self, axis=None, keepdims=False):
+    return min(self, axis, keepdims)
+
+
+def _prod_m(self, axis=None, keepdims=False):
+    return prod(self, axis, keepdims)
+
+
+def _reshape_m(self, *shape):
+    return reshape(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
+
+
+def _transpose_m(self, *axes):
+    return transpose(self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else (axes or None))
+
+
+def _astype_m(self, dtype):
+    if self._data.dtype == np.dtype(dtype):
+        return self
+    return cast(self, dtype)
+
+
+def _to_m(self, device):
+    from .. import backend
+    from ..tensor import _wrap
+
+    dev = backend.parse_device(device)
+    if dev == self.device:
+        return self
+    return _wrap(backend.asarray_on(backend.to_host(self._data), dev))
+
+
+_T = Tensor
+_T.__add__ = add
+_T.__radd__ = _r(add)
+_T.__sub__ = subtract
+_T.__rsub__ = _r(subtract)
+_T.__mul__ = multiply
+_T.__rmul__ = _r(multiply)
+_T.__truediv__ = divide
+_T.__rtruediv__ = _r(divide)
+_T.__floordiv__ = floor_divide
+_T.__rfloordiv__ = _r(floor_divide)
+_T.__mod__ = mod
+_T.__rmod__ = _r(mod)
+_T.__pow__ = power
+_T.__rpow__ = _r(power)
+_T.__matmul__ = matmul
+_T.__rmatmul__ = _r(matmul)
+_T.__neg__ = negative
+_T.__pos__ = lambda self: self
+_T.__abs__ = abs
+_T.__getitem__ = getitem
+_T.__eq__ = equal
+_T.__ne__ = not_equal
+_T.__lt__ = less
+_T.__le__ = less_equal
+_T.__gt__ = greater
+_T.__ge__ = greater_equal
+_T.__and__ = logical_and
+_T.__rand__ = _r(logical_and)
+_T.__or__ = logical_or
+_T.__ror__ = _r(logical_or)
+_T.__xor__ = logical_xor
+_T.__invert__ = logical_not
+_T.sum = _sum_m
+_T.mean = _mean_m
+_T.max = _max_m
+_T.min = _min_m
+_T.prod = _prod_m
+_T.reshape = _reshape_m
+_T.transpose = _transpose_m
+_T.astype = _astype_m
+_T.flatten = flatten
+_T.squeeze = squeeze
+_T.to = _to_m
+Variable.__hash__ = None  # type: ignore[assignment]

@@ -1,0 +1,523 @@
+"""Elementwise primitives: forward and VJP side by side.
+
+VJPs are written against ``F`` (numpy/cupy in the fast sweep, gputape's own ops
+when the gradient is itself being recorded), return cotangents that may still
+carry broadcast dimensions (the sweep sums them away), and never index axes
+from the left, so a leading batch of cotangents passes through unchanged.
+
+Ops whose derivative is singular somewhere (log, sqrt, divide, reciprocal,
+power) use ``_nz``: the cotangent stays exactly 0 where the incoming one is 0.
+That is what keeps ``where(x > 0, log(x), 0)`` from leaking NaN into the
+gradient at ``x == 0`` (0 * inf), while ``sqrt`` at 0 with a non-zero
+incoming gradient still gives inf.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..tape import apply, primitive
+from ._util import NOPARAMS
+
+_E = NOPARAMS
+
+
+def _nz(F: Any, g: Any, v: Any) -> Any:
+    """``g * v``, but 0 wherever ``g == 0`` (even where ``v`` is inf or NaN)."""
+    return F.where(g == 0, 0, g * v)
+
+
+# -- binary arithmetic -------------------------------------------------------------
+
+
+@primitive("add")
+def _add(xp, x, y):
+    return x + y
+
+
+@_add.defvjp
+def _(F, g, needs, nb, node):
+    return (g, g)
+
+
+def add(x: Any, y: Any) -> Any:
+    """Elementwise ``x + y`` with broadcasting.
+
+    >>> import gputape as gt
+    >>> gt.add(gt.constant([1.0, 2.0]), 1.0).numpy().tolist()
+    [2.0, 3.0]
+    """
+    return apply(_add, (x, y), _E)
+
+
+@primitive("subtract")
+def _sub(xp, x, y):
+    return x - y
+
+
+@_sub.defvjp
+def _(F, g, needs, nb, node):
+    return (g, -g if needs[1] else None)
+
+
+def subtract(x: Any, y: Any) -> Any:
+    """Elementwise ``x - y`` with broadcasting.
+
+    >>> import gputape as gt
+    >>> gt.subtract(gt.constant([1.0, 2.0]), 1.0).numpy().tolist()
+    [0.0, 1.0]
+    """
+    return apply(_sub, (x, y), _E)
+
+
+@primitive("multiply", save=True)
+def _mul(xp, x, y):
+    return x * y
+
+
+@_mul.defvjp
+def _(F, g, needs, nb, node, x, y):
+    return (g * y if needs[0] else None, g * x if needs[1] else None)
+
+
+def multiply(x: Any, y: Any) -> Any:
+    """Elementwise ``x * y`` with broadcasting.
+
+    >>> import gputape as gt
+    >>> gt.multiply(gt.constant([1.0, 2.0]), 3.0).numpy().tolist()
+    [3.0, 6.0]
+    """
+    return apply(_mul, (x, y), _E)
+
+
+@primitive("divide", save=(1,), save_out=True)
+def _div(xp, x, y):
+    return x / y
+
+
+@_div.defvjp
+def _(F, g, needs, nb, node, y, out):
+    gx = _nz(F, g, 1 / y)
+    return (gx if needs[0] else None, -gx * out if needs[1] else None)
+
+
+def divide(x: Any, y: Any) -> Any:
+    """Elementwise true division ``x / y``.
+
+    >>> import gputape as gt
+    >>> gt.divide(gt.constant([1.0, 3.0]), 2.0).numpy().tolist()
+    [0.5, 1.5]
+    """
+    return apply(_div, (x, y), _E)
+
+
+@primitive("negative")
+def _neg(xp, x):
+    return -x
+
+
+@_neg.defvjp
+def _(F, g, needs, nb, node):
+    return (-g,)
+
+
+def negative(x: Any) -> Any:
+    """Elementwise ``-x``.
+
+    >>> import gputape as gt
+    >>> gt.negative(gt.constant([1.0, -2.0])).numpy().tolist()
+    [-1.0, 2.0]
+    """
+    return apply(_neg, (x,), _E)
+
+
+@primitive("power", save=True, save_out=True)
+def _pow(xp, x, y):
+    return x**y
+
+
+@_pow.defvjp
+def _(F, g, needs, nb, node, x, y, out):
+    gx = _nz(F, g, y * x ** (y - 1)) if needs[0] else None
+    if needs[1]:
+        # d/dy x**y = x**y log x; TensorFlow's convention: 0 where x <= 0.
+        pos = x > 0
+        gy = g * F.where(pos, out * F.log(F.where(pos, x, 1)), 0)
+    else:
+        gy = None
+    return (gx, gy)
+
+
+def power(x: Any, y: Any) -> Any:
+    """Elementwise ``x ** y``.
+
+    >>> import gputape as gt
+    >>> gt.power(gt.constant([2.0, 3.0]), 2.0).numpy().tolist()
+    [4.0, 9.0]
+    """
+    return apply(_pow, (x, y), _E)
+
+
+@primitive("maximum", save=True)
+def _maximum(xp, x, y):
+    return xp.maximum(x, y)
+
+
+@_maximum.defvjp
+def _(F, g, needs, nb, node, x, y):
+    sel = x >= y  # ties go to x, as in TensorFlow
+    return (F.where(sel, g, 0) if needs[0] else None, F.where(sel, 0, g) if needs[1] else None)
+
+
+def maximum(x: Any, y: Any) -> Any:
+    """Elementwise maximum (ties send the gradient to ``x``, as in TensorFlow).
+
+    >>> import gputape as gt
+    >>> gt.maximum(gt.constant([1.0, 5.0]), 2.0).numpy().tolist()
+    [2.0, 5.0]
+    """
+    return apply(_maximum, (x, y), _E)
+
+
+@primitive("minimum", save=True)
+def _minimum(xp, x, y):
+    return xp.minimum(x, y)
+
+
+@_minimum.defvjp
+def _(F, g, needs, nb, node, x, y):
+    sel = x <= y
+    return (F.where(sel, g, 0) if needs[0] else None, F.where(sel, 0, g) if needs[1] else None)
+
+
+def minimum(x: Any, y: Any) -> Any:
+    """Elementwise minimum (ties send the gradient to ``x``, as in TensorFlow).
+
+    >>> import gputape as gt
+    >>> gt.minimum(gt.constant([1.0, 5.0]), 2.0).numpy().tolist()
+    [1.0, 2.0]
+    """
+    return apply(_minimum, (x, y), _E)
+
+
+@primitive("mod", save=True)
+def _mod(xp, x, y):
+    return xp.mod(x, y)
+
+
+@_mod.defvjp
+def _(F, g, needs, nb, node, x, y):
+    return (g if needs[0] else None, -g * F.floor_divide(x, y) if needs[1] else None)
+
+
+def mod(x: Any, y: Any) -> Any:
+    """Elementwise remainder with the sign of ``y`` (numpy's ``%``).
+
+    >>> import gputape as gt
+    >>> gt.mod(gt.constant([5.0, -1.0]), 3.0).numpy().tolist()
+    [2.0, 2.0]
+    """
+    return apply(_mod, (x, y), _E)
+
+
+@primitive("floor_divide")
+def _floordiv(xp, x, y):
+    return xp.floor_divide(x, y)
+
+
+@_floordiv.defvjp
+def _(F, g, needs, nb, node):
+    z = F.zeros_like(g)
+    return (z if needs[0] else None, z if needs[1] else None)
+
+
+def floor_divide(x: Any, y: Any) -> Any:
+    """Elementwise ``x // y`` (zero gradient: piecewise constant).
+
+    >>> import gputape as gt
+    >>> gt.floor_divide(gt.constant([5.0, -1.0]), 3.0).numpy().tolist()
+    [1.0, -1.0]
+    """
+    return apply(_floordiv, (x, y), _E)
+
+
+# -- unary math --------------------------------------------------------------------
+
+
+def _unary(name: str, fwd: Any, grad: Any, doc: str, save_in: bool = False, save_out: bool = False) -> Any:
+    """Define a unary primitive from ``fwd(xp, x)`` and ``grad(F, g, *saved) -> dx``."""
+    prim = primitive(name, save=save_in, save_out=save_out)(fwd)
+
+    @prim.defvjp
+    def _vjp(F, g, needs, nb, node, *saved):
+        return (grad(F, g, *saved),)
+
+    def op(x: Any) -> Any:
+        return apply(prim, (x,), _E)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = doc
+    prim.doc = doc
+    return op
+
+
+def _doc(name: str, what: str, arg: str, result: str) -> str:
+    return f"""{what}
+
+    >>> import gputape as gt
+    >>> gt.{name}(gt.constant({arg})).numpy().round(4).tolist()
+    {result}
+    """
+
+
+square = _unary(
+    "square",
+    lambda xp, x: x * x,
+    lambda F, g, x: g * (2 * x),
+    _doc("square", "Elementwise ``x * x``.", "[1.0, -3.0]", "[1.0, 9.0]"),
+    save_in=True,
+)
+sqrt = _unary(
+    "sqrt",
+    lambda xp, x: xp.sqrt(x),
+    lambda F, g, out: _nz(F, g, 0.5 / out),
+    _doc("sqrt", "Elementwise square root (gradient inf at 0, not NaN).", "[4.0, 9.0]", "[2.0, 3.0]"),
+    save_out=True,
+)
+exp = _unary(
+    "exp",
+    lambda xp, x: xp.exp(x),
+    lambda F, g, out: g * out,
+    _doc("exp", "Elementwise ``e ** x``.", "[0.0, 1.0]", "[1.0, 2.7183]"),
+    save_out=True,
+)
+expm1 = _unary(
+    "expm1",
+    lambda xp, x: xp.expm1(x),
+    lambda F, g, out: g * (out + 1),
+    _doc("expm1", "Elementwise ``exp(x) - 1``, accurate near 0.", "[0.0, 1e-5]", "[0.0, 0.0]"),
+    save_out=True,
+)
+log = _unary(
+    "log",
+    lambda xp, x: xp.log(x),
+    lambda F, g, x: _nz(F, g, 1 / x),
+    _doc("log", "Elementwise natural logarithm.", "[1.0, 2.0]", "[0.0, 0.6931]"),
+    save_in=True,
+)
+log1p = _unary(
+    "log1p",
+    lambda xp, x: xp.log1p(x),
+    lambda F, g, x: _nz(F, g, 1 / (1 + x)),
+    _doc("log1p", "Elementwise ``log(1 + x)``, accurate near 0.", "[0.0, 1.0]", "[0.0, 0.6931]"),
+    save_in=True,
+)
+sin = _unary(
+    "sin",
+    lambda xp, x: xp.sin(x),
+    lambda F, g, x: g * F.cos(x),
+    _doc("sin", "Elementwise sine.", "[0.0, 1.0]", "[0.0, 0.8415]"),
+    save_in=True,
+)
+cos = _unary(
+    "cos",
+    lambda xp, x: xp.cos(x),
+    lambda F, g, x: -g * F.sin(x),
+    _doc("cos", "Elementwise cosine.", "[0.0, 1.0]", "[1.0, 0.5403]"),
+    save_in=True,
+)
+tan = _unary(
+    "tan",
+    lambda xp, x: xp.tan(x),
+    lambda F, g, out: g * (1 + out * out),
+    _doc("tan", "Elementwise tangent.", "[0.0, 1.0]", "[0.0, 1.5574]"),
+    save_out=True,
+)
+tanh = _unary(
+    "tanh",
+    lambda xp, x: xp.tanh(x),
+    lambda F, g, out: g * (1 - out * out),
+    _doc("tanh", "Elementwise hyperbolic tangent.", "[0.0, 1.0]", "[0.0, 0.7616]"),
+    save_out=True,
+)
+sinh = _unary(
+    "sinh",
+    lambda xp, x: xp.sinh(x),
+    lambda F, g, x: g * F.cosh(x),
+    _doc("sinh", "Elementwise hyperbolic sine.", "[0.0, 1.0]", "[0.0, 1.1752]"),
+    save_in=True,
+)
+cosh = _unary(
+    "cosh",
+    lambda xp, x: xp.cosh(x),
+    lambda F, g, x: g * F.sinh(x),
+    _doc("cosh", "Elementwise hyperbolic cosine.", "[0.0, 1.0]", "[1.0, 1.5431]"),
+    save_in=True,
+)
+arctan = _unary(
+    "arctan",
+    lambda xp, x: xp.arctan(x),
+    lambda F, g, x: g / (1 + x * x),
+    _doc("arctan", "Elementwise inverse tangent.", "[0.0, 1.0]", "[0.0, 0.7854]"),
+    save_in=True,
+)
+abs = _unary(
+    "abs",
+    lambda xp, x: xp.abs(x),
+    lambda F, g, x: g * F.sign(x),
+    _doc("abs", "Elementwise absolute value (gradient 0 at 0, as in TensorFlow).", "[-2.0, 0.0]", "[2.0, 0.0]"),
+    save_in=True,
+)
+reciprocal = _unary(
+    "reciprocal",
+    lambda xp, x: 1 / x,
+    lambda F, g, out: _nz(F, g, -(out * out)),
+    _doc("reciprocal", "Elementwise ``1 / x``.", "[2.0, 4.0]", "[0.5, 0.25]"),
+    save_out=True,
+)
+
+
+def _zero_grad(F: Any, g: Any) -> Any:
+    return F.zeros_like(g)
+
+
+sign = _unary(
+    "sign",
+    lambda xp, x: xp.sign(x),
+    _zero_grad,
+    _doc("sign", "Elementwise sign (zero gradient).", "[-2.0, 0.0, 3.0]", "[-1.0, 0.0, 1.0]"),
+)
+floor = _unary(
+    "floor",
+    lambda xp, x: xp.floor(x),
+    _zero_grad,
+    _doc("floor", "Elementwise floor (zero gradient).", "[1.5, -1.5]", "[1.0, -2.0]"),
+)
+ceil = _unary(
+    "ceil",
+    lambda xp, x: xp.ceil(x),
+    _zero_grad,
+    _doc("ceil", "Elementwise ceiling (zero gradient).", "[1.5, -1.5]", "[2.0, -1.0]"),
+)
+round = _unary(
+    "round",
+    lambda xp, x: xp.round(x),
+    _zero_grad,
+    _doc(
+        "round", "Round half to even, like numpy and TensorFlow (zero gradient).", "[0.5, 1.5, 2.4]", "[0.0, 2.0, 2.0]"
+    ),
+)
+identity = _unary(
+    "identity",
+    lambda xp, x: x,
+    lambda F, g: g,
+    _doc("identity", "Return the value as a new tensor (gradient passes through).", "[1.0]", "[1.0]"),
+)
+
+
+def _erf_numpy(xp: Any, x: Any) -> Any:
+    if xp.__name__ != "numpy":
+        from cupyx.scipy.special import erf as cupy_erf  # only reached with cupy arrays
+
+        return cupy_erf(x)
+    try:
+        from scipy.special import erf as scipy_erf
+    except ImportError:  # numpy alone: exact but slower, one math.erf per element
+        import math
+
+        import numpy as np
+
+        return np.vectorize(math.erf, otypes=[x.dtype])(x)
+    return scipy_erf(x)
+
+
+erf = _unary(
+    "erf",
+    _erf_numpy,
+    lambda F, g, x: g * (1.1283791670955126 * F.exp(-(x * x))),
+    _doc("erf", "Elementwise error function (scipy's when installed, else math.erf).", "[0.0, 1.0]", "[0.0, 0.8427]"),
+    save_in=True,
+)
+
+
+# -- selection ---------------------------------------------------------------------
+
+
+@primitive("where", save=(0,))
+def _where(xp, cond, x, y):
+    return xp.where(cond, x, y)
+
+
+@_where.defvjp
+def _(F, g, needs, nb, node, cond):
+    # The unselected branch gets an exact 0, never g * something: no NaN leaks.
+    return (None, F.where(cond, g, 0) if needs[1] else None, F.where(cond, 0, g) if needs[2] else None)
+
+
+def where(condition: Any, x: Any, y: Any) -> Any:
+    """Choose ``x`` where ``condition`` is true, else ``y`` (broadcasting all three).
+
+    >>> import gputape as gt
+    >>> x = gt.constant([-1.0, 2.0])
+    >>> gt.where(x > 0, x, 0.0).numpy().tolist()
+    [0.0, 2.0]
+    """
+    if not hasattr(condition, "dtype") or str(condition.dtype) != "bool":
+        from ..tensor import as_tensor
+
+        condition = as_tensor(condition).astype("bool")
+    return apply(_where, (condition, x, y), _E)
+
+
+@primitive("clip", save=True)
+def _clip(xp, x, lo, hi):
+    return xp.clip(x, lo, hi)
+
+
+@_clip.defvjp
+def _(F, g, needs, nb, node, x, lo, hi):
+    # As TensorFlow's clip_by_value: the gradient passes where lo <= x <= hi.
+    below = (x < lo) if lo is not None else None
+    above = (x > hi) if hi is not None else None
+    out = (
+        F.where(below | above, 0, g)
+        if (below is not None and above is not None)
+        else (F.where(below, 0, g) if below is not None else F.where(above, 0, g))
+    )
+    glo = F.where(below, g, 0) if needs[1] else None
+    ghi = F.where(above, g, 0) if needs[2] else None
+    return (out if needs[0] else None, glo, ghi)
+
+
+def clip(x: Any, min: Any = None, max: Any = None) -> Any:
+    """Clamp ``x`` to ``[min, max]``; the gradient passes where ``min <= x <= max``.
+
+    >>> import gputape as gt
+    >>> gt.clip(gt.constant([-2.0, 0.5, 3.0]), -1.0, 1.0).numpy().tolist()
+    [-1.0, 0.5, 1.0]
+    """
+    if min is None and max is None:
+        raise ValueError("gt.clip: give at least one of min and max")
+    return apply(_clip, (x, min, max), _E)
+
+
+@primitive("cast")
+def _cast(xp, x, dtype):
+    return x.astype(dtype)
+
+
+@_cast.defvjp
+def _(F, g, needs, nb, node):
+    return (g,)  # the sweep casts the cotangent back to the input's dtype
+
+
+def cast(x: Any, dtype: Any) -> Any:
+    """Convert to ``dtype``; float-to-float casts pass gradients, casts to int stop them.
+
+    >>> import gputape as gt
+    >>> str(gt.cast(gt.constant([1.5]), "float64").dtype)
+    'float64'
+    """
+    import numpy as np
+
+    return apply(_cast, (x,), {"dtype": np.dtype(dtype)})

@@ -1,0 +1,162 @@
+"""Linear algebra: matmul (primitive, numpy semantics incl. 1-D and batched), dot, einsum."""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+from ..tape import apply, primitive
+from ..tensor import as_tensor
+from ._util import NOPARAMS
+
+
+@primitive("matmul", save=True)
+def _matmul(xp, x, y):
+    return xp.matmul(x, y)
+
+
+@_matmul.defvjp
+def _(F, g, needs, nb, node, x, y):
+    gx = gy = None
+    xd, yd = x.ndim, y.ndim
+    if xd == 1 and yd == 1:  # inner product
+        if needs[0]:
+            gx = F.expand_dims(g, -1) * y
+        if needs[1]:
+            gy = F.expand_dims(g, -1) * x
+    elif yd == 1:  # (..., m, k) @ (k,) -> (..., m)
+        if needs[0]:
+            gx = F.expand_dims(g, -1) * y
+        if needs[1]:
+            gy = F.squeeze(F.matmul(F.expand_dims(g, -2), x), -2)
+    elif xd == 1:  # (k,) @ (..., k, p) -> (..., p)
+        if needs[0]:
+            gx = F.squeeze(F.matmul(F.expand_dims(g, -2), F.swapaxes(y, -1, -2)), -2)
+        if needs[1]:
+            gy = F.expand_dims(x, -1) * F.expand_dims(g, -2)
+    else:  # batch dims broadcast; the sweep sums them back to each input's shape
+        if needs[0]:
+            gx = F.matmul(g, F.swapaxes(y, -1, -2))
+        if needs[1]:
+            gy = F.matmul(F.swapaxes(x, -1, -2), g)
+    return (gx, gy)
+
+
+def matmul(x: Any, y: Any) -> Any:
+    """Matrix product with numpy's rules (1-D operands, broadcast batch dimensions).
+
+    >>> import gputape as gt
+    >>> a = gt.constant([[1.0, 2.0], [3.0, 4.0]])
+    >>> gt.matmul(a, gt.constant([1.0, 1.0])).numpy().tolist()
+    [3.0, 7.0]
+    """
+    return apply(_matmul, (x, y), NOPARAMS)
+
+
+def dot(x: Any, y: Any) -> Any:
+    """numpy's ``dot``: matmul for 1-D/2-D operands, a product with a scalar, and for N-D
+    operands a sum over the last axis of ``x`` and the second-to-last of ``y``.
+
+    >>> import gputape as gt
+    >>> gt.dot(gt.constant([1.0, 2.0]), gt.constant([3.0, 4.0])).numpy().item()
+    11.0
+    """
+    from .elementwise import multiply
+    from .shape import moveaxis, reshape
+
+    x, y = as_tensor(x), as_tensor(y)
+    if x.ndim == 0 or y.ndim == 0:
+        return multiply(x, y)
+    if (y.ndim <= 2 and x.ndim <= 2) or y.ndim == 1:
+        return matmul(x, y)
+    # N-D: contract x[..., k] with y[..., k, p] over k, keeping all other axes.
+    k = y.shape[-2]
+    yt = reshape(moveaxis(y, -2, 0), (k, -1))
+    out = matmul(reshape(x, (-1, k)), yt)
+    return reshape(out, x.shape[:-1] + y.shape[:-2] + y.shape[-1:])
+
+
+def _parse_einsum(subscripts: str, shapes: list[tuple[int, ...]]) -> tuple[list[str], str]:
+    """Split subscripts into per-operand letter strings with '...' expanded."""
+    subscripts = subscripts.replace(" ", "")
+    if "->" in subscripts:
+        lhs, out = subscripts.split("->")
+    else:
+        lhs, out = subscripts, None
+    ins = lhs.split(",")
+    if len(ins) != len(shapes):
+        raise ValueError(f"gt.einsum: {len(ins)} operand subscripts for {len(shapes)} operands")
+    used = set(c for c in subscripts if c.isalpha())
+    free = [c for c in string.ascii_letters if c not in used]
+    ell_n = 0
+    for s, shp in zip(ins, shapes):
+        if "..." in s:
+            ell_n = max(ell_n, len(shp) - (len(s) - 3))
+    ell = "".join(free[:ell_n])
+    exp_ins = []
+    for s, shp in zip(ins, shapes):
+        if "..." in s:
+            n = len(shp) - (len(s) - 3)
+            s = s.replace("...", ell[ell_n - n :] if n else "")
+        if len(s) != len(shp):
+            raise ValueError(f"gt.einsum: subscripts {s!r} do not match an operand of shape {shp}")
+        exp_ins.append(s)
+    if out is None:
+        counts: dict[str, int] = {}
+        for s in exp_ins:
+            for c in s:
+                counts[c] = counts.get(c, 0) + 1
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+    else:
+        out = out.replace("...", ell)
+    return exp_ins, out
+
+
+@primitive("einsum", save=True)
+def _einsum(xp, *ops, ins, out):
+    return xp.einsum(",".join(ins) + "->" + out, *ops)
+
+
+@_einsum.defvjp
+def _(F, g, needs, nb, node, *ops):
+    ins, out = node.params["ins"], node.params["out"]
+    used = set("".join(ins) + out)
+    lead = "".join(c for c in string.ascii_letters if c not in used)[:nb]
+    gsub = lead + out
+    grads = []
+    for i, s in enumerate(ins):
+        if not needs[i]:
+            grads.append(None)
+            continue
+        if len(set(s)) != len(s):
+            raise NotImplementedError(
+                f"gt.einsum: the gradient for operand {i} with repeated subscripts {s!r} (a diagonal or "
+                "trace) is not implemented; take the diagonal with explicit indexing instead"
+            )
+        others = [(ins[j], ops[j]) for j in range(len(ins)) if j != i]
+        avail = set(gsub).union(*[set(o) for o, _ in others]) if others else set(gsub)
+        target = "".join(c for c in s if c in avail)
+        expr = ",".join([gsub] + [o for o, _ in others]) + "->" + lead + target
+        r = F.einsum(expr, g, *[v for _, v in others])
+        if target != s:  # letters summed away in the forward pass: broadcast back
+            shape = node.shapes[i] if node.shapes[i] is not None else ops[i].shape
+            kept = tuple(shape[k] if c in avail else 1 for k, c in enumerate(s))
+            r = F.broadcast_to(F.reshape(r, r.shape[:nb] + kept), r.shape[:nb] + tuple(shape))
+        grads.append(r)
+    return tuple(grads)
+
+
+def einsum(subscripts: str, *operands: Any) -> Any:
+    """Einstein summation (numpy's ``einsum``), differentiable in every operand.
+
+    Gradients for an operand with a repeated subscript (``'ii->i'``) are not
+    implemented and raise ``NotImplementedError``.
+
+    >>> import gputape as gt
+    >>> a = gt.constant([[1.0, 2.0], [3.0, 4.0]])
+    >>> gt.einsum("ij,j->i", a, gt.constant([1.0, 1.0])).numpy().tolist()
+    [3.0, 7.0]
+    """
+    shapes = [tuple(getattr(o, "shape", ())) for o in operands]
+    ins, out = _parse_einsum(subscripts, shapes)
+    return apply(_einsum, tuple(operands), {"ins": ins, "out": out})

@@ -1,0 +1,211 @@
+"""Reductions: sum mean max min prod logsumexp (primitives) and var std (composed).
+
+Every reduction records the input shape with the reduced axes kept as 1
+(``kept``) so its VJP can reshape the cotangent, leading batch dims included,
+and broadcast it back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..tape import apply, primitive
+from ..tensor import as_tensor
+from ._util import norm_axes
+
+
+def _reduction_params(x: Any, axis: Any, keepdims: bool, op: str) -> tuple[Any, dict]:
+    x = as_tensor(x)
+    shape = x._data.shape
+    axes = norm_axes(axis, len(shape), op)
+    kept = tuple(1 if i in axes else s for i, s in enumerate(shape))
+    return x, {"axis": axes, "keepdims": bool(keepdims), "kept": kept}
+
+
+def _expand(F: Any, g: Any, nb: int, node: Any) -> Any:
+    """Reshape a reduction's cotangent to the kept-dims shape (batch dims first)."""
+    return F.reshape(g, g.shape[:nb] + node.params["kept"])
+
+
+@primitive("sum")
+def _sum(xp, x, axis, keepdims, kept):
+    return xp.sum(x, axis=axis, keepdims=keepdims)
+
+
+@_sum.defvjp
+def _(F, g, needs, nb, node):
+    g = _expand(F, g, nb, node)
+    return (F.broadcast_to(g, g.shape[:nb] + node.shapes[0]),)
+
+
+def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """Sum over ``axis`` (None: all axes).
+
+    >>> import gputape as gt
+    >>> gt.sum(gt.constant([[1.0, 2.0], [3.0, 4.0]]), axis=0).numpy().tolist()
+    [4.0, 6.0]
+    """
+    x, p = _reduction_params(x, axis, keepdims, "sum")
+    return apply(_sum, (x,), p)
+
+
+@primitive("mean")
+def _mean(xp, x, axis, keepdims, kept):
+    return xp.mean(x, axis=axis, keepdims=keepdims)
+
+
+@_mean.defvjp
+def _(F, g, needs, nb, node):
+    shape = node.shapes[0]
+    count = 1
+    for a in node.params["axis"]:
+        count *= shape[a]
+    g = _expand(F, g, nb, node) / (count or 1)
+    return (F.broadcast_to(g, g.shape[:nb] + shape),)
+
+
+def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """Arithmetic mean over ``axis`` (None: all axes).
+
+    >>> import gputape as gt
+    >>> gt.mean(gt.constant([[1.0, 2.0], [3.0, 4.0]]), axis=1).numpy().tolist()
+    [1.5, 3.5]
+    """
+    x, p = _reduction_params(x, axis, keepdims, "mean")
+    return apply(_mean, (x,), p)
+
+
+def _extreme_vjp(F, g, needs, nb, node, x, out):
+    # TensorFlow's rule: the gradient is shared equally among tied extremes.
+    sel = x == F.reshape(out, node.params["kept"])
+    w = sel.astype(x.dtype)
+    w = w / F.sum(w, axis=node.params["axis"], keepdims=True)
+    return (_expand(F, g, nb, node) * w,)
+
+
+@primitive("max", save=True, save_out=True)
+def _max(xp, x, axis, keepdims, kept):
+    return xp.max(x, axis=axis, keepdims=keepdims)
+
+
+_max.defvjp(_extreme_vjp)
+
+
+def max(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """Maximum over ``axis``; ties share the gradient equally (TensorFlow's rule).
+
+    >>> import gputape as gt
+    >>> gt.max(gt.constant([[1.0, 5.0], [3.0, 4.0]]), axis=1).numpy().tolist()
+    [5.0, 4.0]
+    """
+    x, p = _reduction_params(x, axis, keepdims, "max")
+    if x.size == 0:
+        raise ValueError("gt.max: cannot reduce an empty tensor (it has no maximum)")
+    return apply(_max, (x,), p)
+
+
+@primitive("min", save=True, save_out=True)
+def _min(xp, x, axis, keepdims, kept):
+    return xp.min(x, axis=axis, keepdims=keepdims)
+
+
+_min.defvjp(_extreme_vjp)
+
+
+def min(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """Minimum over ``axis``; ties share the gradient equally (TensorFlow's rule).
+
+    >>> import gputape as gt
+    >>> gt.min(gt.constant([[1.0, 5.0], [3.0, 4.0]]), axis=1).numpy().tolist()
+    [1.0, 3.0]
+    """
+    x, p = _reduction_params(x, axis, keepdims, "min")
+    if x.size == 0:
+        raise ValueError("gt.min: cannot reduce an empty tensor (it has no minimum)")
+    return apply(_min, (x,), p)
+
+
+@primitive("prod", save=True)
+def _prod(xp, x, axis, keepdims, kept):
+    return xp.prod(x, axis=axis, keepdims=keepdims)
+
+
+@_prod.defvjp
+def _(F, g, needs, nb, node, x):
+    # d prod / d x_i = product of the others. Dividing out/x_i fails at zeros,
+    # so count zeros per reduced slice: none -> p/x_i; one -> p (of the nonzero
+    # ones) at the zero, 0 elsewhere; two or more -> 0. All differentiable.
+    ax = node.params["axis"]
+    z = x == 0
+    nzero = F.sum(z.astype(x.dtype), axis=ax, keepdims=True)
+    xs = F.where(z, 1, x)
+    p = F.prod(xs, axis=ax, keepdims=True)
+    others = F.where(nzero == 0, p / xs, F.where(z & (nzero == 1), p, 0))
+    return (_expand(F, g, nb, node) * others,)
+
+
+def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """Product over ``axis``; the gradient is exact with zeros present.
+
+    >>> import gputape as gt
+    >>> gt.prod(gt.constant([[1.0, 2.0], [3.0, 4.0]]), axis=1).numpy().tolist()
+    [2.0, 12.0]
+    """
+    x, p = _reduction_params(x, axis, keepdims, "prod")
+    return apply(_prod, (x,), p)
+
+
+@primitive("logsumexp", save=True, save_out=True)
+def _logsumexp(xp, x, axis, keepdims, kept):
+    # Shift by the max so large logits do not overflow.
+    m = xp.max(x, axis=axis, keepdims=True)
+    m = xp.where(xp.isfinite(m), m, 0)
+    out = xp.log(xp.sum(xp.exp(x - m), axis=axis, keepdims=True)) + m
+    return out if keepdims else out.reshape(tuple(s for i, s in enumerate(x.shape) if i not in axis))
+
+
+@_logsumexp.defvjp
+def _(F, g, needs, nb, node, x, out):
+    return (_expand(F, g, nb, node) * F.exp(x - F.reshape(out, node.params["kept"])),)
+
+
+def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """``log(sum(exp(x)))`` over ``axis``, stable for large inputs.
+
+    >>> import gputape as gt
+    >>> round(float(gt.logsumexp(gt.constant([1000.0, 1000.0]))), 4)
+    1000.6931
+    """
+    x, p = _reduction_params(x, axis, keepdims, "logsumexp")
+    return apply(_logsumexp, (x,), p)
+
+
+def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
+    """Variance over ``axis`` (``ddof`` as in numpy); composed from mean and square.
+
+    >>> import gputape as gt
+    >>> gt.var(gt.constant([1.0, 2.0, 3.0, 4.0])).numpy().item()
+    1.25
+    """
+    from .elementwise import square
+
+    x = as_tensor(x)
+    axes = norm_axes(axis, x.ndim, "var")
+    n = int(np.prod([x.shape[a] for a in axes])) if axes else 1
+    d = x - mean(x, axis=axes, keepdims=True)
+    s = sum(square(d), axis=axes, keepdims=keepdims)
+    return s / (n - ddof) if ddof else s / n
+
+
+def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
+    """Standard deviation over ``axis``: ``sqrt(var(x))``.
+
+    >>> import gputape as gt
+    >>> gt.std(gt.constant([1.0, 3.0])).numpy().item()
+    1.0
+    """
+    from .elementwise import sqrt
+
+    return sqrt(var(x, axis=axis, keepdims=keepdims, ddof=ddof))

@@ -1,0 +1,406 @@
+"""Shape ops and indexing.
+
+View-like ops (reshape, expand_dims, squeeze, flatten) share one VJP: reshape
+the cotangent back to the input's shape behind any leading batch dims.
+Indexing records the index; its VJP scatters the cotangent into zeros
+(``scatter``, itself a primitive so that indexing has second derivatives).
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import numpy as np
+
+from ..tape import apply, primitive
+from ..tensor import Tensor, as_tensor
+from ._util import norm_axis
+
+
+def _reshape_back(F, g, needs, nb, node):
+    return (F.reshape(g, g.shape[:nb] + node.shapes[0]),)
+
+
+@primitive("reshape")
+def _reshape(xp, x, shape):
+    return x.reshape(shape)
+
+
+_reshape.defvjp(_reshape_back)
+
+
+def reshape(x: Any, shape: Any) -> Any:
+    """Give ``x`` a new shape with the same number of elements (one ``-1`` allowed).
+
+    >>> import gputape as gt
+    >>> gt.reshape(gt.constant([1.0, 2.0, 3.0, 4.0]), (2, -1)).shape
+    (2, 2)
+    """
+    if isinstance(shape, Tensor):
+        shape = tuple(int(s) for s in shape.numpy().ravel())
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+    return apply(_reshape, (x,), {"shape": shape})
+
+
+def flatten(x: Any) -> Any:
+    """Collapse to one dimension.
+
+    >>> import gputape as gt
+    >>> gt.flatten(gt.constant([[1.0, 2.0], [3.0, 4.0]])).shape
+    (4,)
+    """
+    return reshape(x, (-1,))
+
+
+@primitive("expand_dims")
+def _expand_dims(xp, x, axis):
+    return xp.expand_dims(x, axis)
+
+
+_expand_dims.defvjp(_reshape_back)
+
+
+def expand_dims(x: Any, axis: Any) -> Any:
+    """Insert a size-1 axis at ``axis``.
+
+    >>> import gputape as gt
+    >>> gt.expand_dims(gt.constant([1.0, 2.0]), 0).shape
+    (1, 2)
+    """
+    return apply(_expand_dims, (x,), {"axis": axis})
+
+
+@primitive("squeeze")
+def _squeeze(xp, x, axis):
+    return xp.squeeze(x, axis)
+
+
+_squeeze.defvjp(_reshape_back)
+
+
+def squeeze(x: Any, axis: Any = None) -> Any:
+    """Remove size-1 axes (all of them, or those in ``axis``).
+
+    >>> import gputape as gt
+    >>> gt.squeeze(gt.constant([[1.0], [2.0]])).shape
+    (2,)
+    """
+    return apply(_squeeze, (x,), {"axis": axis})
+
+
+@primitive("transpose")
+def _transpose(xp, x, axes):
+    return xp.transpose(x, axes)
+
+
+@_transpose.defvjp
+def _(F, g, needs, nb, node):
+    axes = node.params["axes"]
+    inv = [0] * len(axes)
+    for i, a in enumerate(axes):
+        inv[a] = i
+    return (F.transpose(g, tuple(range(nb)) + tuple(nb + i for i in inv)),)
+
+
+def transpose(x: Any, axes: Any = None) -> Any:
+    """Permute axes (reverse them when ``axes`` is None).
+
+    >>> import gputape as gt
+    >>> gt.transpose(gt.constant([[1.0, 2.0, 3.0]])).shape
+    (3, 1)
+    """
+    x = as_tensor(x)
+    n = x.ndim
+    axes = tuple(range(n - 1, -1, -1)) if axes is None else tuple(norm_axis(a, n, "transpose") for a in axes)
+    if sorted(axes) != list(range(n)):
+        raise ValueError(f"gt.transpose: axes {axes} are not a permutation of the {n} axes of shape {x.shape}")
+    return apply(_transpose, (x,), {"axes": axes})
+
+
+@primitive("swapaxes")
+def _swapaxes(xp, x, a, b):
+    return xp.swapaxes(x, a, b)
+
+
+@_swapaxes.defvjp
+def _(F, g, needs, nb, node):
+    return (F.swapaxes(g, node.params["a"], node.params["b"]),)
+
+
+def swapaxes(x: Any, axis1: int, axis2: int) -> Any:
+    """Exchange two axes.
+
+    >>> import gputape as gt
+    >>> gt.swapaxes(gt.zeros((2, 3, 4)), 0, 2).shape
+    (4, 3, 2)
+    """
+    x = as_tensor(x)
+    n = x.ndim
+    # Negative axes keep the VJP right when cotangents carry leading batch dims.
+    a = norm_axis(axis1, n, "swapaxes") - n
+    b = norm_axis(axis2, n, "swapaxes") - n
+    return apply(_swapaxes, (x,), {"a": a, "b": b})
+
+
+def moveaxis(x: Any, source: int, destination: int) -> Any:
+    """Move one axis to a new position (a transpose).
+
+    >>> import gputape as gt
+    >>> gt.moveaxis(gt.zeros((2, 3, 4)), 0, -1).shape
+    (3, 4, 2)
+    """
+    x = as_tensor(x)
+    n = x.ndim
+    s, d = norm_axis(source, n, "moveaxis"), norm_axis(destination, n, "moveaxis")
+    order = [i for i in range(n) if i != s]
+    order.insert(d, s)
+    return transpose(x, order)
+
+
+@primitive("broadcast_to")
+def _broadcast_to(xp, x, shape):
+    return xp.broadcast_to(x, shape)
+
+
+@_broadcast_to.defvjp
+def _(F, g, needs, nb, node):
+    return (g,)  # the sweep sums the broadcast dims away
+
+
+def broadcast_to(x: Any, shape: Any) -> Any:
+    """Broadcast ``x`` to ``shape`` (numpy rules).
+
+    >>> import gputape as gt
+    >>> gt.broadcast_to(gt.constant([1.0, 2.0]), (3, 2)).shape
+    (3, 2)
+    """
+    return apply(_broadcast_to, (x,), {"shape": tuple(int(s) for s in shape)})
+
+
+@primitive("concatenate")
+def _concatenate(xp, *xs, axis, shapes):
+    return xp.concatenate(xs, axis=axis)
+
+
+@_concatenate.defvjp
+def _(F, g, needs, nb, node):
+    ax = node.params["axis"]
+    sizes = [s[ax] for s in node.params["shapes"]]
+    bounds = np.cumsum(sizes)[:-1].tolist()
+    # axis is negative, so it still names the right axis under batch dims
+    return tuple(F.split(g, bounds, axis=ax))
+
+
+def concatenate(xs: Any, axis: int = 0) -> Any:
+    """Join tensors along an existing axis.
+
+    >>> import gputape as gt
+    >>> gt.concatenate([gt.ones((2, 2)), gt.zeros((1, 2))], axis=0).shape
+    (3, 2)
+    """
+    xs = [as_tensor(x) for x in xs]
+    if not xs:
+        raise ValueError("gt.concatenate: need at least one tensor")
+    n = xs[0].ndim
+    ax = norm_axis(axis, n, "concatenate") - n
+    return apply(_concatenate, tuple(xs), {"axis": ax, "shapes": [x.shape for x in xs]})
+
+
+@primitive("stack")
+def _stack(xp, *xs, axis):
+    return xp.stack(xs, axis=axis)
+
+
+@_stack.defvjp
+def _(F, g, needs, nb, node):
+    ax = node.params["axis"]
+    parts = F.split(g, len(node.shapes), axis=ax)
+    return tuple(F.squeeze(p, ax) for p in parts)
+
+
+def stack(xs: Any, axis: int = 0) -> Any:
+    """Join tensors along a new axis.
+
+    >>> import gputape as gt
+    >>> gt.stack([gt.ones(2), gt.zeros(2)], axis=1).shape
+    (2, 2)
+    """
+    xs = [as_tensor(x) for x in xs]
+    if not xs:
+        raise ValueError("gt.stack: need at least one tensor")
+    n = xs[0].ndim + 1
+    ax = norm_axis(axis, n, "stack") - n
+    return apply(_stack, tuple(xs), {"axis": ax})
+
+
+@primitive("split", nout=-1)
+def _split(xp, x, sections, axis, sizes):
+    return xp.split(x, sections, axis=axis)
+
+
+@_split.defvjp
+def _(F, g, needs, nb, node):
+    ax = node.params["axis"]
+    shape = node.shapes[0]
+    parts = []
+    lead = None
+    for gi in g:
+        if gi is not None:
+            lead = gi.shape[:nb]
+            dtype = gi.dtype
+            break
+    sizes = node.params["sizes"]
+    for gi, size in zip(g, sizes):
+        if gi is None:  # an unused piece contributes zeros
+            s = list(shape)
+            s[ax] = size
+            gi = F.zeros(lead + tuple(s), dtype)
+        parts.append(gi)
+    return (F.concatenate(parts, axis=ax),)
+
+
+def split(x: Any, indices_or_sections: Any, axis: int = 0) -> list[Any]:
+    """Split into equal sections (an int) or at the given indices, like numpy.
+
+    >>> import gputape as gt
+    >>> [p.shape for p in gt.split(gt.zeros((4, 2)), 2)]
+    [(2, 2), (2, 2)]
+    """
+    x = as_tensor(x)
+    n = x.ndim
+    ax = norm_axis(axis, n, "split")
+    length = x.shape[ax]
+    if isinstance(indices_or_sections, (int, np.integer)):
+        k = int(indices_or_sections)
+        if k <= 0 or length % k:
+            raise ValueError(f"gt.split: axis {axis} of length {length} does not split into {k} equal sections")
+        bounds = [length // k * i for i in range(1, k)]
+        sections: Any = k
+    else:
+        bounds = [int(i) for i in indices_or_sections]
+        sections = bounds
+    edges = [0] + [builtins.min(builtins.max(b, 0), length) for b in bounds] + [length]
+    sizes = [builtins.max(edges[i + 1] - edges[i], 0) for i in range(len(edges) - 1)]
+    return apply(_split, (x,), {"sections": sections, "axis": ax - n, "sizes": sizes})
+
+
+@primitive("pad")
+def _pad(xp, x, pad_width, constant_values):
+    return xp.pad(x, pad_width, mode="constant", constant_values=constant_values)
+
+
+@_pad.defvjp
+def _(F, g, needs, nb, node):
+    pw = node.params["pad_width"]
+    idx = (slice(None),) * nb + tuple(slice(lo, g.shape[nb + i] - hi) for i, (lo, hi) in enumerate(pw))
+    return (g[idx],)
+
+
+def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: float = 0) -> Any:
+    """Pad with a constant (numpy's ``pad`` with ``mode='constant'``).
+
+    >>> import gputape as gt
+    >>> gt.pad(gt.ones((2,)), 1).numpy().tolist()
+    [0.0, 1.0, 1.0, 0.0]
+    """
+    if mode != "constant":
+        raise NotImplementedError(f"gt.pad: mode {mode!r} is not supported; only mode='constant' is")
+    x = as_tensor(x)
+    pw = np.broadcast_to(np.asarray(pad_width, dtype=int), (x.ndim, 2)).tolist()
+    return apply(_pad, (x,), {"pad_width": [tuple(p) for p in pw], "constant_values": constant_values})
+
+
+# -- indexing ----------------------------------------------------------------------
+
+
+def _norm_index(key: Any) -> tuple[tuple[Any, ...], bool]:
+    """Unwrap tensors in an index; report whether it holds integer arrays (duplicates possible)."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    out = []
+    has_int_array = False
+    for k in key:
+        if isinstance(k, Tensor):
+            k = k._data
+        elif isinstance(k, list):
+            k = np.asarray(k)
+        if hasattr(k, "dtype") and getattr(k, "ndim", 0) >= 0 and not isinstance(k, (slice,)):
+            if k.dtype.kind in "iu" and k.ndim > 0:
+                has_int_array = True
+            elif k.dtype.kind == "b" and k.ndim == 0:
+                pass
+        out.append(k)
+    return tuple(out), has_int_array
+
+
+@primitive("getitem")
+def _getitem(xp, x, idx, nlead, adv):
+    return x[(slice(None),) * nlead + idx] if nlead else x[idx]
+
+
+@_getitem.defvjp
+def _(F, g, needs, nb, node):
+    p = node.params
+    shape = node.shapes[0][p["nlead"] :]
+    return (F.scatter(g, p["idx"], shape, nb + p["nlead"], p["adv"]),)
+
+
+@primitive("scatter")
+def _scatter(xp, g, idx, shape, nlead, adv):
+    z = xp.zeros(g.shape[:nlead] + tuple(shape), g.dtype)
+    full = (slice(None),) * nlead + idx
+    if adv:
+        xp.add.at(z, full, g)  # repeated integer indices accumulate
+    else:
+        z[full] = g
+    return z
+
+
+@_scatter.defvjp
+def _(F, g, needs, nb, node):
+    p = node.params
+    return (F.getitem(g, p["idx"], nb + p["nlead"], p["adv"]),)
+
+
+def getitem(x: Any, key: Any, nlead: int = 0, adv: Any = None) -> Any:
+    """``x[key]``: slices, integers, None, Ellipsis, integer arrays and boolean masks.
+
+    ``nlead`` leading axes are skipped (used by VJPs under batched cotangents).
+
+    >>> import gputape as gt
+    >>> x = gt.constant([[1.0, 2.0], [3.0, 4.0]])
+    >>> gt.getitem(x, (slice(None), 0)).numpy().tolist()
+    [1.0, 3.0]
+    """
+    idx, has_int = _norm_index(key)
+    return apply(_getitem, (x,), {"idx": idx, "nlead": nlead, "adv": has_int if adv is None else adv})
+
+
+def scatter(g: Any, idx: Any, shape: Any, nlead: int = 0, adv: bool = True) -> Any:
+    """Zeros of ``shape`` (behind ``nlead`` leading axes of ``g``) with ``g`` added at ``idx``.
+
+    The adjoint of :func:`getitem`; repeated integer indices accumulate.
+
+    >>> import gputape as gt, numpy as np
+    >>> gt.scatter(gt.constant([1.0, 2.0]), (np.array([0, 0]),), (3,)).numpy().tolist()
+    [3.0, 0.0, 0.0]
+    """
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    return apply(_scatter, (g,), {"idx": idx, "shape": tuple(shape), "nlead": nlead, "adv": adv})
+
+
+def take(x: Any, indices: Any, axis: Any = None) -> Any:
+    """Take elements along ``axis`` (flattened when None), like numpy.
+
+    >>> import gputape as gt
+    >>> gt.take(gt.constant([10.0, 20.0, 30.0]), [2, 0]).numpy().tolist()
+    [30.0, 10.0]
+    """
+    x = as_tensor(x)
+    ind = indices._data if isinstance(indices, Tensor) else np.asarray(indices)
+    if axis is None:
+        return getitem(flatten(x), (ind,))
+    ax = norm_axis(axis, x.ndim, "take")
+    return getitem(x, (slice(None),) * ax + (ind,))

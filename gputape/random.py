@@ -1,0 +1,66 @@
+"""Random tensors (``gt.random``), from one seeded numpy Generator.
+
+>>> import gputape as gt
+>>> gt.random.seed(0)
+>>> a = gt.random.normal((2,)).numpy()
+>>> gt.random.seed(0)
+>>> bool((a == gt.random.normal((2,)).numpy()).all())
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import backend
+from .device import current_device
+from .tensor import Tensor, _wrap
+
+_rng = np.random.default_rng()
+
+
+def seed(n: int) -> None:
+    """Reseed the generator behind ``normal`` and ``uniform`` (reproducible runs).
+
+    >>> import gputape as gt
+    >>> gt.random.seed(42)
+    """
+    global _rng
+    _rng = np.random.default_rng(n)
+
+
+def _place(a: np.ndarray, device: str | None) -> Tensor:
+    dev = backend.parse_device(device) if device else current_device()
+    return _wrap(a if dev == "cpu" else backend.asarray_on(a, dev))
+
+
+def _shape(shape: Any) -> tuple[int, ...]:
+    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+
+
+def normal(
+    shape: Any, mean: float = 0.0, stddev: float = 1.0, dtype: Any = "float32", device: str | None = None
+) -> Tensor:
+    """Samples from N(mean, stddev**2), float32 by default.
+
+    >>> import gputape as gt
+    >>> gt.random.normal((2, 3)).shape
+    (2, 3)
+    """
+    a = _rng.normal(mean, stddev, _shape(shape)).astype(dtype)
+    return _place(a, device)
+
+
+def uniform(
+    shape: Any, minval: float = 0.0, maxval: float = 1.0, dtype: Any = "float32", device: str | None = None
+) -> Tensor:
+    """Samples from U[minval, maxval), float32 by default.
+
+    >>> import gputape as gt
+    >>> bool((gt.random.uniform((100,)).numpy() < 1).all())
+    True
+    """
+    a = _rng.uniform(minval, maxval, _shape(shape)).astype(dtype)
+    return _place(a, device)

@@ -1,0 +1,1195 @@
+"""GradientTape: recording ops and the backward sweep.
+
+How it works, in four pieces:
+
+* **Primitives** (:class:`Primitive`) pair a forward function with its VJP and
+  declare which values the VJP needs (``save``/``save_out``). ``gputape.ops``
+  registers every primitive in :data:`REGISTRY`.
+* **apply** runs a primitive's forward on raw arrays and, only when some tape
+  or variable watcher is active anywhere (one global integer tells), hands
+  the result to ``_record``.
+* **Recording**: a tape is a dict ``tensor id -> Node`` plus the node list in
+  recording order. An op is recorded on a tape when one of its inputs is
+  tracked by that tape (watched, or produced by an op it recorded), exactly
+  TensorFlow's rule, so nested tapes each record only what they watch.
+  Tensors know nothing of tapes: ``del tape`` frees everything it saved.
+* **The sweep** walks the node list backwards. The VJPs are written against a
+  namespace ``F`` that is either the raw array module (fast path: no tape is
+  recording) or gputape's own ops (a tape is recording the gradient
+  computation, so higher-order derivatives come for free). Broadcasting is
+  undone in one place, here, not in the VJPs. A leading batch of cotangents
+  (``lead``) lets ``jacobian`` run one vectorised sweep instead of one per
+  output element; every VJP is written to carry such leading dimensions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import inspect
+import logging
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from . import backend
+from .tensor import FLOAT_DTYPES, Tensor, Variable, _wrap
+
+_log = logging.getLogger("gputape")
+_ndarray = np.ndarray
+
+# Number of recording tapes plus variable watchers, over all threads. Ops test
+# it before anything else so that code outside any tape pays one global read.
+_ACTIVE = 0
+_active_lock = threading.Lock()
+
+
+class _ThreadState(threading.local):
+    def __init__(self) -> None:
+        self.recording: list[GradientTape] = []  # tapes recording in this thread, innermost last
+        self.watchers: list[dict[int, Variable]] = []  # custom_gradient's variable watchers
+
+
+_tls = _ThreadState()
+
+
+def _bump(delta: int) -> None:
+    global _ACTIVE
+    with _active_lock:
+        _ACTIVE += delta
+
+
+class GputapeWarning(UserWarning):
+    """Warnings raised by gputape itself (integer sources, ignored arguments)."""
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, GputapeWarning, stacklevel=3)
+
+
+class UnconnectedGradients(str, enum.Enum):
+    """What ``gradient`` returns for a source the target does not depend on."""
+
+    NONE = "none"
+    ZERO = "zero"
+
+
+def _parse_unconnected(value: Any) -> UnconnectedGradients:
+    try:
+        return UnconnectedGradients(value.value if isinstance(value, UnconnectedGradients) else value)
+    except ValueError:
+        raise ValueError(
+            f"Unknown value for unconnected_gradients: {value!r}; use 'none', 'zero', "
+            "gt.UnconnectedGradients.NONE or gt.UnconnectedGradients.ZERO"
+        ) from None
+
+
+# ---------------------------------------------------------------------------------
+# Primitives and their registry
+
+
+class Primitive:
+    """A differentiable operation: forward on raw arrays, VJP beside it.
+
+    ``fwd(xp, *arrays, **params)`` computes the output with array module
+    ``xp``. ``vjp(F, g, needs, nb, node, *saved)`` returns one cotangent per
+    positional input (``None`` where ``needs[i]`` is False or the input is not
+    differentiable). ``saved`` holds the inputs listed in ``save`` (``True``
+    for all) followed by the output when ``save_out`` is set. ``g`` may carry
+    ``nb`` extra leading (batch) dimensions; VJPs use negative axes so that
+    they stay correct under them.
+    """
+
+    __slots__ = ("batchable", "doc", "fwd", "name", "nout", "save", "save_out", "vjp")
+
+    def __init__(
+        self,
+        name: str,
+        fwd: Callable[..., Any],
+        save: bool | tuple[int, ...] = (),
+        save_out: bool = False,
+        nout: int = 1,
+        batchable: bool = True,
+    ) -> None:
+        self.name = name
+        self.fwd = fwd
+        self.vjp: Callable[..., Any] | None = None
+        self.save = save
+        self.save_out = save_out
+        self.nout = nout
+        self.batchable = batchable
+        self.doc = fwd.__doc__
+
+    def defvjp(self, vjp: Callable[..., Any]) -> Callable[..., Any]:
+        """Register ``vjp`` as this primitive's vector-Jacobian product."""
+        self.vjp = vjp
+        return vjp
+
+    def __call__(self, *args: Any, **params: Any) -> Any:
+        return apply(self, args, params)
+
+    def __repr__(self) -> str:
+        return f"<gt primitive {self.name}>"
+
+
+REGISTRY: dict[str, Primitive] = {}
+
+
+def primitive(
+    name: str,
+    *,
+    save: bool | tuple[int, ...] = (),
+    save_out: bool = False,
+    nout: int = 1,
+    batchable: bool = True,
+) -> Callable[[Callable[..., Any]], Primitive]:
+    """Decorator: register ``fwd`` as primitive ``name``; add its VJP with ``.defvjp``.
+
+    >>> from gputape.tape import primitive
+    >>> @primitive("demo_cube", save=True)
+    ... def cube(xp, x):
+    ...     return x * x * x
+    >>> @cube.defvjp
+    ... def _(F, g, needs, nb, node, x):
+    ...     return (g * 3 * x * x,)
+    >>> import gputape as gt
+    >>> x = gt.constant(2.0)
+    >>> with gt.GradientTape() as t:
+    ...     t.watch(x); y = cube(x)
+    >>> float(t.gradient(y, x))
+    12.0
+    >>> del REGISTRY["demo_cube"]  # keep the doctest out of the real registry
+    """
+
+    def deco(fwd: Callable[..., Any]) -> Primitive:
+        if name in REGISTRY:
+            raise ValueError(f"primitive {name!r} is already registered")
+        prim = Primitive(name, fwd, save, save_out, nout, batchable)
+        REGISTRY[name] = prim
+        return prim
+
+    return deco
+
+
+class Node:
+    """One recorded op: what the sweep needs to call its VJP, and nothing else."""
+
+    __slots__ = ("dtypes", "ids", "nrefs", "out", "outs", "params", "prim", "saved", "shapes")
+
+    def __repr__(self) -> str:
+        return f"<Node {self.prim.name} in={self.shapes} out={self.outs or self.out}>"
+
+
+def _op_error(prim: Primitive, args: tuple, params: dict, exc: Exception) -> Exception:
+    """Turn an array library's error into one that names the op, shapes, dtypes, devices."""
+    shapes, dtypes, devices = [], [], []
+    for a in args:
+        if isinstance(a, Tensor):
+            shapes.append(a._data.shape)
+            dtypes.append(str(a._data.dtype))
+            devices.append(backend.device_of(a._data))
+        elif isinstance(a, (np.ndarray, np.generic)):
+            shapes.append(a.shape)
+            dtypes.append(str(a.dtype))
+            devices.append("cpu")
+        else:
+            shapes.append(type(a).__name__)
+            dtypes.append("-")
+            devices.append(backend.device_of(a) if hasattr(a, "shape") else "-")
+    real = sorted({d for d in devices if d != "-"})
+    if len(real) > 1:
+        return ValueError(
+            f"gt.{prim.name}: inputs are on different devices ({' and '.join(real)}); "
+            "move them to one device with .to(...) first"
+        )
+    extra = f" with {params}" if params else ""
+    cls = ValueError if isinstance(exc, (ValueError, IndexError)) else type(exc)
+    if cls not in (ValueError, TypeError, IndexError):
+        cls = ValueError
+    hint = ""
+    if prim.name in ("matmul", "dot", "einsum"):
+        hint = "; the inner dimensions must agree (x.shape[-1] == y.shape[-2])"
+    elif len(shapes) > 1:
+        hint = "; shapes must be equal or broadcastable (numpy rules)"
+    return cls(
+        f"gt.{prim.name}: cannot apply to inputs of shapes {shapes} and dtypes {dtypes}{extra}"
+        f"{hint}. ({type(exc).__name__}: {exc})"
+    )
+
+
+def _fix_output(out: Any) -> Any:
+    # numpy returns scalars for 0-d results; tensors always hold real arrays.
+    if isinstance(out, np.generic):
+        return np.asarray(out)
+    return out
+
+
+def _const_array(a: Any) -> Any:
+    """A non-tensor argument: Python scalars and arrays pass through, lists become arrays."""
+    if isinstance(a, (list, tuple)):
+        from .tensor import _to_array
+
+        return _to_array(a)
+    return a
+
+
+def apply(prim: Primitive, args: tuple, params: dict) -> Any:
+    """Run primitive ``prim`` on ``args`` and record it on every tape that tracks an input."""
+    datas = []
+    xp = None
+    for a in args:
+        if isinstance(a, Tensor):
+            d = a._data
+            if xp is None:
+                xp = np if type(d) is _ndarray else backend.xp_of(d)
+        else:
+            d = _const_array(a)
+        datas.append(d)
+    if xp is None:
+        xp = backend.xp_of(datas[0]) if datas else np
+    try:
+        out = prim.fwd(xp, *datas, **params)
+    except (ValueError, TypeError, IndexError) as exc:
+        raise _op_error(prim, args, params, exc) from exc
+    if prim.nout == 1:
+        if type(out) is not _ndarray:
+            out = _fix_output(out)
+        res = _wrap(out)
+    else:
+        res = [_wrap(o if type(o) is _ndarray else _fix_output(o)) for o in out]
+    if _ACTIVE:
+        _record(prim, args, params, res)
+    return res
+
+
+def _on_variable_read(var: Variable) -> None:
+    """A variable was read outside an op (``.value()``): watch it like an op read would."""
+    st = _tls
+    for w in st.watchers:
+        w.setdefault(var._id, var)
+    if var._trainable:
+        for tape in st.recording:
+            if tape._auto and var._id not in tape._tensors:
+                tape._watch_variable(var)
+
+
+def _record(prim: Primitive, args: tuple, params: dict, res: Any) -> None:
+    st = _tls
+    if st.watchers:
+        for a in args:
+            if type(a) is Variable:
+                for w in st.watchers:
+                    w.setdefault(a._id, a)
+    tapes = st.recording
+    if not tapes:
+        return
+    outs = (res,) if prim.nout == 1 else res
+    if outs[0]._data.dtype not in FLOAT_DTYPES:
+        return  # integer and bool results carry no gradient
+    node = None
+    for tape in tapes:
+        tt = tape._tensors
+        hit = False
+        for a in args:
+            if isinstance(a, Tensor):
+                if a._id in tt:
+                    hit = True
+                elif type(a) is Variable and tape._auto and a._trainable:
+                    hit = tape._watch_variable(a) or hit
+        if hit:
+            if node is None:
+                node = _make_node(prim, args, params, res)
+            node.nrefs += 1
+            tape._nodes.append(node)
+            for o in outs:
+                tt[o._id] = node
+
+
+def _snap(a: Any) -> Any:
+    # A variable may be assigned after the op ran: save the array it held then.
+    return a._snapshot() if type(a) is Variable else a
+
+
+def _make_node(prim: Primitive, args: tuple, params: dict, res: Any) -> Node:
+    node = Node()
+    node.prim = prim
+    node.params = params
+    ids = []
+    shapes = []
+    dtypes = []
+    for a in args:
+        if isinstance(a, Tensor):
+            d = a._data
+            ids.append(a._id)
+            shapes.append(d.shape)
+            dtypes.append(d.dtype)
+        else:
+            ids.append(0)  # ids start at 1: 0 is never tracked
+            shapes.append(None)
+            dtypes.append(None)
+    node.ids = ids
+    node.shapes = shapes
+    node.dtypes = dtypes
+    s = prim.save
+    if s is True:
+        saved = [_snap(a) for a in args]
+    elif s:
+        saved = [_snap(args[i]) for i in s]
+    else:
+        saved = []
+    if prim.nout == 1:
+        node.out = res._id
+        node.outs = None
+        if prim.save_out:
+            saved.append(res)
+    else:
+        node.out = 0
+        node.outs = tuple(o._id for o in res)
+        if prim.save_out:
+            saved.extend(res)
+    node.saved = saved
+    node.nrefs = 0
+    return node
+
+
+def _release_node(node: Node) -> None:
+    node.nrefs -= 1
+    if node.nrefs <= 0:
+        node.saved = None
+
+
+def _nbytes_saved(nodes: list[Node]) -> int:
+    seen: set[int] = set()
+    total = 0
+    for node in nodes:
+        if node is None:
+            continue
+        for s in node.saved or ():
+            d = s._data if isinstance(s, Tensor) else s
+            if hasattr(d, "nbytes") and id(d) not in seen:
+                seen.add(id(d))
+                total += int(d.nbytes)
+    return total
+
+
+# ---------------------------------------------------------------------------------
+# The backward sweep
+
+_DIFF_F: Any = None  # gputape's own ops namespace, set by gputape.ops
+_RAW_F: Callable[[Any], Any] | None = None  # xp -> raw namespace, set by gputape.ops
+
+
+def _sweep(
+    tape: GradientTape,
+    seeds: dict[int, Any],
+    source_ids: list[int],
+    diff: bool,
+    lead: tuple[int, ...] = (),
+) -> dict[int, Any]:
+    """Propagate ``seeds`` (id -> cotangent) back through ``tape``; return id -> gradient."""
+    nodes = list(tape._nodes)  # a persistent tape may record this very sweep
+    tt = tape._tensors
+    rel = {i for i in source_ids if i in tt}
+    if not rel:
+        return {}
+    # Forward pass over ids: which tensors depend on a source? Only those nodes'
+    # VJPs run, and only for inputs that lead to a source.
+    for node in nodes:
+        for i in node.ids:
+            if i in rel:
+                if node.outs is None:
+                    rel.add(node.out)
+                else:
+                    rel.update(node.outs)
+                break
+    grads = dict(seeds)
+    keep = set(source_ids)
+    nb = len(lead)
+    if diff:
+        F = _DIFF_F
+    else:
+        first = next(iter(seeds.values()))
+        F = _RAW_F(np if type(first) is _ndarray else backend.xp_of(first))
+    release = not tape._persistent
+    tape_nodes = tape._nodes
+    for k in range(len(nodes) - 1, -1, -1):
+        node = nodes[k]
+        if node.outs is None:
+            oid = node.out
+            if oid not in rel:
+                continue
+            g = grads.get(oid) if oid in keep else grads.pop(oid, None)
+            if g is None:
+                continue
+        else:
+            if not any(o in rel for o in node.outs):
+                continue
+            gs = [grads.get(o) if o in keep else grads.pop(o, None) for o in node.outs]
+            if all(x is None for x in gs):
+                continue
+            g = gs
+        ids = node.ids
+        needs = [i in rel for i in ids]
+        if True not in needs:
+            continue
+        saved = node.saved
+        if saved is None:
+            raise RuntimeError(
+                f"gt.{node.prim.name}: the values this op saved were already released "
+                "(tape.release(), or a non-persistent tape shared with another tape that "
+                "already ran gradient()); use persistent=True to compute gradients more than once"
+            )
+        if not diff:
+            saved = [s._data if isinstance(s, Tensor) else s for s in saved]
+        if nb and not node.prim.batchable:
+            in_grads = _unbatched_vjp(F, g, needs, node, saved, lead, diff)
+        else:
+            in_grads = node.prim.vjp(F, g, needs, nb, node, *saved)
+        shapes = node.shapes
+        dtypes = node.dtypes
+        for k, i in enumerate(ids):
+            if not needs[k]:
+                continue
+            gi = in_grads[k]
+            if gi is None:
+                continue
+            shp = shapes[k] if not nb else lead + shapes[k]
+            if gi.shape != shp:
+                gi = F.sum_to(gi, shp)
+            if gi.dtype != dtypes[k]:
+                gi = gi.astype(dtypes[k])
+            prev = grads.get(i)
+            grads[i] = gi if prev is None else prev + gi
+        if release:
+            # Free this op's residuals now, not when the sweep ends; the tape's
+            # own slot is cleared so that its final drop does not release twice.
+            _release_node(node)
+            tape_nodes[k] = None
+    return grads
+
+
+def _unbatched_vjp(F: Any, g: Any, needs: list[bool], node: Node, saved: list, lead: tuple, diff: bool) -> list:
+    """Run a VJP that cannot take leading batch dims once per batch row, then stack."""
+    n = lead[0]
+    rows = []
+    for r in range(n):
+        gr = [x[r] if x is not None else None for x in g] if isinstance(g, list) else g[r]
+        rows.append(node.prim.vjp(F, gr, needs, 0, node, *saved))
+    out = []
+    for k in range(len(needs)):
+        col = [row[k] for row in rows]
+        if not needs[k] or any(c is None for c in col):
+            out.append(None)
+        else:
+            out.append(F.stack(col, axis=0))
+    return out
+
+
+# ---------------------------------------------------------------------------------
+# Nested structures (dict/list/tuple), as tf.nest does for gradient() arguments
+
+
+def _flatten(x: Any) -> tuple[list[Any], Any]:
+    if isinstance(x, dict):
+        keys = sorted(x, key=repr) if not all(isinstance(k, str) for k in x) else sorted(x)
+        flat: list[Any] = []
+        specs = []
+        for k in keys:
+            f, s = _flatten(x[k])
+            flat.extend(f)
+            specs.append((k, s, len(f)))
+        return flat, ("dict", type(x), specs)
+    if isinstance(x, (list, tuple)):
+        flat = []
+        specs = []
+        for item in x:
+            f, s = _flatten(item)
+            flat.extend(f)
+            specs.append((s, len(f)))
+        return flat, ("seq", type(x), specs)
+    return [x], None
+
+
+def _unflatten(spec: Any, flat: list[Any]) -> Any:
+    it = iter(flat)
+
+    def build(s: Any) -> Any:
+        if s is None:
+            return next(it)
+        kind, typ, specs = s
+        if kind == "dict":
+            d = {k: build(sub) for k, sub, _ in specs}
+            return d if typ is dict else typ(d)
+        items = [build(sub) for sub, _ in specs]
+        if typ is list:
+            return items
+        if typ is tuple:
+            return tuple(items)
+        return typ(*items) if hasattr(typ, "_fields") else typ(items)
+
+    return build(spec)
+
+
+# ---------------------------------------------------------------------------------
+# GradientTape
+
+
+class GradientTape:
+    """Record operations for automatic differentiation (TensorFlow's tape).
+
+    Ops run inside ``with tape:`` are recorded when one of their inputs is
+    watched: trainable Variables are watched as soon as they are read (unless
+    ``watch_accessed_variables=False``), other tensors with :meth:`watch`.
+
+    >>> import gputape as gt
+    >>> x = gt.constant(3.0)
+    >>> with gt.GradientTape() as tape:
+    ...     tape.watch(x)
+    ...     y = x * x
+    >>> tape.gradient(y, x).numpy()
+    array(6., dtype=float32)
+
+    A non-persistent tape computes one set of gradients and frees each op's
+    saved values as soon as its VJP has run; ``persistent=True`` keeps them
+    until :meth:`release` or ``del tape``.
+    """
+
+    def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True) -> None:
+        self._persistent = bool(persistent)
+        self._auto = bool(watch_accessed_variables)
+        self._recording = False
+        self._tensors: dict[int, Node | None] | None = None
+        self._nodes: list[Node] = []
+        self._watched_vars: dict[int, Variable] = {}
+        self._used = False  # a non-persistent tape that already computed its gradients
+
+    # -- context ------------------------------------------------------------------
+    def __enter__(self) -> GradientTape:
+        if self._recording:
+            raise ValueError("Tape is still recording. This can happen if you try to re-enter an already-active tape.")
+        if self._tensors is None:
+            self._tensors = {}
+            self._nodes = []
+            self._watched_vars = {}
+            self._used = False
+        self._push()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._recording:
+            self._pop()
+
+    def _push(self) -> None:
+        _tls.recording.append(self)
+        self._recording = True
+        _bump(1)
+
+    def _pop(self) -> None:
+        rec = _tls.recording
+        for k in range(len(rec) - 1, -1, -1):
+            if rec[k] is self:
+                del rec[k]
+                break
+        else:  # popped from another thread: leave that thread's stack alone
+            pass
+        self._recording = False
+        _bump(-1)
+
+    # -- watching -----------------------------------------------------------------
+    def _store(self) -> dict[int, Node | None]:
+        if self._tensors is None:
+            self._tensors = {}
+            self._nodes = []
+            self._watched_vars = {}
+        return self._tensors
+
+    def _watch_variable(self, var: Variable) -> bool:
+        if var._data.dtype not in FLOAT_DTYPES:
+            return False
+        tt = self._store()
+        if var._id not in tt:
+            tt[var._id] = None
+        self._watched_vars.setdefault(var._id, var)
+        return True
+
+    def watch(self, tensor: Any) -> None:
+        """Ensure ``tensor`` (a Tensor, Variable, or nested list/tuple/dict of them) is traced.
+
+        >>> import gputape as gt
+        >>> x = gt.constant([1.0, 2.0])
+        >>> with gt.GradientTape() as t:
+        ...     t.watch([x])
+        ...     y = gt.sum(x * x)
+        >>> t.gradient(y, x).numpy().tolist()
+        [2.0, 4.0]
+        """
+        flat, _ = _flatten(tensor)
+        for t in flat:
+            if not isinstance(t, Tensor):
+                raise ValueError(
+                    f"GradientTape.watch: passed in object of type {type(t).__name__}, not a gt.Tensor or "
+                    "gt.Variable (or a nested list/tuple/dict of them); wrap arrays with gt.constant first"
+                )
+        tt = self._store()
+        for t in flat:
+            if t._data.dtype not in FLOAT_DTYPES:
+                _warn_once(
+                    f"watch-{t._data.dtype}",
+                    f"GradientTape.watch: the dtype of the watched tensor must be floating (got "
+                    f"{t._data.dtype}); its gradient will be None. Cast it with .astype('float32').",
+                )
+                continue
+            if type(t) is Variable:
+                self._watch_variable(t)
+            elif t._id not in tt:
+                tt[t._id] = None
+
+    def unwatch(self, tensor: Any) -> None:
+        """Stop tracing ``tensor`` (same argument forms as :meth:`watch`).
+
+        Ops recorded before the call stay recorded; later ops that read only
+        unwatched values are not recorded.
+
+        >>> import gputape as gt
+        >>> x = gt.constant(2.0)
+        >>> with gt.GradientTape() as t:
+        ...     t.watch(x); t.unwatch(x)
+        ...     y = x * x
+        >>> t.gradient(y, x) is None
+        True
+        """
+        flat, _ = _flatten(tensor)
+        tt = self._store()
+        for t in flat:
+            if not isinstance(t, Tensor):
+                raise ValueError(
+                    f"GradientTape.unwatch: passed in object of type {type(t).__name__}, not a gt.Tensor or gt.Variable"
+                )
+            tt.pop(t._id, None)
+            self._watched_vars.pop(t._id, None)
+
+    def watched_variables(self) -> tuple[Variable, ...]:
+        """The Variables this tape watches, in the order they were first watched.
+
+        >>> import gputape as gt
+        >>> v = gt.Variable(1.0, name="v")
+        >>> with gt.GradientTape() as t:
+        ...     y = v * 2
+        >>> [w.name for w in t.watched_variables()]
+        ['v']
+        """
+        return tuple(self._watched_vars.values())
+
+    @contextlib.contextmanager
+    def stop_recording(self) -> Iterator[None]:
+        """Temporarily stop recording on this tape (other tapes keep recording).
+
+        >>> import gputape as gt
+        >>> x = gt.constant(2.0)
+        >>> with gt.GradientTape() as t:
+        ...     t.watch(x)
+        ...     with t.stop_recording():
+        ...         y = x * x
+        >>> t.gradient(y, x) is None
+        True
+        """
+        if self._tensors is None:
+            raise RuntimeError(
+                "GradientTape.stop_recording() can only be used in a recording context: enter the tape first"
+            )
+        stopped = self._recording
+        if stopped:
+            self._pop()
+        try:
+            yield
+        finally:
+            if stopped:
+                self._push()
+
+    def reset(self) -> None:
+        """Forget everything recorded and watched so far; keep recording if recording.
+
+        >>> import gputape as gt
+        >>> x = gt.constant(2.0)
+        >>> with gt.GradientTape() as t:
+        ...     t.watch(x); y = x * x
+        ...     t.reset()
+        ...     t.watch(x); z = x * x * x
+        >>> t.gradient(z, x).numpy()
+        array(12., dtype=float32)
+        """
+        self._drop()
+        self._tensors = {}
+        self._nodes = []
+        self._watched_vars = {}
+
+    # -- memory -------------------------------------------------------------------
+    def _drop(self) -> None:
+        for node in self._nodes:
+            if node is not None:
+                _release_node(node)
+        self._nodes = []
+
+    def release(self) -> None:
+        """Free every value this tape saved; it cannot compute gradients afterwards.
+
+        >>> import gputape as gt
+        >>> x = gt.constant([1.0, 2.0])
+        >>> with gt.GradientTape(persistent=True) as t:
+        ...     t.watch(x); y = gt.exp(x)
+        >>> t.saved_bytes > 0
+        True
+        >>> t.release(); t.saved_bytes
+        0
+        """
+        self._drop()
+        self._tensors = None
+        self._watched_vars = {}
+
+    def __del__(self) -> None:
+        try:
+            if self._recording:
+                self._pop()
+            self._drop()
+        except Exception:  # interpreter shutdown: the modules may be gone
+            pass
+
+    @property
+    def saved_bytes(self) -> int:
+        """Bytes of the arrays this tape's recorded ops saved for their VJPs."""
+        return _nbytes_saved(self._nodes)
+
+    # -- gradients ----------------------------------------------------------------
+    def _begin_backprop(self, what: str) -> None:
+        if self._tensors is None:
+            if self._used:
+                raise RuntimeError(
+                    f"A non-persistent GradientTape can only be used to compute one set of gradients "
+                    f"(or jacobians); this one already ran. Use GradientTape(persistent=True) to call "
+                    f"{what}() more than once."
+                )
+            raise RuntimeError(
+                f"GradientTape.{what}: this tape has nothing recorded (it was never entered, or it was "
+                "released); record ops inside `with tape:` first"
+            )
+        if self._recording and not self._persistent:
+            # As TensorFlow does: a non-persistent tape stops recording here, so
+            # the gradient computation is not recorded on it.
+            self._pop()
+
+    def _finish_backprop(self) -> None:
+        if not self._persistent:
+            self._drop()
+            self._tensors = None  # watched_variables() still answers, as in TensorFlow
+            self._used = True
+
+    def gradient(
+        self,
+        target: Any,
+        sources: Any,
+        output_gradients: Any = None,
+        unconnected_gradients: Any = UnconnectedGradients.NONE,
+    ) -> Any:
+        """Gradients of ``target`` (the sum of it, for a non-scalar or nested target) w.r.t. ``sources``.
+
+        ``sources`` may be a tensor, a variable or any nested list/tuple/dict of
+        them; the result has the same structure. ``output_gradients`` weights
+        each target (one per target, same shapes). Unconnected sources give
+        ``None``, or zeros with ``unconnected_gradients='zero'``.
+
+        >>> import gputape as gt
+        >>> w = gt.Variable([1.0, 2.0]); b = gt.Variable(0.5)
+        >>> with gt.GradientTape() as tape:
+        ...     y = gt.sum(w * w) + b
+        >>> g = tape.gradient(y, {"w": w, "b": b})
+        >>> g["w"].numpy().tolist(), float(g["b"])
+        ([2.0, 4.0], 1.0)
+        """
+        if target is None:
+            raise TypeError(
+                "GradientTape.gradient: target is None; pass the tensor (or nested structure of "
+                "tensors) to differentiate"
+            )
+        unconnected = _parse_unconnected(unconnected_gradients)
+        self._begin_backprop("gradient")
+        try:
+            flat_t, _ = _flatten(target)
+            flat_s, s_spec = _flatten(sources)
+            _check_sources(flat_s, "gradient")
+            if output_gradients is None:
+                flat_og = [None] * len(flat_t)
+            else:
+                flat_og, _ = _flatten(output_gradients)
+                if len(flat_og) != len(flat_t):
+                    raise ValueError(
+                        f"GradientTape.gradient: got {len(flat_og)} output_gradients for {len(flat_t)} "
+                        "targets; pass one per target (None for the default of ones)"
+                    )
+            diff = bool(_tls.recording)
+            seeds = _seeds(flat_t, flat_og, diff, lead=None)
+            with _quiet():
+                grads = _sweep(self, seeds, [s._id for s in flat_s], diff) if seeds else {}
+            out = [_result(grads.get(s._id), s, unconnected, diff, None) for s in flat_s]
+        finally:
+            self._finish_backprop()
+        return _unflatten(s_spec, out)
+
+    def jacobian(
+        self,
+        target: Any,
+        sources: Any,
+        unconnected_gradients: Any = UnconnectedGradients.NONE,
+        parallel_iterations: Any = None,
+        experimental_use_pfor: bool = True,
+    ) -> Any:
+        """Full Jacobian: ``result[i].shape == target.shape + sources[i].shape``.
+
+        Computed in one vectorised backward sweep (the identity as a batch of
+        cotangents), not one sweep per output element. ``parallel_iterations``
+        and ``experimental_use_pfor`` are accepted for TensorFlow compatibility
+        and have no effect.
+
+        >>> import gputape as gt
+        >>> x = gt.constant([1.0, 2.0])
+        >>> with gt.GradientTape() as t:
+        ...     t.watch(x); y = x * x
+        >>> t.jacobian(y, x).numpy().tolist()
+        [[2.0, 0.0], [0.0, 4.0]]
+        """
+        unconnected = _parse_unconnected(unconnected_gradients)
+        if not isinstance(target, Tensor):
+            raise TypeError(f"GradientTape.jacobian: target must be a gt.Tensor, got {type(target).__name__}")
+        self._begin_backprop("jacobian")
+        try:
+            flat_s, s_spec = _flatten(sources)
+            _check_sources(flat_s, "jacobian")
+            diff = bool(_tls.recording)
+            tshape = target.shape
+            n = target.size
+            seeds = _seeds([target], [None], diff, lead=("jacobian", n))
+            with _quiet():
+                grads = _sweep(self, seeds, [s._id for s in flat_s], diff, lead=(n,)) if seeds else {}
+            out = []
+            for s in flat_s:
+                g = grads.get(s._id)
+                if g is not None:
+                    g = _DIFF_F.reshape(g, tshape + s.shape) if diff else g.reshape(tshape + s.shape)
+                out.append(_result(g, s, unconnected, diff, tshape))
+        finally:
+            self._finish_backprop()
+        return _unflatten(s_spec, out)
+
+    def batch_jacobian(
+        self,
+        target: Tensor,
+        source: Tensor,
+        unconnected_gradients: Any = UnconnectedGradients.NONE,
+        parallel_iterations: Any = None,
+        experimental_use_pfor: bool = True,
+    ) -> Any:
+        """Per-example Jacobian: ``target[b, *y]`` w.r.t. ``source[b, *x]`` -> ``[b, *y, *x]``.
+
+        Assumes ``target[i]`` depends only on ``source[i]`` (as TensorFlow does).
+        One vectorised sweep with ``prod(y)`` cotangents.
+
+        >>> import gputape as gt
+        >>> x = gt.constant([[1.0, 2.0], [3.0, 4.0]])
+        >>> with gt.GradientTape() as t:
+        ...     t.watch(x); y = x * x
+        >>> t.batch_jacobian(y, x).numpy().tolist()
+        [[[2.0, 0.0], [0.0, 4.0]], [[6.0, 0.0], [0.0, 8.0]]]
+        """
+        unconnected = _parse_unconnected(unconnected_gradients)
+        if not isinstance(target, Tensor) or not isinstance(source, Tensor):
+            raise TypeError("GradientTape.batch_jacobian: target and source must be gt.Tensors")
+        ts, ss = target.shape, source.shape
+        if len(ts) < 2 or len(ss) < 2 or ts[0] != ss[0]:
+            raise ValueError(
+                f"GradientTape.batch_jacobian: need target and source of rank >= 2 with the same first "
+                f"(batch) dimension; got target shape {ts} and source shape {ss}"
+            )
+        self._begin_backprop("batch_jacobian")
+        try:
+            _check_sources([source], "batch_jacobian")
+            diff = bool(_tls.recording)
+            b = ts[0]
+            ny = int(np.prod(ts[1:]))
+            seeds = _seeds([target], [None], diff, lead=("batch", ny))
+            with _quiet():
+                grads = _sweep(self, seeds, [source._id], diff, lead=(ny,)) if seeds else {}
+            g = grads.get(source._id)
+            if g is not None:
+                F = _DIFF_F if diff else (np if type(g) is _ndarray else backend.xp_of(g))
+                g = F.reshape(F.moveaxis(g, 0, 1), (b,) + ts[1:] + ss[1:])
+            out = _result(g, source, unconnected, diff, ts[1:], batch=True)
+        finally:
+            self._finish_backprop()
+        return out
+
+
+def _quiet() -> Any:
+    # Infinite and NaN gradients are results (sqrt at 0 is inf), not numpy warnings.
+    return np.errstate(divide="ignore", invalid="ignore", over="ignore")
+
+
+def _check_sources(flat_s: list, what: str) -> None:
+    for s in flat_s:
+        if not isinstance(s, Tensor):
+            raise ValueError(
+                f"GradientTape.{what}: sources must be gt.Tensors or gt.Variables (or nested "
+                f"lists/tuples/dicts of them), got {type(s).__name__}"
+            )
+
+
+def _seeds(flat_t: list, flat_og: list, diff: bool, lead: Any) -> dict[int, Any]:
+    """Initial cotangents: ones (or output_gradients) for each floating target."""
+    from .tensor import _to_array
+
+    seeds: dict[int, Any] = {}
+    for t, og in zip(flat_t, flat_og):
+        if not isinstance(t, Tensor):
+            raise TypeError(
+                f"GradientTape: target must be a gt.Tensor or a nested structure of them, got {type(t).__name__}"
+            )
+        d = t._data
+        if d.dtype not in FLOAT_DTYPES:
+            _warn_once(
+                f"target-{d.dtype}",
+                f"GradientTape: the dtype of the target must be floating (got {d.dtype}); its gradients are "
+                "None. Cast it with .astype('float32').",
+            )
+            continue
+        xp = np if type(d) is _ndarray else backend.xp_of(d)
+        if lead is None:
+            if og is None:
+                g = xp.ones(d.shape, d.dtype)
+            else:
+                g = og._data if isinstance(og, Tensor) else _to_array(og, d.dtype)
+                if g.shape != d.shape:
+                    raise ValueError(
+                        f"GradientTape.gradient: output_gradients shape {g.shape} does not match target shape {d.shape}"
+                    )
+                if g.dtype != d.dtype:
+                    g = g.astype(d.dtype)
+                if diff and isinstance(og, Tensor):
+                    g = og if og._data.dtype == d.dtype else og.astype(d.dtype)
+        elif lead[0] == "jacobian":
+            n = lead[1]
+            g = xp.eye(n, dtype=d.dtype).reshape((n,) + d.shape)
+        else:  # batch jacobian: cotangent k selects element k of every example
+            ny = lead[1]
+            b = d.shape[0]
+            g = xp.ascontiguousarray(xp.broadcast_to(xp.eye(ny, dtype=d.dtype)[:, None, :], (ny, b, ny))).reshape(
+                (ny,) + d.shape
+            )
+        if diff and not isinstance(g, Tensor):
+            g = _wrap(g)
+        prev = seeds.get(t._id)
+        seeds[t._id] = g if prev is None else prev + g
+    return seeds
+
+
+def _result(g: Any, s: Tensor, unconnected: UnconnectedGradients, diff: bool, tshape: Any, batch: bool = False) -> Any:
+    """Wrap a raw gradient as a Tensor; None or zeros for unconnected / integer sources."""
+    d = s._data
+    if d.dtype not in FLOAT_DTYPES:
+        _warn_once(
+            f"source-{d.dtype}",
+            f"GradientTape: the dtype of a source must be floating (got {d.dtype}); its gradient is None. "
+            "Cast it with .astype('float32').",
+        )
+        g = None
+    if g is None:
+        if unconnected is UnconnectedGradients.ZERO:
+            xp = np if type(d) is _ndarray else backend.xp_of(d)
+            if tshape is None:
+                shape = d.shape
+            elif batch:
+                shape = d.shape[:1] + tuple(tshape) + d.shape[1:]
+            else:
+                shape = tuple(tshape) + d.shape
+            dt = d.dtype if d.dtype in FLOAT_DTYPES else np.dtype("float32")
+            return _wrap(xp.zeros(shape, dt))
+        return None
+    if diff:
+        return g
+    if not g.flags.c_contiguous:  # broadcast views and transposes: hand out a real array
+        g = (np if type(g) is _ndarray else backend.xp_of(g)).ascontiguousarray(g)
+    return _wrap(g)
+
+
+# ---------------------------------------------------------------------------------
+# stop_gradient and custom_gradient
+
+
+def stop_gradient(x: Any) -> Tensor:
+    """Return ``x`` as a new tensor through which no gradient flows.
+
+    >>> import gputape as gt
+    >>> x = gt.constant(2.0)
+    >>> with gt.GradientTape() as t:
+    ...     t.watch(x)
+    ...     y = x * gt.stop_gradient(x)
+    >>> float(t.gradient(y, x))
+    2.0
+    """
+    from .tensor import as_tensor
+
+    return _wrap(as_tensor(x)._data)
+
+
+def _custom_fwd(xp: Any, *arrays: Any, **params: Any) -> Any:  # pragma: no cover - never run
+    raise RuntimeError("custom_gradient nodes are recorded directly")
+
+
+_CUSTOM = Primitive("custom_gradient", _custom_fwd, nout=1, batchable=False)
+
+
+def _custom_vjp(F: Any, g: Any, needs: list[bool], nb: int, node: Node, *saved: Any) -> list:
+    info = node.params
+    grad_fn = info["grad_fn"]
+    variables = info["variables"]
+    gs = g if isinstance(g, list) else [g]
+    diff = F is _DIFF_F
+    dys = []
+    for x, (shape, dtype) in zip(gs, info["out_meta"]):
+        if x is None:  # an output the target does not use: its cotangent is zero
+            x = F.zeros(shape, dtype)
+        dys.append(x if diff else _wrap(x))
+    if variables:
+        res = grad_fn(*dys, variables=variables)
+        if not (isinstance(res, (tuple, list)) and len(res) == 2):
+            raise ValueError(
+                f"custom_gradient {info['name']!r}: grad_fn uses variables, so it must return "
+                "(input_gradients, variable_gradients)"
+            )
+        input_grads, var_grads = res
+        var_grads = list(var_grads) if isinstance(var_grads, (list, tuple)) else [var_grads]
+        if len(var_grads) != len(variables):
+            raise ValueError(
+                f"custom_gradient {info['name']!r}: grad_fn returned {len(var_grads)} variable gradients "
+                f"for {len(variables)} variables; return one per variable"
+            )
+    else:
+        input_grads = grad_fn(*dys)
+        var_grads = []
+    flat_in = list(input_grads) if isinstance(input_grads, (list, tuple)) else [input_grads]
+    if len(flat_in) != info["nargs"]:
+        raise ValueError(
+            f"custom_gradient {info['name']!r}: grad_fn returned {len(flat_in)} gradients for "
+            f"{info['nargs']} inputs; return exactly one gradient (or None) per input"
+        )
+    out = []
+    for x in flat_in + var_grads:
+        if x is None:
+            out.append(None)
+        elif diff:
+            out.append(x if isinstance(x, Tensor) else _wrap(x))
+        else:
+            out.append(x._data if isinstance(x, Tensor) else x)
+    return out
+
+
+_CUSTOM.vjp = _custom_vjp
+
+
+def custom_gradient(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator to define a function's gradient yourself (``tf.custom_gradient``).
+
+    ``f(*args)`` returns ``(y, grad_fn)``; ``grad_fn(*dys)`` returns one gradient
+    per argument of ``f``. If ``f`` reads Variables, ``grad_fn`` must accept
+    ``variables=None`` and return ``(input_grads, variable_grads)``.
+
+    >>> import gputape as gt
+    >>> @gt.custom_gradient
+    ... def clip_grad_identity(x):
+    ...     def grad(dy):
+    ...         return gt.clip(dy, -1.0, 1.0)
+    ...     return gt.identity(x), grad
+    >>> x = gt.constant([1.0, 2.0])
+    >>> with gt.GradientTape() as t:
+    ...     t.watch(x); y = gt.sum(clip_grad_identity(x) * 10.0)
+    >>> t.gradient(y, x).numpy().tolist()
+    [1.0, 1.0]
+    """
+    name = getattr(f, "__name__", "custom_gradient")
+
+    def wrapped(*args: Any) -> Any:
+        from .tensor import as_tensor
+
+        watcher: dict[int, Variable] = {}
+        st = _tls
+        st.watchers.append(watcher)
+        _bump(1)
+        paused = list(st.recording)
+        for tape in paused:
+            tape._pop()
+        try:
+            result, grad_fn = f(*args)
+        finally:
+            for tape in paused:
+                tape._push()
+            st.watchers.remove(watcher)
+            _bump(-1)
+        variables = list(watcher.values())
+        for w in st.watchers:  # an enclosing custom_gradient sees these reads too
+            for v in variables:
+                w.setdefault(v._id, v)
+        if variables:
+            try:
+                sig = inspect.signature(grad_fn)
+                takes = "variables" in sig.parameters or any(
+                    p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values()
+                )
+            except (TypeError, ValueError):
+                takes = True
+            if not takes:
+                raise TypeError(
+                    f"custom_gradient {name!r}: the function reads variables "
+                    f"{[v.name for v in variables]}, so grad_fn must accept a keyword argument "
+                    "'variables' and return (input_gradients, variable_gradients)"
+                )
+        flat_r, r_spec = _flatten(result)
+        outs = [_wrap(as_tensor(r)._data) for r in flat_r]
+        inputs = [a if isinstance(a, Tensor) else None for a in args]
+        tensor_args = tuple(a if a is not None else 0.0 for a in inputs) + tuple(variables)
+        params = {
+            "grad_fn": grad_fn,
+            "variables": variables,
+            "nargs": len(args),
+            "name": name,
+            "out_meta": [(o.shape, o.dtype) for o in outs],
+        }
+        if st.recording:
+            for tape in st.recording:
+                if tape._auto:
+                    for v in variables:
+                        if v._trainable:
+                            tape._watch_variable(v)
+            prim = _CUSTOM if len(outs) == 1 else _custom_multi(len(outs))
+            _record(prim, tensor_args, params, outs[0] if len(outs) == 1 else outs)
+        return _unflatten(r_spec, outs)
+
+    wrapped.__name__ = name
+    wrapped.__doc__ = f.__doc__
+    wrapped.__wrapped__ = f  # type: ignore[attr-defined]
+    return wrapped
+
+
+_custom_multis: dict[int, Primitive] = {}
+
+
+def _custom_multi(n: int) -> Primitive:
+    if n not in _custom_multis:
+        p = Primitive(f"custom_gradient[{n}]", _custom_fwd, nout=n, batchable=False)
+        p.vjp = _custom_vjp
+        _custom_multis[n] = p
+    return _custom_multis[n]

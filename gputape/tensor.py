@@ -1,0 +1,390 @@
+"""Tensor, Variable and constant: the values that flow through gputape.
+
+A :class:`Tensor` wraps one device array (numpy on the CPU, cupy on a GPU) and
+a process-unique integer id. Tapes never hold tensors by reference to decide
+what they track: they hold ids, exactly as TensorFlow does, so a tape keeps
+alive only the residuals its ops declared, and ``del tape`` frees them.
+
+A :class:`Variable` is a Tensor whose array can be replaced or updated in
+place. Its id is stable across assignments, so gradients accumulate to the
+variable whatever value it held when each op read it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from typing import Any
+
+import numpy as np
+
+from . import backend
+
+_next_id = itertools.count(1).__next__
+_ndarray = np.ndarray
+_new = object.__new__
+_getrefcount = sys.getrefcount
+
+# TensorFlow's dtype spellings, as numpy dtypes.
+float16 = np.dtype("float16")
+float32 = np.dtype("float32")
+float64 = np.dtype("float64")
+int8 = np.dtype("int8")
+int16 = np.dtype("int16")
+int32 = np.dtype("int32")
+int64 = np.dtype("int64")
+uint8 = np.dtype("uint8")
+bool_ = np.dtype("bool")
+
+FLOAT_DTYPES = frozenset((float16, float32, float64))
+
+
+def _wrap(data: Any) -> Tensor:
+    """Make a Tensor around an existing device array without any checks."""
+    t = _new(Tensor)
+    t._data = data
+    t._id = _next_id()
+    return t
+
+
+def _py_dtype(value: Any) -> Any:
+    """TensorFlow's rule for Python values: floats -> float32, ints -> int32."""
+    if isinstance(value, bool):
+        return bool_
+    if isinstance(value, int):
+        return int32
+    if isinstance(value, float):
+        return float32
+    if isinstance(value, (list, tuple)):
+        arr = np.asarray(value)
+        if arr.dtype.kind == "f":
+            return float32
+        if arr.dtype.kind in "iu":
+            return int32
+        return arr.dtype
+    return None
+
+
+def _to_array(value: Any, dtype: Any = None, device: str | None = None) -> Any:
+    """Convert ``value`` to a device array following gputape's dtype rules."""
+    if isinstance(value, Tensor):
+        data = value._data
+        if device is not None and backend.device_of(data) != backend.parse_device(device):
+            data = backend.asarray_on(backend.to_host(data), backend.parse_device(device))
+        if dtype is not None and data.dtype != np.dtype(dtype):
+            data = data.astype(dtype)
+        return data
+    if dtype is None:
+        dtype = _py_dtype(value)
+    dev = backend.parse_device(device) if device is not None else None
+    if type(value) is _ndarray or backend.xp_of(value) is np:
+        if dev is None or dev == "cpu":
+            arr = np.asarray(value, dtype=dtype)
+            return arr
+        return backend.asarray_on(value, dev, dtype)
+    # A device (cupy) array stays on its device unless another one is asked for.
+    if dev is None or dev == backend.device_of(value):
+        return value.astype(dtype, copy=False) if dtype is not None else value
+    return backend.asarray_on(backend.to_host(value), dev, dtype)
+
+
+class Tensor:
+    """An immutable n-dimensional value on a device, recorded by tapes.
+
+    Create tensors with :func:`constant`; ops and operators return new ones.
+
+    >>> import gputape as gt
+    >>> x = gt.constant([[1.0, 2.0], [3.0, 4.0]])
+    >>> (x * 2 + 1).numpy().tolist()
+    [[3.0, 5.0], [7.0, 9.0]]
+    >>> x.shape, str(x.dtype), x.device
+    ((2, 2), 'float32', 'cpu')
+    """
+
+    __slots__ = ("__weakref__", "_data", "_id")
+
+    # numpy hands ``ndarray <op> Tensor`` to __array_ufunc__ below, so the result
+    # is a (differentiable) Tensor rather than a silently detached ndarray.
+    __array_priority__ = 1000
+
+    def __init__(self, value: Any, dtype: Any = None) -> None:
+        self._data = _to_array(value, dtype)
+        self._id = _next_id()
+
+    # -- properties ---------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._data.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._data.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    @property
+    def size(self) -> int:
+        return int(self._data.size)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._data.nbytes)
+
+    @property
+    def device(self) -> str:
+        return backend.device_of(self._data)
+
+    @property
+    def T(self) -> Tensor:
+        from .ops import transpose
+
+        return transpose(self)
+
+    # -- conversion ---------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """Return a host numpy copy of the value.
+
+        >>> import gputape as gt
+        >>> gt.constant([1.0, 2.0]).numpy()
+        array([1., 2.], dtype=float32)
+        """
+        return np.array(backend.to_host(self._data), copy=True)
+
+    def item(self) -> Any:
+        return self._data.item()
+
+    def __float__(self) -> float:
+        return float(self._data)
+
+    def __int__(self) -> int:
+        return int(self._data)
+
+    def __index__(self) -> int:
+        if self._data.dtype.kind not in "iub":
+            raise TypeError(f"only integer tensors can be used as an index, not {self._data.dtype}")
+        return int(self._data)
+
+    def __bool__(self) -> bool:
+        return bool(self._data)
+
+    def __len__(self) -> int:
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        for i in range(self._data.shape[0]):
+            yield self[i]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if backend.xp_of(self._data) is not np:
+            raise TypeError(f"tensor is on {self.device}; implicit conversion to numpy is not allowed, use .numpy()")
+        a = self._data
+        if dtype is not None and a.dtype != np.dtype(dtype):
+            return a.astype(dtype)
+        return np.array(a, copy=True) if copy else a
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        from . import ops
+
+        op = getattr(ops, ufunc.__name__, None)
+        if method == "__call__" and op is not None and "out" not in kwargs and not kwargs:
+            return op(*inputs)
+        # Anything else (reductions through ufunc methods, out=...) runs on plain
+        # arrays: the result is a numpy array, detached from every tape.
+        raw = [backend.to_host(i._data) if isinstance(i, Tensor) else i for i in inputs]
+        return getattr(ufunc, method)(*raw, **kwargs)
+
+    def __repr__(self) -> str:
+        body = np.array2string(backend.to_host(self._data), separator=", ", threshold=20)
+        dev = "" if self.device == "cpu" else f", device={self.device!r}"
+        return f"gt.Tensor({body}, shape={self.shape}, dtype={self.dtype}{dev})"
+
+    # Tensors compare elementwise, so, as in TensorFlow and numpy, they are not hashable.
+    __hash__ = None  # type: ignore[assignment]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise TypeError(
+            "gt.Tensor is immutable and does not support item assignment; build a new tensor "
+            "(gt.where, gt.concatenate) or use a gt.Variable and .assign()"
+        )
+
+    def __reduce__(self):
+        return (constant, (backend.to_host(self._data),))
+
+    # Operators and methods (``+``, ``reshape``, ``sum`` ...) are attached by
+    # gputape.ops, which owns the op functions; see ops/__init__.py.
+
+
+class Variable(Tensor):
+    """A mutable tensor: model parameters and optimizer state.
+
+    Trainable variables read inside a ``GradientTape`` are watched
+    automatically. ``assign``/``assign_add``/``assign_sub`` update the value in
+    place when nothing else holds the current array, and otherwise swap in a
+    new array, so a value that a live tape saved is never changed (a gradient
+    computed after an assign uses the value the op saw, as in TensorFlow).
+
+    >>> import gputape as gt
+    >>> v = gt.Variable([1.0, 2.0], name="w")
+    >>> _ = v.assign_sub([0.5, 0.5])
+    >>> v.numpy().tolist(), v.name, v.trainable
+    ([0.5, 1.5], 'w', True)
+    """
+
+    __slots__ = ("_name", "_trainable")
+
+    def __init__(self, initial_value: Any, trainable: bool = True, name: str | None = None, dtype: Any = None) -> None:
+        if callable(initial_value):
+            initial_value = initial_value()
+        data = _to_array(initial_value, dtype)
+        # A variable owns its buffer: never alias the caller's array.
+        self._data = data.copy()
+        self._id = _next_id()
+        self._trainable = bool(trainable)
+        self._name = name if name is not None else "Variable"
+
+    @property
+    def trainable(self) -> bool:
+        return self._trainable
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def value(self) -> Tensor:
+        """The current value as a Tensor (a read: a recording tape watches it).
+
+        >>> import gputape as gt
+        >>> gt.Variable(3.0).value().numpy()
+        array(3., dtype=float32)
+        """
+        from . import tape as _tape
+
+        if _tape._ACTIVE:
+            _tape._on_variable_read(self)
+        return self._snapshot()
+
+    read_value = value
+
+    def _snapshot(self) -> Tensor:
+        # Same id as the variable, so gradients flow to it; same array, so no copy.
+        t = _new(Tensor)
+        t._data = self._data
+        t._id = self._id
+        return t
+
+    def numpy(self) -> np.ndarray:
+        return np.array(backend.to_host(self._data), copy=True)
+
+    def _exclusive(self) -> bool:
+        """True when no tape, tensor or view shares this variable's array."""
+        return _getrefcount(self._data) <= _EXCLUSIVE_REFS
+
+    def _check(self, op: str, value: Any) -> Any:
+        arr = value._data if isinstance(value, Tensor) else _to_array(value, self._data.dtype)
+        xp = backend.xp_of(self._data)
+        if backend.xp_of(arr) is not xp:
+            raise ValueError(
+                f"Variable.{op}: variable {self._name!r} is on {self.device} but the value is on "
+                f"{backend.device_of(arr)}; move it with .to({self.device!r}) first"
+            )
+        if arr.shape != self._data.shape:
+            raise ValueError(
+                f"Variable.{op}: cannot {op.replace('_', ' ')} a value of shape {arr.shape} to variable "
+                f"{self._name!r} of shape {self._data.shape}; shapes must match"
+            )
+        if arr.dtype != self._data.dtype:
+            if not np.can_cast(arr.dtype, self._data.dtype, casting="same_kind"):
+                raise TypeError(
+                    f"Variable.{op}: value of dtype {arr.dtype} cannot be stored in variable "
+                    f"{self._name!r} of dtype {self._data.dtype}; cast it first"
+                )
+            arr = arr.astype(self._data.dtype)
+        return arr
+
+    def assign(self, value: Any) -> Variable:
+        """Set the value (same shape; dtype cast within its kind).
+
+        >>> import gputape as gt
+        >>> gt.Variable([1.0, 2.0]).assign([3.0, 4.0]).numpy().tolist()
+        [3.0, 4.0]
+        """
+        arr = self._check("assign", value)
+        if self._exclusive():
+            self._data[...] = arr
+        else:
+            self._data = arr.copy()
+        return self
+
+    def assign_add(self, delta: Any) -> Variable:
+        """Add ``delta`` in place (or copy-on-write when a tape holds the value).
+
+        >>> import gputape as gt
+        >>> gt.Variable([1.0]).assign_add([2.0]).numpy().tolist()
+        [3.0]
+        """
+        arr = self._check("assign_add", delta)
+        if self._exclusive():
+            backend.xp_of(self._data).add(self._data, arr, out=self._data)
+        else:
+            self._data = self._data + arr
+        return self
+
+    def assign_sub(self, delta: Any) -> Variable:
+        """Subtract ``delta`` in place (or copy-on-write when a tape holds the value).
+
+        >>> import gputape as gt
+        >>> gt.Variable([1.0]).assign_sub([2.0]).numpy().tolist()
+        [-1.0]
+        """
+        arr = self._check("assign_sub", delta)
+        if self._exclusive():
+            backend.xp_of(self._data).subtract(self._data, arr, out=self._data)
+        else:
+            self._data = self._data - arr
+        return self
+
+    def __repr__(self) -> str:
+        body = np.array2string(backend.to_host(self._data), separator=", ", threshold=20)
+        return f"<gt.Variable {self._name!r} shape={self.shape} dtype={self.dtype}, numpy={body}>"
+
+    def __reduce__(self):
+        return (Variable, (backend.to_host(self._data), self._trainable, self._name))
+
+
+def _calibrate_refs() -> int:
+    # How many references does a Variable's array have when nothing else holds
+    # it, as _exclusive() sees it? Measured rather than assumed, because the
+    # number differs between CPython versions.
+    v = Variable(np.zeros(1))
+    return _getrefcount(v._data)
+
+
+_EXCLUSIVE_REFS = _calibrate_refs()
+
+
+def constant(value: Any, dtype: Any = None, device: str | None = None) -> Tensor:
+    """Make a Tensor from a Python value, a numpy/cupy array or another tensor.
+
+    Python floats (and lists of them) become float32 and Python ints int32, as
+    in TensorFlow; arrays keep their dtype; a cupy array stays on its GPU.
+
+    >>> import gputape as gt, numpy as np
+    >>> str(gt.constant(1.5).dtype), str(gt.constant(np.zeros(2)).dtype), str(gt.constant([1, 2]).dtype)
+    ('float32', 'float64', 'int32')
+    """
+    if device is None and not isinstance(value, Tensor) and (type(value) is not _ndarray):
+        from .device import current_device
+
+        device = current_device()
+    return _wrap(_to_array(value, dtype, device))
+
+
+def as_tensor(value: Any) -> Tensor:
+    """Return ``value`` if it is a Tensor (or Variable), else ``constant(value)``."""
+    return value if isinstance(value, Tensor) else constant(value)
