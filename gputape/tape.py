@@ -36,10 +36,11 @@ from typing import Any
 import numpy as np
 
 from . import backend
-from .tensor import FLOAT_DTYPES, Tensor, Variable, _wrap
+from .tensor import FLOAT_DTYPES, Tensor, Variable, _new, _next_id, _wrap
 
 _log = logging.getLogger("gputape")
 _ndarray = np.ndarray
+_NOPARAMS: dict[str, Any] = {}
 
 # Number of recording tapes plus variable watchers, over all threads. Ops test
 # it before anything else so that code outside any tape pays one global read.
@@ -108,7 +109,7 @@ class Primitive:
     they stay correct under them.
     """
 
-    __slots__ = ("batchable", "doc", "fwd", "name", "nout", "save", "save_out", "vjp")
+    __slots__ = ("batchable", "cpu", "doc", "fwd", "name", "nout", "save", "save_out", "vjp")
 
     def __init__(
         self,
@@ -127,6 +128,9 @@ class Primitive:
         self.nout = nout
         self.batchable = batchable
         self.doc = fwd.__doc__
+        # Optional C-level callable equal to fwd for numpy inputs (np.tanh,
+        # operator.mul): saves a Python frame per op on the CPU fast paths.
+        self.cpu: Callable[..., Any] | None = None
 
     def defvjp(self, vjp: Callable[..., Any]) -> Callable[..., Any]:
         """Register ``vjp`` as this primitive's vector-Jacobian product."""
@@ -180,12 +184,28 @@ def primitive(
 
 
 class Node:
-    """One recorded op: what the sweep needs to call its VJP, and nothing else."""
+    """One recorded op: what the sweep needs to call its VJP, and nothing else.
 
-    __slots__ = ("dtypes", "ids", "nrefs", "out", "outs", "params", "prim", "saved", "shapes")
+    ``ids``/``shapes`` describe the positional inputs (id 0 for constants),
+    ``casts`` the dtype to cast each input's cotangent back to when the op
+    promoted it (None when nothing was promoted), ``saved`` the raw residual
+    arrays the primitive declared, ``out`` the output id (a tuple of ids for
+    multi-output ops). Tapes hold nodes; a node's residuals are freed when the
+    last tape that recorded it drops it.
+    """
+
+    __slots__ = ("casts", "ids", "out", "params", "prim", "saved", "shapes")
 
     def __repr__(self) -> str:
-        return f"<Node {self.prim.name} in={self.shapes} out={self.outs or self.out}>"
+        return f"<Node {self.prim.name} in={self.shapes} out={self.out}>"
+
+    def saved_ids(self) -> tuple[int, ...]:
+        """The tensor id behind each saved residual (0 for constants)."""
+        s = self.prim.save
+        sids = self.ids if s is True else tuple(self.ids[i] for i in s) if s else ()
+        if self.prim.save_out:
+            sids = sids + (self.out if type(self.out) is tuple else (self.out,))
+        return sids
 
 
 def _op_error(prim: Primitive, args: tuple, params: dict, exc: Exception) -> Exception:
@@ -262,11 +282,72 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
     if prim.nout == 1:
         if type(out) is not _ndarray:
             out = _fix_output(out)
-        res = _wrap(out)
+        res = _new(Tensor)
+        res._data = out
+        res._id = _next_id()
     else:
         res = [_wrap(o if type(o) is _ndarray else _fix_output(o)) for o in out]
     if _ACTIVE:
         _record(prim, args, params, res)
+    return res
+
+
+# The two fast paths below are apply() specialised to one and two arguments
+# without parameters (elementwise ops, the operators): same semantics, fewer
+# Python operations, because per-op overhead is what small models pay for.
+
+
+def apply1(prim: Primitive, x: Any) -> Tensor:
+    """``apply`` for a one-argument primitive without parameters."""
+    if not isinstance(x, Tensor):
+        return apply(prim, (x,), _NOPARAMS)
+    d = x._data
+    try:
+        if type(d) is _ndarray and prim.cpu is not None:
+            out = prim.cpu(d)
+        else:
+            out = prim.fwd(np if type(d) is _ndarray else backend.xp_of(d), d)
+    except (ValueError, TypeError, IndexError) as exc:
+        raise _op_error(prim, (x,), _NOPARAMS, exc) from exc
+    if type(out) is not _ndarray:
+        out = _fix_output(out)
+    res = _new(Tensor)
+    res._data = out
+    res._id = _next_id()
+    if _ACTIVE:
+        _record1(prim, x, res)
+    return res
+
+
+def apply2(prim: Primitive, x: Any, y: Any) -> Tensor:
+    """``apply`` for a two-argument primitive without parameters."""
+    if isinstance(x, Tensor):
+        a = d = x._data
+        if isinstance(y, Tensor):
+            b = y._data
+        elif type(y) is float or type(y) is int:
+            b = y
+        else:
+            return apply(prim, (x, y), _NOPARAMS)
+    elif isinstance(y, Tensor) and (type(x) is float or type(x) is int):
+        a = x
+        b = d = y._data
+    else:
+        return apply(prim, (x, y), _NOPARAMS)
+    try:
+        if type(d) is _ndarray and prim.cpu is not None:
+            out = prim.cpu(a, b)
+        else:
+            out = prim.fwd(np if type(d) is _ndarray else backend.xp_of(d), a, b)
+    except (ValueError, TypeError, IndexError) as exc:
+        raise _op_error(prim, (x, y), _NOPARAMS, exc) from exc
+    if type(out) is not _ndarray:
+        out = _fix_output(out)
+    res = _new(Tensor)
+    res._data = out
+    res._id = _next_id()
+    if _ACTIVE:
+        _record2(prim, x, y, res)
     return res
 
 
@@ -284,86 +365,185 @@ def _on_variable_read(var: Variable) -> None:
 def _record(prim: Primitive, args: tuple, params: dict, res: Any) -> None:
     st = _tls
     if st.watchers:
-        for a in args:
-            if type(a) is Variable:
-                for w in st.watchers:
-                    w.setdefault(a._id, a)
+        _note_reads(args)
     tapes = st.recording
     if not tapes:
         return
-    outs = (res,) if prim.nout == 1 else res
-    if outs[0]._data.dtype not in FLOAT_DTYPES:
+    single = prim.nout == 1
+    if (res._data.dtype if single else res[0]._data.dtype) not in FLOAT_DTYPES:
         return  # integer and bool results carry no gradient
     node = None
     for tape in tapes:
         tt = tape._tensors
         hit = False
         for a in args:
-            if isinstance(a, Tensor):
-                if a._id in tt:
-                    hit = True
-                elif type(a) is Variable and tape._auto and a._trainable:
-                    hit = tape._watch_variable(a) or hit
+            if isinstance(a, Tensor) and (a._id in tt or _watch_on_read(tape, a)):
+                hit = True
         if hit:
             if node is None:
                 node = _make_node(prim, args, params, res)
-            node.nrefs += 1
             tape._nodes.append(node)
-            for o in outs:
-                tt[o._id] = node
+            if single:
+                tt.add(res._id)
+            else:
+                tt.update(o._id for o in res)
 
 
-def _snap(a: Any) -> Any:
-    # A variable may be assigned after the op ran: save the array it held then.
-    return a._snapshot() if type(a) is Variable else a
+def _watch_on_read(tape: GradientTape, t: Tensor) -> bool:
+    """A trainable Variable read while ``tape`` records is watched by it (TensorFlow's rule)."""
+    return type(t) is Variable and tape._auto and t._trainable and tape._watch_variable(t)
+
+
+def _record1(prim: Primitive, x: Tensor, res: Tensor) -> None:
+    """``_record`` for apply1: one tensor input, no parameters, one output."""
+    st = _tls
+    if st.watchers:
+        _note_reads((x,))
+    tapes = st.recording
+    if not tapes:
+        return
+    d = res._data
+    if d.dtype not in FLOAT_DTYPES:
+        return
+    node = None
+    xid = x._id
+    for tape in tapes:
+        tt = tape._tensors
+        if xid not in tt and not _watch_on_read(tape, x):
+            continue
+        if node is None:
+            xd = x._data
+            node = _new(Node)
+            node.prim = prim
+            node.params = _NOPARAMS
+            node.ids = (xid,)
+            node.shapes = (xd.shape,)
+            node.casts = None if xd.dtype is d.dtype else (xd.dtype,)
+            if prim.save:
+                node.saved = [xd, d] if prim.save_out else [xd]
+            else:
+                node.saved = [d] if prim.save_out else _NOSAVED
+            node.out = res._id
+        tape._nodes.append(node)
+        tt.add(res._id)
+
+
+def _record2(prim: Primitive, x: Any, y: Any, res: Tensor) -> None:
+    """``_record`` for apply2: two inputs (a tensor and a tensor or Python scalar)."""
+    st = _tls
+    if st.watchers:
+        _note_reads((x, y))
+    tapes = st.recording
+    if not tapes:
+        return
+    d = res._data
+    if d.dtype not in FLOAT_DTYPES:
+        return
+    xt = isinstance(x, Tensor)
+    yt = isinstance(y, Tensor)
+    node = None
+    for tape in tapes:
+        tt = tape._tensors
+        # no short-circuit between x and y: a trainable Variable on either side is watched
+        hx = xt and (x._id in tt or _watch_on_read(tape, x))
+        hy = yt and (y._id in tt or _watch_on_read(tape, y))
+        if not (hx or hy):
+            continue
+        if node is None:
+            node = _new(Node)
+            node.prim = prim
+            node.params = _NOPARAMS
+            casts = None
+            if xt:
+                xd = x._data
+                if xd.dtype is not d.dtype:
+                    casts = [xd.dtype, None]
+                if yt:
+                    yd = y._data
+                    if yd.dtype is not d.dtype:
+                        casts = [casts[0] if casts else None, yd.dtype]
+                    node.ids = (x._id, y._id)
+                    node.shapes = (xd.shape, yd.shape)
+                else:
+                    yd = y
+                    node.ids = (x._id, 0)
+                    node.shapes = (xd.shape, None)
+            else:
+                xd = x
+                yd = y._data
+                if yd.dtype is not d.dtype:
+                    casts = [None, yd.dtype]
+                node.ids = (0, y._id)
+                node.shapes = (None, yd.shape)
+            node.casts = casts
+            save = prim.save
+            if save is True:
+                saved = [xd, yd]
+            elif save:
+                saved = [(xd, yd)[i] for i in save]
+            else:
+                saved = []
+            if prim.save_out:
+                saved.append(d)
+            node.saved = saved
+            node.out = res._id
+        tape._nodes.append(node)
+        tt.add(res._id)
+
+
+_NOSAVED: list = []  # shared by nodes that save nothing; never mutated
+
+
+def _note_reads(args: tuple) -> None:
+    for a in args:
+        if type(a) is Variable:
+            for w in _tls.watchers:
+                w.setdefault(a._id, a)
 
 
 def _make_node(prim: Primitive, args: tuple, params: dict, res: Any) -> Node:
-    node = Node()
+    node = _new(Node)
     node.prim = prim
     node.params = params
+    single = prim.nout == 1
+    odt = res._data.dtype if single else res[0]._data.dtype
+    casts = None
     ids = []
     shapes = []
-    dtypes = []
     for a in args:
         if isinstance(a, Tensor):
             d = a._data
             ids.append(a._id)
             shapes.append(d.shape)
-            dtypes.append(d.dtype)
+            if d.dtype is not odt:
+                if casts is None:
+                    casts = [None] * len(args)
+                casts[len(ids) - 1] = d.dtype
         else:
             ids.append(0)  # ids start at 1: 0 is never tracked
             shapes.append(None)
-            dtypes.append(None)
-    node.ids = ids
-    node.shapes = shapes
-    node.dtypes = dtypes
+    node.ids = tuple(ids)
+    node.shapes = tuple(shapes)
+    node.casts = casts
+    # Residuals are raw arrays (for a Variable, the array it holds now: a later
+    # assign swaps or copies it, never mutates what is saved here).
     s = prim.save
     if s is True:
-        saved = [_snap(a) for a in args]
+        saved = [a._data if isinstance(a, Tensor) else a for a in args]
     elif s:
-        saved = [_snap(args[i]) for i in s]
+        saved = [args[i]._data if isinstance(args[i], Tensor) else args[i] for i in s]
     else:
         saved = []
-    if prim.nout == 1:
+    if single:
         node.out = res._id
-        node.outs = None
         if prim.save_out:
-            saved.append(res)
+            saved.append(res._data)
     else:
-        node.out = 0
-        node.outs = tuple(o._id for o in res)
+        node.out = tuple(o._id for o in res)
         if prim.save_out:
-            saved.extend(res)
+            saved.extend(o._data for o in res)
     node.saved = saved
-    node.nrefs = 0
     return node
-
-
-def _release_node(node: Node) -> None:
-    node.nrefs -= 1
-    if node.nrefs <= 0:
-        node.saved = None
 
 
 def _nbytes_saved(nodes: list[Node]) -> int:
@@ -372,8 +552,7 @@ def _nbytes_saved(nodes: list[Node]) -> int:
     for node in nodes:
         if node is None:
             continue
-        for s in node.saved or ():
-            d = s._data if isinstance(s, Tensor) else s
+        for d in node.saved or ():
             if hasattr(d, "nbytes") and id(d) not in seen:
                 seen.add(id(d))
                 total += int(d.nbytes)
@@ -395,88 +574,103 @@ def _sweep(
     lead: tuple[int, ...] = (),
 ) -> dict[int, Any]:
     """Propagate ``seeds`` (id -> cotangent) back through ``tape``; return id -> gradient."""
-    nodes = list(tape._nodes)  # a persistent tape may record this very sweep
+    release = not tape._persistent
+    # A persistent tape may be recording this very sweep: walk a snapshot. A
+    # non-persistent one is not (gradient() stopped it), so walk its own list
+    # and drop each node as soon as its VJP ran: that frees the residuals.
+    nodes = tape._nodes if release else list(tape._nodes)
     tt = tape._tensors
-    rel = {i for i in source_ids if i in tt}
-    if not rel:
-        return {}
-    # Forward pass over ids: which tensors depend on a source? Only those nodes'
-    # VJPs run, and only for inputs that lead to a source.
-    for node in nodes:
-        for i in node.ids:
-            if i in rel:
-                if node.outs is None:
-                    rel.add(node.out)
-                else:
-                    rel.update(node.outs)
-                break
-    grads = dict(seeds)
     keep = set(source_ids)
+    if tape._leaves <= keep:
+        # Every watched value is a source, so every recorded op depends on one:
+        # the tape's own id table already says which inputs need a cotangent.
+        rel = tt
+    else:
+        # Forward pass over ids: which tensors depend on a source? Only those
+        # nodes' VJPs run, and only for inputs that lead to a source.
+        rel = {i for i in source_ids if i in tt}
+        if not rel:
+            return {}
+        for node in nodes:
+            if node is not None:
+                for i in node.ids:
+                    if i in rel:
+                        if type(node.out) is int:
+                            rel.add(node.out)
+                        else:
+                            rel.update(node.out)
+                        break
+    grads = dict(seeds)
     nb = len(lead)
     if diff:
         F = _DIFF_F
     else:
         first = next(iter(seeds.values()))
         F = _RAW_F(np if type(first) is _ndarray else backend.xp_of(first))
-    release = not tape._persistent
-    tape_nodes = tape._nodes
-    for k in range(len(nodes) - 1, -1, -1):
-        node = nodes[k]
-        if node.outs is None:
-            oid = node.out
-            if oid not in rel:
-                continue
+    for pos in range(len(nodes) - 1, -1, -1):
+        node = nodes[pos]
+        if node is None:
+            continue
+        oid = node.out
+        if type(oid) is int:
             g = grads.get(oid) if oid in keep else grads.pop(oid, None)
-            if g is None:
+            if g is None or oid not in rel:
                 continue
         else:
-            if not any(o in rel for o in node.outs):
+            g = [grads.get(o) if o in keep else grads.pop(o, None) for o in oid]
+            if all(x is None for x in g) or not any(o in rel for o in oid):
                 continue
-            gs = [grads.get(o) if o in keep else grads.pop(o, None) for o in node.outs]
-            if all(x is None for x in gs):
-                continue
-            g = gs
+        if release:
+            nodes[pos] = None
         ids = node.ids
-        needs = [i in rel for i in ids]
-        if True not in needs:
-            continue
+        if len(ids) == 1:
+            if ids[0] not in rel:
+                continue
+            needs = _NEED1
+        elif len(ids) == 2:
+            needs = _NEED2[ids[0] in rel][ids[1] in rel]
+            if needs is None:
+                continue
+        else:
+            needs = [i in rel for i in ids]
+            if True not in needs:
+                continue
         saved = node.saved
-        if saved is None:
-            raise RuntimeError(
-                f"gt.{node.prim.name}: the values this op saved were already released "
-                "(tape.release(), or a non-persistent tape shared with another tape that "
-                "already ran gradient()); use persistent=True to compute gradients more than once"
-            )
-        if not diff:
-            saved = [s._data if isinstance(s, Tensor) else s for s in saved]
+        if diff:  # rebuild tensors with their original ids so outer tapes track them
+            saved = [_wrap_id(v, i) if i else v for v, i in zip(saved, node.saved_ids())]
         if nb and not node.prim.batchable:
-            in_grads = _unbatched_vjp(F, g, needs, node, saved, lead, diff)
+            in_grads = _unbatched_vjp(F, g, needs, node, saved, lead)
         else:
             in_grads = node.prim.vjp(F, g, needs, nb, node, *saved)
         shapes = node.shapes
-        dtypes = node.dtypes
-        for k, i in enumerate(ids):
-            if not needs[k]:
-                continue
+        casts = node.casts
+        for k in range(len(ids)):
             gi = in_grads[k]
-            if gi is None:
+            if gi is None or not needs[k]:
                 continue
             shp = shapes[k] if not nb else lead + shapes[k]
             if gi.shape != shp:
-                gi = F.sum_to(gi, shp)
-            if gi.dtype != dtypes[k]:
-                gi = gi.astype(dtypes[k])
+                gi = F.sum_to(gi, shp, nb)
+            if casts is not None and casts[k] is not None:
+                gi = gi.astype(casts[k])
+            i = ids[k]
             prev = grads.get(i)
             grads[i] = gi if prev is None else prev + gi
-        if release:
-            # Free this op's residuals now, not when the sweep ends; the tape's
-            # own slot is cleared so that its final drop does not release twice.
-            _release_node(node)
-            tape_nodes[k] = None
     return grads
 
 
-def _unbatched_vjp(F: Any, g: Any, needs: list[bool], node: Node, saved: list, lead: tuple, diff: bool) -> list:
+_NEED1 = (True,)
+_NEED2 = ((None, (False, True)), ((True, False), (True, True)))
+
+
+def _wrap_id(data: Any, tid: int) -> Tensor:
+    t = _new(Tensor)
+    t._data = data
+    t._id = tid
+    return t
+
+
+def _unbatched_vjp(F: Any, g: Any, needs: Any, node: Node, saved: list, lead: tuple) -> list:
     """Run a VJP that cannot take leading batch dims once per batch row, then stack."""
     n = lead[0]
     rows = []
@@ -566,9 +760,10 @@ class GradientTape:
         self._persistent = bool(persistent)
         self._auto = bool(watch_accessed_variables)
         self._recording = False
-        self._tensors: dict[int, Node | None] | None = None
+        self._tensors: set[int] | None = None  # ids this tape tracks (watched or recorded)
         self._nodes: list[Node] = []
         self._watched_vars: dict[int, Variable] = {}
+        self._leaves: set[int] = set()  # ids watched directly (not produced by a recorded op)
         self._used = False  # a non-persistent tape that already computed its gradients
 
     # -- context ------------------------------------------------------------------
@@ -576,9 +771,10 @@ class GradientTape:
         if self._recording:
             raise ValueError("Tape is still recording. This can happen if you try to re-enter an already-active tape.")
         if self._tensors is None:
-            self._tensors = {}
+            self._tensors = set()
             self._nodes = []
             self._watched_vars = {}
+            self._leaves = set()
             self._used = False
         self._push()
         return self
@@ -604,11 +800,12 @@ class GradientTape:
         _bump(-1)
 
     # -- watching -----------------------------------------------------------------
-    def _store(self) -> dict[int, Node | None]:
+    def _store(self) -> set[int]:
         if self._tensors is None:
-            self._tensors = {}
+            self._tensors = set()
             self._nodes = []
             self._watched_vars = {}
+            self._leaves = set()
         return self._tensors
 
     def _watch_variable(self, var: Variable) -> bool:
@@ -616,7 +813,8 @@ class GradientTape:
             return False
         tt = self._store()
         if var._id not in tt:
-            tt[var._id] = None
+            tt.add(var._id)
+            self._leaves.add(var._id)
         self._watched_vars.setdefault(var._id, var)
         return True
 
@@ -650,7 +848,8 @@ class GradientTape:
             if type(t) is Variable:
                 self._watch_variable(t)
             elif t._id not in tt:
-                tt[t._id] = None
+                tt.add(t._id)
+                self._leaves.add(t._id)
 
     def unwatch(self, tensor: Any) -> None:
         """Stop tracing ``tensor`` (same argument forms as :meth:`watch`).
@@ -673,7 +872,8 @@ class GradientTape:
                 raise ValueError(
                     f"GradientTape.unwatch: passed in object of type {type(t).__name__}, not a gt.Tensor or gt.Variable"
                 )
-            tt.pop(t._id, None)
+            tt.discard(t._id)
+            self._leaves.discard(t._id)
             self._watched_vars.pop(t._id, None)
 
     def watched_variables(self) -> tuple[Variable, ...]:
@@ -727,15 +927,15 @@ class GradientTape:
         array(12., dtype=float32)
         """
         self._drop()
-        self._tensors = {}
+        self._tensors = set()
         self._nodes = []
         self._watched_vars = {}
+        self._leaves = set()
 
     # -- memory -------------------------------------------------------------------
     def _drop(self) -> None:
-        for node in self._nodes:
-            if node is not None:
-                _release_node(node)
+        # Dropping the references frees the residuals, unless another tape
+        # (nested, recording the same ops) still holds the node.
         self._nodes = []
 
     def release(self) -> None:
@@ -753,6 +953,7 @@ class GradientTape:
         self._drop()
         self._tensors = None
         self._watched_vars = {}
+        self._leaves = set()
 
     def __del__(self) -> None:
         try:

@@ -57,7 +57,7 @@ def leaky_relu(x: Any, alpha: float = 0.2) -> Any:
     """``x`` for ``x > 0``, else ``alpha * x`` (TensorFlow's default ``alpha=0.2``).
 
     >>> import gputape as gt
-    >>> gt.nn.leaky_relu(gt.constant([-1.0, 2.0])).numpy().tolist()
+    >>> gt.nn.leaky_relu(gt.constant([-1.0, 2.0], "float64")).numpy().tolist()
     [-0.2, 2.0]
     """
     return apply(_leaky_relu, (x,), {"alpha": float(alpha)})
@@ -188,7 +188,7 @@ def log_softmax(x: Any, axis: int = -1) -> Any:
     """``x - logsumexp(x)`` along ``axis``, stable for large logits.
 
     >>> import gputape as gt
-    >>> gt.nn.log_softmax(gt.constant([1000.0, 1000.0])).numpy().round(4).tolist()
+    >>> gt.nn.log_softmax(gt.constant([1000.0, 1000.0], "float64")).numpy().round(4).tolist()
     [-0.6931, -0.6931]
     """
     return apply(_log_softmax, (x,), {"axis": _neg_axis(x, axis, "log_softmax")})
@@ -226,7 +226,7 @@ def sparse_softmax_cross_entropy_with_logits(labels: Any, logits: Any) -> Any:
     ``labels`` has shape ``logits.shape[:-1]`` and values in ``[0, classes)``.
 
     >>> import gputape as gt
-    >>> loss = gt.nn.sparse_softmax_cross_entropy_with_logits([0], gt.constant([[0.0, 0.0]]))
+    >>> loss = gt.nn.sparse_softmax_cross_entropy_with_logits([0], gt.constant([[0.0, 0.0]], "float64"))
     >>> loss.numpy().round(4).tolist()
     [0.6931]
     """
@@ -255,7 +255,8 @@ def softmax_cross_entropy_with_logits(labels: Any, logits: Any, axis: int = -1) 
     """Per-example cross-entropy of probability (or one-hot) ``labels`` against ``logits``.
 
     >>> import gputape as gt
-    >>> gt.nn.softmax_cross_entropy_with_logits([[0.5, 0.5]], gt.constant([[0.0, 0.0]])).numpy().round(4).tolist()
+    >>> z = gt.constant([[0.0, 0.0]], "float64")
+    >>> gt.nn.softmax_cross_entropy_with_logits([[0.5, 0.5]], z).numpy().round(4).tolist()
     [0.6931]
     """
     logits = as_tensor(logits)
@@ -266,7 +267,7 @@ def sigmoid_cross_entropy_with_logits(labels: Any, logits: Any) -> Any:
     """Elementwise binary cross-entropy of ``labels`` in [0, 1] against ``logits``, stable.
 
     >>> import gputape as gt
-    >>> gt.nn.sigmoid_cross_entropy_with_logits([1.0], gt.constant([0.0])).numpy().round(4).tolist()
+    >>> gt.nn.sigmoid_cross_entropy_with_logits([1.0], gt.constant([0.0], "float64")).numpy().round(4).tolist()
     [0.6931]
     """
     x = as_tensor(logits)

@@ -41,19 +41,30 @@ def shape_of(x: Any) -> tuple[int, ...]:
     return getattr(x, "shape", ())
 
 
-def sum_to(F: Any, x: Any, shape: tuple[int, ...]) -> Any:
-    """Reduce (or broadcast) a cotangent ``x`` to ``shape``: undoing broadcasting, in one place."""
+def sum_to(F: Any, x: Any, shape: tuple[int, ...], nb: int = 0) -> Any:
+    """Reduce (or broadcast) a cotangent ``x`` to ``shape``: undoing broadcasting, in one place.
+
+    The first ``nb`` axes of both are a batch of cotangents (``jacobian``) and
+    are kept: broadcasting inserted its axes after them.
+    """
     xs = x.shape
     if xs == shape:
         return x
-    lead = len(xs) - len(shape)
-    if lead < 0:
-        return F.broadcast_to(x, shape)
-    axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape) if s == 1 and xs[lead + i] != 1)
+    extra = len(xs) - len(shape)
+    if extra < 0:
+        if nb and len(xs) >= nb and xs[:nb] == shape[:nb]:
+            x = F.reshape(x, xs[:nb] + (1,) * (-extra) + xs[nb:])
+        else:
+            return F.broadcast_to(x, shape)
+        xs = x.shape
+        extra = 0
+    axes = tuple(range(nb, nb + extra)) + tuple(
+        nb + extra + i for i, s in enumerate(shape[nb:]) if s == 1 and xs[nb + extra + i] != 1
+    )
     if axes:
         x = F.sum(x, axis=axes, keepdims=True)
-        if lead:
-            x = F.reshape(x, x.shape[lead:])
+        if extra:
+            x = F.reshape(x, xs[:nb] + x.shape[nb + extra :])
     if x.shape != shape:
         x = F.broadcast_to(x, shape)
     return x

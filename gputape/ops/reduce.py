@@ -175,7 +175,7 @@ def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """``log(sum(exp(x)))`` over ``axis``, stable for large inputs.
 
     >>> import gputape as gt
-    >>> round(float(gt.logsumexp(gt.constant([1000.0, 1000.0]))), 4)
+    >>> round(float(gt.logsumexp(gt.constant([1000.0, 1000.0], "float64"))), 4)
     1000.6931
     """
     x, p = _reduction_params(x, axis, keepdims, "logsumexp")
