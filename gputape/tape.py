@@ -501,6 +501,14 @@ def _note_reads(args: tuple) -> None:
                 w.setdefault(a._id, a)
 
 
+def _own(a: Any) -> Any:
+    """A raw array operand is copied when saved: the caller may refill its buffer
+    before gradient() runs, and the gradient must use the value the op saw."""
+    if type(a) is _ndarray or (hasattr(a, "copy") and hasattr(a, "shape") and not isinstance(a, np.generic)):
+        return a.copy()
+    return a
+
+
 def _make_node(prim: Primitive, args: tuple, params: dict, res: Any) -> Node:
     node = _new(Node)
     node.prim = prim
@@ -529,9 +537,9 @@ def _make_node(prim: Primitive, args: tuple, params: dict, res: Any) -> Node:
     # assign swaps or copies it, never mutates what is saved here).
     s = prim.save
     if s is True:
-        saved = [a._data if isinstance(a, Tensor) else a for a in args]
+        saved = [a._data if isinstance(a, Tensor) else _own(a) for a in args]
     elif s:
-        saved = [args[i]._data if isinstance(args[i], Tensor) else args[i] for i in s]
+        saved = [args[i]._data if isinstance(args[i], Tensor) else _own(args[i]) for i in s]
     else:
         saved = []
     if single:
@@ -1021,21 +1029,22 @@ class GradientTape:
             )
         unconnected = _parse_unconnected(unconnected_gradients)
         self._begin_backprop("gradient")
+        # Argument errors leave the tape usable (as in TensorFlow): only a sweep consumes it.
+        flat_t, _ = _flatten(target)
+        flat_s, s_spec = _flatten(sources)
+        _check_sources(flat_s, "gradient")
+        if output_gradients is None:
+            flat_og = [None] * len(flat_t)
+        else:
+            flat_og, _ = _flatten(output_gradients)
+            if len(flat_og) != len(flat_t):
+                raise ValueError(
+                    f"GradientTape.gradient: got {len(flat_og)} output_gradients for {len(flat_t)} "
+                    "targets; pass one per target (None for the default of ones)"
+                )
+        diff = bool(_tls.recording)
+        seeds = _seeds(flat_t, flat_og, diff, lead=None)
         try:
-            flat_t, _ = _flatten(target)
-            flat_s, s_spec = _flatten(sources)
-            _check_sources(flat_s, "gradient")
-            if output_gradients is None:
-                flat_og = [None] * len(flat_t)
-            else:
-                flat_og, _ = _flatten(output_gradients)
-                if len(flat_og) != len(flat_t):
-                    raise ValueError(
-                        f"GradientTape.gradient: got {len(flat_og)} output_gradients for {len(flat_t)} "
-                        "targets; pass one per target (None for the default of ones)"
-                    )
-            diff = bool(_tls.recording)
-            seeds = _seeds(flat_t, flat_og, diff, lead=None)
             with _quiet():
                 grads = _sweep(self, seeds, [s._id for s in flat_s], diff) if seeds else {}
             out = [_result(grads.get(s._id), s, unconnected, diff, None) for s in flat_s]
@@ -1069,13 +1078,13 @@ class GradientTape:
         if not isinstance(target, Tensor):
             raise TypeError(f"GradientTape.jacobian: target must be a gt.Tensor, got {type(target).__name__}")
         self._begin_backprop("jacobian")
+        flat_s, s_spec = _flatten(sources)
+        _check_sources(flat_s, "jacobian")
+        diff = bool(_tls.recording)
+        tshape = target.shape
+        n = target.size
+        seeds = _seeds([target], [None], diff, lead=("jacobian", n))
         try:
-            flat_s, s_spec = _flatten(sources)
-            _check_sources(flat_s, "jacobian")
-            diff = bool(_tls.recording)
-            tshape = target.shape
-            n = target.size
-            seeds = _seeds([target], [None], diff, lead=("jacobian", n))
             with _quiet():
                 grads = _sweep(self, seeds, [s._id for s in flat_s], diff, lead=(n,)) if seeds else {}
             out = []
@@ -1118,12 +1127,12 @@ class GradientTape:
                 f"(batch) dimension; got target shape {ts} and source shape {ss}"
             )
         self._begin_backprop("batch_jacobian")
+        _check_sources([source], "batch_jacobian")
+        diff = bool(_tls.recording)
+        b = ts[0]
+        ny = int(np.prod(ts[1:]))
+        seeds = _seeds([target], [None], diff, lead=("batch", ny))
         try:
-            _check_sources([source], "batch_jacobian")
-            diff = bool(_tls.recording)
-            b = ts[0]
-            ny = int(np.prod(ts[1:]))
-            seeds = _seeds([target], [None], diff, lead=("batch", ny))
             with _quiet():
                 grads = _sweep(self, seeds, [source._id], diff, lead=(ny,)) if seeds else {}
             g = grads.get(source._id)
@@ -1217,8 +1226,7 @@ def _result(g: Any, s: Tensor, unconnected: UnconnectedGradients, diff: bool, ts
                 shape = d.shape[:1] + tuple(tshape) + d.shape[1:]
             else:
                 shape = tuple(tshape) + d.shape
-            dt = d.dtype if d.dtype in FLOAT_DTYPES else np.dtype("float32")
-            return _wrap(xp.zeros(shape, dt))
+            return _wrap(xp.zeros(shape, d.dtype))
         return None
     if diff:
         return g

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from . import backend
+from .device import current_device
 
 _next_id = itertools.count(1).__next__
 _ndarray = np.ndarray
@@ -49,6 +50,8 @@ def _wrap(data: Any) -> Tensor:
 
 def _py_dtype(value: Any) -> Any:
     """TensorFlow's rule for Python values: floats -> float32, ints -> int32."""
+    if isinstance(value, np.generic):  # np.float64 subclasses float: keep its dtype
+        return value.dtype
     if isinstance(value, bool):
         return bool_
     if isinstance(value, int):
@@ -79,8 +82,9 @@ def _to_array(value: Any, dtype: Any = None, device: str | None = None) -> Any:
     dev = backend.parse_device(device) if device is not None else None
     if type(value) is _ndarray or backend.xp_of(value) is np:
         if dev is None or dev == "cpu":
-            arr = np.asarray(value, dtype=dtype)
-            return arr
+            # A copy, as TensorFlow's convert_to_tensor makes: the caller may
+            # mutate its array, and tensors are immutable.
+            return np.array(value, dtype=dtype, copy=True)
         return backend.asarray_on(value, dev, dtype)
     # A device (cupy) array stays on its device unless another one is asked for.
     if dev is None or dev == backend.device_of(value):
@@ -379,8 +383,6 @@ def constant(value: Any, dtype: Any = None, device: str | None = None) -> Tensor
     ('float32', 'float64', 'int32')
     """
     if device is None and not isinstance(value, Tensor) and (type(value) is not _ndarray):
-        from .device import current_device
-
         device = current_device()
     return _wrap(_to_array(value, dtype, device))
 

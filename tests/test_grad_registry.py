@@ -235,3 +235,20 @@ def test_check_grads_catches_a_wrong_second_order():
             check_grads(lambda x: fsin(x), np.array([0.5, 1.5]), order=2)
     finally:
         del REGISTRY["test_flat_sin"]
+
+
+@pytest.mark.parametrize(("name", "i", "f", "args"), ALL, ids=[f"{n}-{i}" for n, i, _, _ in ALL])
+def test_float32_gradients_keep_dtype_and_agree_with_float64(name, i, f, args):
+    """Cotangents never silently promote: float32 inputs get float32 gradients."""
+    grads = {}
+    for dt in ("float32", "float64"):
+        xs = [gt.constant(np.asarray(a, dt)) for a in args]
+        with gt.GradientTape() as tape:
+            tape.watch(xs)
+            y = _flat(f(*xs))
+        if name != "cast":  # the cast case converts to float64 on purpose
+            assert y.dtype == np.dtype(dt), f"{name}: output dtype {y.dtype} for {dt} inputs"
+        grads[dt] = tape.gradient(gt.sum(y * y), xs, unconnected_gradients="zero")
+    for g32, g64 in zip(grads["float32"], grads["float64"]):
+        assert g32.dtype == np.float32
+        np.testing.assert_allclose(g32.numpy(), g64.numpy(), rtol=2e-3, atol=2e-3)

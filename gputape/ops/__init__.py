@@ -197,9 +197,14 @@ def _transpose_m(self, *axes):
     return transpose(self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else (axes or None))
 
 
+def _same(self):
+    # A Variable is mutable: hand out a snapshot of its value, never the variable.
+    return self.value() if type(self) is Variable else self
+
+
 def _astype_m(self, dtype):
     if self._data.dtype == np.dtype(dtype):
-        return self
+        return _same(self)
     return cast(self, dtype)
 
 
@@ -209,7 +214,7 @@ def _to_m(self, device):
 
     dev = backend.parse_device(device)
     if dev == self.device:
-        return self
+        return _same(self)
     return _wrap(backend.asarray_on(backend.to_host(self._data), dev))
 
 
@@ -231,7 +236,7 @@ _T.__rpow__ = _r(power)
 _T.__matmul__ = matmul
 _T.__rmatmul__ = _r(matmul)
 _T.__neg__ = negative
-_T.__pos__ = lambda self: self
+_T.__pos__ = _same
 _T.__abs__ = abs
 _T.__getitem__ = getitem
 _T.__eq__ = equal
