@@ -252,12 +252,14 @@ def _fix_output(out: Any) -> Any:
     return out
 
 
-def _const_array(a: Any) -> Any:
+def _const_array(a: Any, prim: Primitive) -> Any:
     """A non-tensor argument: Python scalars and arrays pass through, lists become arrays."""
     if isinstance(a, (list, tuple)):
         from .tensor import _to_array
 
         return _to_array(a)
+    if a is None and prim.name != "clip":
+        raise TypeError(f"gt.{prim.name}: got None where a tensor or number was expected")
     return a
 
 
@@ -271,9 +273,14 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
             if xp is None:
                 xp = np if type(d) is _ndarray else backend.xp_of(d)
         else:
-            d = _const_array(a)
+            d = _const_array(a, prim)
         datas.append(d)
     if xp is None:
+        # No tensor among the inputs: Python numbers follow the dtype rule
+        # (float -> float32), as gt.constant would convert them.
+        from .tensor import _to_array
+
+        datas = [_to_array(d) if isinstance(d, (int, float)) else d for d in datas]
         xp = backend.xp_of(datas[0]) if datas else np
     try:
         out = prim.fwd(xp, *datas, **params)

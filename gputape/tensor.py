@@ -77,6 +77,8 @@ def _to_array(value: Any, dtype: Any = None, device: str | None = None) -> Any:
         if dtype is not None and data.dtype != np.dtype(dtype):
             data = data.astype(dtype)
         return data
+    if value is None:
+        raise TypeError("gt.constant: None is not a tensor value; pass a number, a list or an array")
     if dtype is None:
         dtype = _py_dtype(value)
     dev = backend.parse_device(device) if device is not None else None

@@ -38,6 +38,10 @@ CASES: dict[str, list] = {
     "add": [(gt.add, (r(3, 4), r(4))), (lambda x, y: x + y, (r(2, 1), r(1, 3)))],
     "subtract": [(gt.subtract, (r(3, 4), r(3, 1)))],
     "multiply": [(gt.multiply, (r(3, 4), r(4))), (lambda x: x * x, (r(5),))],
+    "multiply_no_nan": [
+        (gt.multiply_no_nan, (r(3, 4), r(4))),
+        (gt.multiply_no_nan, (r(3), np.array([0.0, 1.5, 0.0]))),
+    ],
     "divide": [(gt.divide, (r(3, 4), r(4, lo=0.5, hi=2.0)))],
     "negative": [(gt.negative, (r(3, 2),))],
     "power": [

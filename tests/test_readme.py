@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+# the subprocesses import gputape from this checkout even where it is not installed
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 README = (ROOT / "README.md").read_text()
 
 
@@ -38,7 +41,7 @@ def test_ci_runs_the_readme_install_and_test_commands():
 def test_quickstart_runs_and_is_short():
     code = re.search(r"```python\n(.*?)```", README, flags=re.S).group(1)
     assert len([line for line in code.splitlines() if line.strip()]) <= 15
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120, env=ENV)
     assert out.returncode == 0, out.stderr
     assert "(3, 2) w" in out.stdout
 
@@ -50,6 +53,7 @@ def test_main_demo_trains_and_checks_gradients():
         text=True,
         cwd=ROOT,
         timeout=300,
+        env=ENV,
     )
     assert out.returncode == 0, out.stderr
     final = re.search(r"final test accuracy ([0-9.]+)", out.stdout)

@@ -66,6 +66,7 @@ from .elementwise import (
     minimum,
     mod,
     multiply,
+    multiply_no_nan,
     negative,
     power,
     reciprocal,
@@ -112,6 +113,7 @@ __all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations"
 # same meaning; sum_to/scatter/getitem are gputape's own and get raw versions.
 _F_NAMES = (
     "broadcast_to concatenate cos cosh einsum exp expand_dims floor_divide log matmul moveaxis "
+    "multiply_no_nan "
     "prod reshape sign sin sinh split squeeze stack sum swapaxes transpose where zeros zeros_like"
 ).split()
 
@@ -136,7 +138,8 @@ def raw_namespace(xp: Any) -> Any:
     """The namespace VJPs see in the fast (unrecorded) sweep: ``xp`` plus gputape's helpers."""
     ns = _raw_cache.get(xp)
     if ns is None:
-        ns = types.SimpleNamespace(**{n: getattr(xp, n) for n in _F_NAMES})
+        ns = types.SimpleNamespace(**{n: getattr(xp, n) for n in _F_NAMES if hasattr(xp, n)})
+        ns.multiply_no_nan = partial(elementwise._mul_no_nan_fwd, xp)
         ns.sum_to = partial(_sum_to_impl, ns)
         ns.scatter = partial(shape._scatter.fwd, xp)
         ns.getitem = _raw_getitem

@@ -6,21 +6,23 @@ carry broadcast dimensions (the sweep sums them away), and never index axes
 from the left, so a leading batch of cotangents passes through unchanged.
 
 Ops whose derivative is singular somewhere (log, sqrt, divide, reciprocal,
-power) use ``_nz``: the cotangent stays exactly 0 where the incoming one is 0.
-That is what keeps ``where(x > 0, log(x), 0)`` from leaking NaN into the
-gradient at ``x == 0`` (0 * inf), while ``sqrt`` at 0 with a non-zero
-incoming gradient still gives inf.
+power) multiply the incoming cotangent with ``multiply_no_nan``: the result
+stays exactly 0 where the incoming one is 0. That keeps ``where(x > 0,
+log(x), 0)`` from leaking NaN into the gradient at ``x == 0`` (0 * inf), at
+every order (multiply_no_nan's own VJP is guarded the same way), while
+``sqrt`` at 0 with a non-zero incoming gradient still gives inf.
 """
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any
 
 import numpy as np
 
 from ..tape import REGISTRY, apply, apply1, apply2, primitive
-from ..tensor import Tensor
+from ..tensor import Tensor, as_tensor
 from ._util import NOPARAMS
 
 _E = NOPARAMS
@@ -28,7 +30,31 @@ _E = NOPARAMS
 
 def _nz(F: Any, g: Any, v: Any) -> Any:
     """``g * v``, but 0 wherever ``g == 0`` (even where ``v`` is inf or NaN)."""
-    return F.where(g == 0, 0, g * v)
+    return F.multiply_no_nan(v, g)
+
+
+def _mul_no_nan_fwd(xp, x, y):
+    return xp.where(y == 0, 0, x * y)
+
+
+_mul_no_nan = primitive("multiply_no_nan", save=True)(_mul_no_nan_fwd)
+
+
+@_mul_no_nan.defvjp
+def _(F, g, needs, nb, node, x, y):
+    # TensorFlow's MulNoNan gradient: both products guarded, so second
+    # derivatives stay NaN-free where the guard was active.
+    return (F.multiply_no_nan(g, y) if needs[0] else None, F.multiply_no_nan(x, g) if needs[1] else None)
+
+
+def multiply_no_nan(x: Any, y: Any) -> Any:
+    """``x * y``, but 0 where ``y == 0`` even if ``x`` is inf or NaN (``tf.math.multiply_no_nan``).
+
+    >>> import gputape as gt
+    >>> gt.multiply_no_nan(gt.constant([float("inf"), 2.0]), gt.constant([0.0, 3.0])).numpy().tolist()
+    [0.0, 6.0]
+    """
+    return apply2(_mul_no_nan, x, y)
 
 
 # -- binary arithmetic -------------------------------------------------------------
@@ -103,8 +129,8 @@ def _div(xp, x, y):
 
 @_div.defvjp
 def _(F, g, needs, nb, node, y, out):
-    gx = _nz(F, g, 1 / y)
-    return (gx if needs[0] else None, -gx * out if needs[1] else None)
+    gx = _nz(F, g, 1 / y) if needs[0] else None
+    return (gx, _nz(F, g, -out / y) if needs[1] else None)
 
 
 def divide(x: Any, y: Any) -> Any:
@@ -147,8 +173,11 @@ def _(F, g, needs, nb, node, x, y, out):
     gx = _nz(F, g, y * x ** (y - 1)) if needs[0] else None
     if needs[1]:
         # d/dy x**y = x**y log x; TensorFlow's convention: 0 where x <= 0.
-        pos = x > 0
-        gy = g * F.where(pos, out * F.log(F.where(pos, x, 1)), 0)
+        if isinstance(x, (int, float)):  # a Python base: keep it weakly typed
+            gy = g * (out * (math.log(x) if x > 0 else 0.0))
+        else:
+            pos = x > 0
+            gy = g * F.where(pos, out * F.log(F.where(pos, x, 1)), 0)
     else:
         gy = None
     return (gx, gy)
@@ -375,7 +404,9 @@ abs = _unary(
 reciprocal = _unary(
     "reciprocal",
     lambda xp, x: 1 / x,
-    lambda F, g, needs, nb, node, out: (_nz(F, g, -(out * out)),),
+    # -(g * out) * out, each product guarded: out * out would put 0 * inf into
+    # the second derivative where a where() masked the cotangent to 0
+    lambda F, g, needs, nb, node, out: (-_nz(F, _nz(F, g, out), out),),
     _doc("reciprocal", "Elementwise ``1 / x``.", "[2.0, 4.0]", "[0.5, 0.25]"),
     save_out=True,
 )
@@ -467,9 +498,9 @@ def where(condition: Any, x: Any, y: Any) -> Any:
     [0.0, 2.0]
     """
     if not hasattr(condition, "dtype") or str(condition.dtype) != "bool":
-        from ..tensor import as_tensor
-
         condition = as_tensor(condition).astype("bool")
+    if isinstance(x, (int, float)) and isinstance(y, (int, float)):
+        x, y = as_tensor(x), as_tensor(y)  # Python numbers follow gputape's dtype rule (float32)
     return apply(_where, (condition, x, y), _E)
 
 
@@ -560,4 +591,5 @@ _CPU = {
     "round": np.rint,
 }
 for _name, _f in _CPU.items():
-    REGISTRY[_name].cpu = _f
+    if _f is not None:
+        REGISTRY[_name].cpu = _f

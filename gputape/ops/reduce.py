@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import backend
 from ..tape import apply, primitive
 from ..tensor import as_tensor
 from ._util import norm_axes
@@ -134,16 +135,42 @@ def _prod(xp, x, axis, keepdims, kept):
 
 @_prod.defvjp
 def _(F, g, needs, nb, node, x):
-    # d prod / d x_i = product of the others. Dividing out/x_i fails at zeros,
-    # so count zeros per reduced slice: none -> p/x_i; one -> p (of the nonzero
-    # ones) at the zero, 0 elsewhere; two or more -> 0. All differentiable.
     ax = node.params["axis"]
-    z = x == 0
-    nzero = F.sum(z.astype(x.dtype), axis=ax, keepdims=True)
-    xs = F.where(z, 1, x)
-    p = F.prod(xs, axis=ax, keepdims=True)
-    others = F.where(nzero == 0, p / xs, F.where(z & (nzero == 1), p, 0))
+    if F.xp is None and bool((x._data == 0).any()):
+        others = _others_exact(F, x, ax)  # recorded for a higher derivative: exact form
+    else:
+        # d prod / d x_i = product of the others. Dividing out/x_i fails at zeros,
+        # so count zeros per reduced slice: none -> p/x_i; one -> p (of the nonzero
+        # ones) at the zero, 0 elsewhere; two or more -> 0. Exact, but constant in
+        # the zero entries, so only first derivatives may use it when zeros exist.
+        z = x == 0
+        nzero = F.sum(z.astype(x.dtype), axis=ax, keepdims=True)
+        xs = F.where(z, 1, x)
+        p = F.prod(xs, axis=ax, keepdims=True)
+        others = F.where(nzero == 0, p / xs, F.where(z & (nzero == 1), p, 0))
     return (_expand(F, g, nb, node) * others,)
+
+
+def _others_exact(F: Any, x: Any, ax: tuple[int, ...]) -> Any:
+    """For each element, the product of the others in its reduced slice, as a product
+    over a (k, k) arrangement with a unit diagonal: no division, differentiable to any order."""
+    n = x.ndim
+    perm = [i for i in range(n) if i not in ax] + list(ax)
+    xt = F.transpose(x, tuple(perm))
+    kept = xt.shape[: n - len(ax)]
+    k = int(np.prod(xt.shape[n - len(ax) :]))
+    if x.size * k > 20_000_000:
+        raise NotImplementedError(
+            f"gt.prod: a higher-order gradient through a product over {k} elements that include zeros "
+            "would need a k-by-k expansion; reduce over fewer elements or avoid exact zeros"
+        )
+    eye = backend.xp_of(x._data).eye(k, dtype=bool)
+    m = F.where(eye, 1, F.expand_dims(F.reshape(xt, kept + (k,)), -2))
+    others = F.reshape(F.prod(m, axis=-1), xt.shape)
+    inv = [0] * n
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return F.transpose(others, tuple(inv))
 
 
 def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
