@@ -45,6 +45,7 @@ _NOPARAMS: dict[str, Any] = {}
 # Number of recording tapes plus variable watchers, over all threads. Ops test
 # it before anything else so that code outside any tape pays one global read.
 _ACTIVE = 0
+_WATCHERS = 0  # custom_gradient variable watchers active in any thread
 _active_lock = threading.Lock()
 
 
@@ -57,10 +58,11 @@ class _ThreadState(threading.local):
 _tls = _ThreadState()
 
 
-def _bump(delta: int) -> None:
-    global _ACTIVE
+def _bump(delta: int, watchers: int = 0) -> None:
+    global _ACTIVE, _WATCHERS
     with _active_lock:
         _ACTIVE += delta
+        _WATCHERS += watchers
 
 
 class GputapeWarning(UserWarning):
@@ -304,58 +306,88 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
 # Python operations, because per-op overhead is what small models pay for.
 
 
-def apply1(prim: Primitive, x: Any) -> Tensor:
-    """``apply`` for a one-argument primitive without parameters."""
-    if not isinstance(x, Tensor):
-        return apply(prim, (x,), _NOPARAMS)
-    d = x._data
-    try:
-        if type(d) is _ndarray and prim.cpu is not None:
-            out = prim.cpu(d)
-        else:
-            out = prim.fwd(np if type(d) is _ndarray else backend.xp_of(d), d)
-    except (ValueError, TypeError, IndexError) as exc:
-        raise _op_error(prim, (x,), _NOPARAMS, exc) from exc
-    if type(out) is not _ndarray:
-        out = _fix_output(out)
-    res = _new(Tensor)
-    res._data = out
-    res._id = _next_id()
-    if _ACTIVE:
-        _record1(prim, x, res)
-    return res
+def unary_op(prim: Primitive, name: str, doc: str) -> Callable[[Any], Tensor]:
+    """The public function of a one-argument primitive without parameters.
+
+    Its body is ``apply`` specialised to one tensor argument and inlined, one
+    Python frame per op less: on small arrays per-op overhead is the cost.
+    """
+
+    def op(x: Any) -> Tensor:
+        if not isinstance(x, Tensor):
+            return apply(prim, (x,), _NOPARAMS)
+        d = x._data
+        try:
+            if type(d) is _ndarray and prim.cpu is not None:
+                out = prim.cpu(d)
+            else:
+                out = prim.fwd(np if type(d) is _ndarray else backend.xp_of(d), d)
+        except (ValueError, TypeError, IndexError) as exc:
+            raise _op_error(prim, (x,), _NOPARAMS, exc) from exc
+        if type(out) is not _ndarray:
+            out = _fix_output(out)
+        res = _new(Tensor)
+        res._data = out
+        res._id = _next_id()
+        if _ACTIVE:
+            _record1(prim, x, res)
+        return res
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = doc
+    op.__module__ = "gputape.tape"
+    return op
 
 
-def apply2(prim: Primitive, x: Any, y: Any) -> Tensor:
-    """``apply`` for a two-argument primitive without parameters."""
-    if isinstance(x, Tensor):
-        a = d = x._data
-        if isinstance(y, Tensor):
-            b = y._data
-        elif type(y) is float or type(y) is int:
-            b = y
+def binary_op(prim: Primitive, name: str, doc: str, same: Primitive | None = None) -> Callable[[Any, Any], Tensor]:
+    """The public function of a two-argument primitive without parameters.
+
+    ``apply`` specialised to a tensor and a tensor-or-Python-number, inlined;
+    anything else (lists, arrays, two numbers) takes the general path. With
+    ``same``, ``op(x, x)`` runs that one-argument primitive instead (x * x as
+    square: one VJP term instead of two summed).
+    """
+
+    def op(x: Any, y: Any) -> Tensor:
+        if isinstance(x, Tensor):
+            a = d = x._data
+            if isinstance(y, Tensor):
+                if x is y and same is not None:
+                    return _same_ops[same](x)
+                b = y._data
+            elif type(y) is float or type(y) is int:
+                b = y
+            else:
+                return apply(prim, (x, y), _NOPARAMS)
+        elif isinstance(y, Tensor) and (type(x) is float or type(x) is int):
+            a = x
+            b = d = y._data
         else:
             return apply(prim, (x, y), _NOPARAMS)
-    elif isinstance(y, Tensor) and (type(x) is float or type(x) is int):
-        a = x
-        b = d = y._data
-    else:
-        return apply(prim, (x, y), _NOPARAMS)
-    try:
-        if type(d) is _ndarray and prim.cpu is not None:
-            out = prim.cpu(a, b)
-        else:
-            out = prim.fwd(np if type(d) is _ndarray else backend.xp_of(d), a, b)
-    except (ValueError, TypeError, IndexError) as exc:
-        raise _op_error(prim, (x, y), _NOPARAMS, exc) from exc
-    if type(out) is not _ndarray:
-        out = _fix_output(out)
-    res = _new(Tensor)
-    res._data = out
-    res._id = _next_id()
-    if _ACTIVE:
-        _record2(prim, x, y, res)
-    return res
+        try:
+            if type(d) is _ndarray and prim.cpu is not None:
+                out = prim.cpu(a, b)
+            else:
+                out = prim.fwd(np if type(d) is _ndarray else backend.xp_of(d), a, b)
+        except (ValueError, TypeError, IndexError) as exc:
+            raise _op_error(prim, (x, y), _NOPARAMS, exc) from exc
+        if type(out) is not _ndarray:
+            out = _fix_output(out)
+        res = _new(Tensor)
+        res._data = out
+        res._id = _next_id()
+        if _ACTIVE:
+            _record2(prim, x, y, res)
+        return res
+
+    if same is not None and same not in _same_ops:
+        _same_ops[same] = unary_op(same, same.name, "")
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = doc
+    return op
+
+
+_same_ops: dict[Primitive, Callable[[Any], Tensor]] = {}
 
 
 def _on_variable_read(var: Variable) -> None:
@@ -370,10 +402,9 @@ def _on_variable_read(var: Variable) -> None:
 
 
 def _record(prim: Primitive, args: tuple, params: dict, res: Any) -> None:
-    st = _tls
-    if st.watchers:
+    if _WATCHERS:
         _note_reads(args)
-    tapes = st.recording
+    tapes = _tls.recording
     if not tapes:
         return
     single = prim.nout == 1
@@ -403,10 +434,9 @@ def _watch_on_read(tape: GradientTape, t: Tensor) -> bool:
 
 def _record1(prim: Primitive, x: Tensor, res: Tensor) -> None:
     """``_record`` for apply1: one tensor input, no parameters, one output."""
-    st = _tls
-    if st.watchers:
+    if _WATCHERS:
         _note_reads((x,))
-    tapes = st.recording
+    tapes = _tls.recording
     if not tapes:
         return
     d = res._data
@@ -437,10 +467,9 @@ def _record1(prim: Primitive, x: Tensor, res: Tensor) -> None:
 
 def _record2(prim: Primitive, x: Any, y: Any, res: Tensor) -> None:
     """``_record`` for apply2: two inputs (a tensor and a tensor or Python scalar)."""
-    st = _tls
-    if st.watchers:
+    if _WATCHERS:
         _note_reads((x, y))
-    tapes = st.recording
+    tapes = _tls.recording
     if not tapes:
         return
     d = res._data
@@ -1344,7 +1373,7 @@ def custom_gradient(f: Callable[..., Any]) -> Callable[..., Any]:
         watcher: dict[int, Variable] = {}
         st = _tls
         st.watchers.append(watcher)
-        _bump(1)
+        _bump(1, 1)
         paused = list(st.recording)
         for tape in paused:
             tape._pop()
@@ -1354,7 +1383,7 @@ def custom_gradient(f: Callable[..., Any]) -> Callable[..., Any]:
             for tape in paused:
                 tape._push()
             st.watchers.remove(watcher)
-            _bump(-1)
+            _bump(-1, -1)
         variables = list(watcher.values())
         for w in st.watchers:  # an enclosing custom_gradient sees these reads too
             for v in variables:

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from ..tape import REGISTRY, apply, apply1, apply2, primitive
-from ..tensor import Tensor, as_tensor
+from ..tape import REGISTRY, apply, binary_op, primitive, unary_op
+from ..tensor import as_tensor
 from ._util import NOPARAMS
 
 _E = NOPARAMS
@@ -50,14 +50,16 @@ def _(F, g, needs, nb, node, x, y):
     return (F.multiply_no_nan(g, y) if needs[0] else None, F.multiply_no_nan(x, g) if needs[1] else None)
 
 
-def multiply_no_nan(x: Any, y: Any) -> Any:
+multiply_no_nan = binary_op(
+    _mul_no_nan,
+    "multiply_no_nan",
     """``x * y``, but 0 where ``y == 0`` even if ``x`` is inf or NaN (``tf.math.multiply_no_nan``).
 
     >>> import gputape as gt
     >>> gt.multiply_no_nan(gt.constant([float("inf"), 2.0]), gt.constant([0.0, 3.0])).numpy().tolist()
     [0.0, 6.0]
-    """
-    return apply2(_mul_no_nan, x, y)
+    """,
+)
 
 
 # -- binary arithmetic -------------------------------------------------------------
@@ -73,14 +75,16 @@ def _(F, g, needs, nb, node):
     return (g, g)
 
 
-def add(x: Any, y: Any) -> Any:
+add = binary_op(
+    _add,
+    "add",
     """Elementwise ``x + y`` with broadcasting.
 
     >>> import gputape as gt
     >>> gt.add(gt.constant([1.0, 2.0]), 1.0).numpy().tolist()
     [2.0, 3.0]
-    """
-    return apply2(_add, x, y)
+    """,
+)
 
 
 @primitive("subtract")
@@ -93,14 +97,16 @@ def _(F, g, needs, nb, node):
     return (g, -g if needs[1] else None)
 
 
-def subtract(x: Any, y: Any) -> Any:
+subtract = binary_op(
+    _sub,
+    "subtract",
     """Elementwise ``x - y`` with broadcasting.
 
     >>> import gputape as gt
     >>> gt.subtract(gt.constant([1.0, 2.0]), 1.0).numpy().tolist()
     [0.0, 1.0]
-    """
-    return apply2(_sub, x, y)
+    """,
+)
 
 
 @primitive("multiply", save=True)
@@ -113,16 +119,12 @@ def _(F, g, needs, nb, node, x, y):
     return (g * y if needs[0] else None, g * x if needs[1] else None)
 
 
-def multiply(x: Any, y: Any) -> Any:
-    """Elementwise ``x * y`` with broadcasting.
+_MULTIPLY_DOC = """Elementwise ``x * y`` with broadcasting.
 
     >>> import gputape as gt
     >>> gt.multiply(gt.constant([1.0, 2.0]), 3.0).numpy().tolist()
     [3.0, 6.0]
     """
-    if x is y and isinstance(x, Tensor):
-        return apply1(_square_prim, x)  # x * x: one VJP term (2x) instead of two summed
-    return apply2(_mul, x, y)
 
 
 @primitive("divide", save=(1,), save_out=True)
@@ -136,14 +138,16 @@ def _(F, g, needs, nb, node, y, out):
     return (gx, _nz(F, g, -out / y) if needs[1] else None)
 
 
-def divide(x: Any, y: Any) -> Any:
+divide = binary_op(
+    _div,
+    "divide",
     """Elementwise true division ``x / y``.
 
     >>> import gputape as gt
     >>> gt.divide(gt.constant([1.0, 3.0]), 2.0).numpy().tolist()
     [0.5, 1.5]
-    """
-    return apply2(_div, x, y)
+    """,
+)
 
 
 @primitive("negative")
@@ -156,14 +160,16 @@ def _(F, g, needs, nb, node):
     return (-g,)
 
 
-def negative(x: Any) -> Any:
+negative = unary_op(
+    _neg,
+    "negative",
     """Elementwise ``-x``.
 
     >>> import gputape as gt
     >>> gt.negative(gt.constant([1.0, -2.0])).numpy().tolist()
     [-1.0, 2.0]
-    """
-    return apply1(_neg, x)
+    """,
+)
 
 
 @primitive("power", save=True, save_out=True)
@@ -186,14 +192,16 @@ def _(F, g, needs, nb, node, x, y, out):
     return (gx, gy)
 
 
-def power(x: Any, y: Any) -> Any:
+power = binary_op(
+    _pow,
+    "power",
     """Elementwise ``x ** y``.
 
     >>> import gputape as gt
     >>> gt.power(gt.constant([2.0, 3.0]), 2.0).numpy().tolist()
     [4.0, 9.0]
-    """
-    return apply2(_pow, x, y)
+    """,
+)
 
 
 @primitive("maximum", save=True)
@@ -207,14 +215,16 @@ def _(F, g, needs, nb, node, x, y):
     return (F.where(sel, g, 0) if needs[0] else None, F.where(sel, 0, g) if needs[1] else None)
 
 
-def maximum(x: Any, y: Any) -> Any:
+maximum = binary_op(
+    _maximum,
+    "maximum",
     """Elementwise maximum (ties send the gradient to ``x``, as in TensorFlow).
 
     >>> import gputape as gt
     >>> gt.maximum(gt.constant([1.0, 5.0]), 2.0).numpy().tolist()
     [2.0, 5.0]
-    """
-    return apply2(_maximum, x, y)
+    """,
+)
 
 
 @primitive("minimum", save=True)
@@ -228,14 +238,16 @@ def _(F, g, needs, nb, node, x, y):
     return (F.where(sel, g, 0) if needs[0] else None, F.where(sel, 0, g) if needs[1] else None)
 
 
-def minimum(x: Any, y: Any) -> Any:
+minimum = binary_op(
+    _minimum,
+    "minimum",
     """Elementwise minimum (ties send the gradient to ``x``, as in TensorFlow).
 
     >>> import gputape as gt
     >>> gt.minimum(gt.constant([1.0, 5.0]), 2.0).numpy().tolist()
     [1.0, 2.0]
-    """
-    return apply2(_minimum, x, y)
+    """,
+)
 
 
 @primitive("mod", save=True)
@@ -248,14 +260,16 @@ def _(F, g, needs, nb, node, x, y):
     return (g if needs[0] else None, -g * F.floor_divide(x, y) if needs[1] else None)
 
 
-def mod(x: Any, y: Any) -> Any:
+mod = binary_op(
+    _mod,
+    "mod",
     """Elementwise remainder with the sign of ``y`` (numpy's ``%``).
 
     >>> import gputape as gt
     >>> gt.mod(gt.constant([5.0, -1.0]), 3.0).numpy().tolist()
     [2.0, 2.0]
-    """
-    return apply2(_mod, x, y)
+    """,
+)
 
 
 @primitive("floor_divide")
@@ -269,14 +283,16 @@ def _(F, g, needs, nb, node):
     return (z if needs[0] else None, z if needs[1] else None)
 
 
-def floor_divide(x: Any, y: Any) -> Any:
+floor_divide = binary_op(
+    _floordiv,
+    "floor_divide",
     """Elementwise ``x // y`` (zero gradient: piecewise constant).
 
     >>> import gputape as gt
     >>> gt.floor_divide(gt.constant([5.0, -1.0]), 3.0).numpy().tolist()
     [1.0, -1.0]
-    """
-    return apply2(_floordiv, x, y)
+    """,
+)
 
 
 # -- unary math --------------------------------------------------------------------
@@ -286,14 +302,8 @@ def _unary(name: str, fwd: Any, vjp: Any, doc: str, save_in: bool = False, save_
     """Define a unary primitive from ``fwd(xp, x)`` and its ``vjp`` (full VJP signature)."""
     prim = primitive(name, save=save_in, save_out=save_out)(fwd)
     prim.defvjp(vjp)
-
-    def op(x: Any) -> Any:
-        return apply1(prim, x)
-
-    op.__name__ = op.__qualname__ = name
-    op.__doc__ = doc
     prim.doc = doc
-    return op
+    return unary_op(prim, name, doc)
 
 
 def _doc(name: str, what: str, arg: str, result: str) -> str:
@@ -312,7 +322,7 @@ square = _unary(
     _doc("square", "Elementwise ``x * x``.", "[1.0, -3.0]", "[1.0, 9.0]"),
     save_in=True,
 )
-_square_prim = REGISTRY["square"]
+multiply = binary_op(_mul, "multiply", _MULTIPLY_DOC, same=REGISTRY["square"])
 sqrt = _unary(
     "sqrt",
     lambda xp, x: xp.sqrt(x),
@@ -596,3 +606,11 @@ _CPU = {
 for _name, _f in _CPU.items():
     if _f is not None:
         REGISTRY[_name].cpu = _f
+
+# The public functions above are built by unary_op/binary_op in gputape.tape,
+# so doctest would not find their examples here by itself.
+__test__ = {
+    _n: _f.__doc__
+    for _n, _f in list(globals().items())
+    if callable(_f) and getattr(_f, "__module__", "") == "gputape.tape" and _f.__doc__ and ">>>" in _f.__doc__
+}
