@@ -9,7 +9,7 @@ on CuPy arrays on NVIDIA GPUs and numpy arrays everywhere else.
 [2.0, 4.0]
 """
 
-from . import nn, random, testing
+from . import debug, nn, random, testing
 from .device import current_device, device
 from .ops import *  # the op library is the public namespace
 from .ops import __all__ as _ops_all
@@ -17,6 +17,7 @@ from .tape import (
     REGISTRY,
     GputapeWarning,
     GradientTape,
+    UnconnectedGradientError,
     UnconnectedGradients,
     custom_gradient,
     primitive,
@@ -46,6 +47,7 @@ __all__ = [
     "GradientTape",
     "GputapeWarning",
     "Tensor",
+    "UnconnectedGradientError",
     "UnconnectedGradients",
     "Variable",
     "as_tensor",
@@ -53,6 +55,7 @@ __all__ = [
     "constant",
     "current_device",
     "custom_gradient",
+    "debug",
     "device",
     "float16",
     "float32",

@@ -28,6 +28,7 @@ import contextlib
 import enum
 import inspect
 import logging
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -36,7 +37,8 @@ from typing import Any
 import numpy as np
 
 from . import backend
-from .tensor import FLOAT_DTYPES, Tensor, Variable, _new, _next_id, _wrap
+from . import tensor as _tensor_mod
+from .tensor import FLOAT_DTYPES, Tensor, Variable, _new, _next_id, _wrap, _wrap_op
 
 _log = logging.getLogger("gputape")
 _ndarray = np.ndarray
@@ -46,23 +48,43 @@ _NOPARAMS: dict[str, Any] = {}
 # it before anything else so that code outside any tape pays one global read.
 _ACTIVE = 0
 _WATCHERS = 0  # custom_gradient variable watchers active in any thread
+# Debug hooks (check_numerics, tapes paused by stop_recording) active in any
+# thread; they ride the same slow path as recording, so they cost nothing off.
+_DEBUG = 0
+_NUMERICS = 0  # check_numerics contexts/switches active
+_LOCATIONS = 0  # capture the user's file:line for every recorded op
 _active_lock = threading.Lock()
 
 
 class _ThreadState(threading.local):
     def __init__(self) -> None:
         self.recording: list[GradientTape] = []  # tapes recording in this thread, innermost last
+        self.paused: list[GradientTape] = []  # tapes inside their stop_recording() block
         self.watchers: list[dict[int, Variable]] = []  # custom_gradient's variable watchers
 
 
 _tls = _ThreadState()
 
 
-def _bump(delta: int, watchers: int = 0) -> None:
-    global _ACTIVE, _WATCHERS
+def _bump(delta: int, watchers: int = 0, debug: int = 0, numerics: int = 0, locations: int = 0) -> None:
+    global _ACTIVE, _WATCHERS, _DEBUG, _NUMERICS, _LOCATIONS
     with _active_lock:
         _ACTIVE += delta
         _WATCHERS += watchers
+        _DEBUG += debug
+        _NUMERICS += numerics
+        _LOCATIONS += locations
+
+
+def _where() -> str | None:
+    """The user's ``file:line`` that called into gputape (the first frame outside it)."""
+    f = sys._getframe(1)
+    while f is not None:
+        name = f.f_globals.get("__name__", "")
+        if name != "gputape" and not name.startswith("gputape."):
+            return f"{f.f_code.co_filename}:{f.f_lineno}"
+        f = f.f_back
+    return None
 
 
 class GputapeWarning(UserWarning):
@@ -79,10 +101,23 @@ def _warn_once(key: str, message: str) -> None:
 
 
 class UnconnectedGradients(str, enum.Enum):
-    """What ``gradient`` returns for a source the target does not depend on."""
+    """What ``gradient`` returns for a source the target does not depend on.
+
+    ``RAISE`` (gputape's addition) raises :class:`UnconnectedGradientError`
+    carrying :meth:`GradientTape.explain`'s answer.
+    """
 
     NONE = "none"
     ZERO = "zero"
+    RAISE = "raise"
+
+
+class UnconnectedGradientError(ValueError):
+    """A gradient is None under ``unconnected_gradients='raise'``; ``.explanation`` says why."""
+
+    def __init__(self, message: str, explanation: Any = None) -> None:
+        super().__init__(message)
+        self.explanation = explanation
 
 
 def _parse_unconnected(value: Any) -> UnconnectedGradients:
@@ -90,8 +125,8 @@ def _parse_unconnected(value: Any) -> UnconnectedGradients:
         return UnconnectedGradients(value.value if isinstance(value, UnconnectedGradients) else value)
     except ValueError:
         raise ValueError(
-            f"Unknown value for unconnected_gradients: {value!r}; use 'none', 'zero', "
-            "gt.UnconnectedGradients.NONE or gt.UnconnectedGradients.ZERO"
+            f"Unknown value for unconnected_gradients: {value!r}; use 'none', 'zero', 'raise' "
+            "or gt.UnconnectedGradients.NONE / .ZERO / .RAISE"
         ) from None
 
 
@@ -193,10 +228,11 @@ class Node:
     promoted it (None when nothing was promoted), ``saved`` the raw residual
     arrays the primitive declared, ``out`` the output id (a tuple of ids for
     multi-output ops). Tapes hold nodes; a node's residuals are freed when the
-    last tape that recorded it drops it.
+    last tape that recorded it drops it. ``info`` (user file:line, output shape
+    and dtype) is set only while locations are recorded (``gt.debug``).
     """
 
-    __slots__ = ("casts", "ids", "out", "params", "prim", "saved", "shapes")
+    __slots__ = ("casts", "ids", "info", "out", "params", "prim", "saved", "shapes")
 
     def __repr__(self) -> str:
         return f"<Node {self.prim.name} in={self.shapes} out={self.out}>"
@@ -295,7 +331,7 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
         res._data = out
         res._id = _next_id()
     else:
-        res = [_wrap(o if type(o) is _ndarray else _fix_output(o)) for o in out]
+        res = [_wrap_op(o if type(o) is _ndarray else _fix_output(o)) for o in out]
     if _ACTIVE:
         _record(prim, args, params, res)
     return res
@@ -402,6 +438,8 @@ def _on_variable_read(var: Variable) -> None:
 
 
 def _record(prim: Primitive, args: tuple, params: dict, res: Any) -> None:
+    if _DEBUG:
+        _debug_hook(prim, args, res)
     if _WATCHERS:
         _note_reads(args)
     tapes = _tls.recording
@@ -409,7 +447,8 @@ def _record(prim: Primitive, args: tuple, params: dict, res: Any) -> None:
         return
     single = prim.nout == 1
     if (res._data.dtype if single else res[0]._data.dtype) not in FLOAT_DTYPES:
-        return  # integer and bool results carry no gradient
+        _note_untracked(tapes, prim.name, args, res)  # integer and bool results carry no gradient
+        return
     node = None
     for tape in tapes:
         tt = tape._tensors
@@ -425,6 +464,58 @@ def _record(prim: Primitive, args: tuple, params: dict, res: Any) -> None:
                 tt.add(res._id)
             else:
                 tt.update(o._id for o in res)
+        else:
+            _note_edge(tape, prim.name, args, res)
+
+
+def _note_edge(tape: GradientTape, name: str, args: tuple, res: Any) -> None:
+    """An op ran inside the tape on values it does not track: keep the edge for explain()."""
+    ids = tuple(a._id for a in args if isinstance(a, Tensor))
+    for o in (res,) if isinstance(res, Tensor) else res:
+        tape._edges[o._id] = (name, ids)
+
+
+def _note_untracked(tapes: list, name: str, args: tuple, res: Any) -> None:
+    """An op with an integer/bool result (comparison, argmax, cast to int) ran inside tapes."""
+    where = None
+    for tape in tapes:
+        tt = tape._tensors
+        ids = tuple(a._id for a in args if isinstance(a, Tensor))
+        if any(i in tt for i in ids):
+            if where is None:
+                where = _where()
+            for o in (res,) if isinstance(res, Tensor) else res:
+                tape._broken[o._id] = ("non_differentiable_op", name, where, ids)
+        else:
+            _note_edge(tape, name, args, res)
+
+
+def note_nondiff(name: str, args: tuple, res: Tensor) -> None:
+    """Hook for ops outside the registry that return integer/bool results (comparisons, argmax)."""
+    if _DEBUG:
+        _debug_hook(None, args, res)
+    tapes = _tls.recording
+    if tapes:
+        _note_untracked(tapes, name, args, res)
+
+
+def _debug_hook(prim: Primitive | None, args: tuple, res: Any) -> None:
+    """check_numerics' forward check and stop_recording's markers (only while they are on)."""
+    if _NUMERICS and prim is not None:
+        from .debug.numerics import check_forward
+
+        check_forward(prim, args, res)
+    paused = _tls.paused
+    if paused:
+        where = None
+        for tape in paused:
+            tt = tape._tensors
+            ids = tuple(a._id for a in args if isinstance(a, Tensor))
+            if any(i in tt or i in tape._broken for i in ids):
+                if where is None:
+                    where = _where()
+                for o in (res,) if isinstance(res, Tensor) else res:
+                    tape._broken[o._id] = ("stop_recording", prim.name if prim else "op", where, ids)
 
 
 def _watch_on_read(tape: GradientTape, t: Tensor) -> bool:
@@ -434,6 +525,8 @@ def _watch_on_read(tape: GradientTape, t: Tensor) -> bool:
 
 def _record1(prim: Primitive, x: Tensor, res: Tensor) -> None:
     """``_record`` for apply1: one tensor input, no parameters, one output."""
+    if _DEBUG:
+        _debug_hook(prim, (x,), res)
     if _WATCHERS:
         _note_reads((x,))
     tapes = _tls.recording
@@ -441,12 +534,14 @@ def _record1(prim: Primitive, x: Tensor, res: Tensor) -> None:
         return
     d = res._data
     if d.dtype not in FLOAT_DTYPES:
+        _note_untracked(tapes, prim.name, (x,), res)
         return
     node = None
     xid = x._id
     for tape in tapes:
         tt = tape._tensors
         if xid not in tt and not _watch_on_read(tape, x):
+            tape._edges[res._id] = (prim.name, (xid,))
             continue
         if node is None:
             xd = x._data
@@ -461,12 +556,16 @@ def _record1(prim: Primitive, x: Tensor, res: Tensor) -> None:
             else:
                 node.saved = [d] if prim.save_out else _NOSAVED
             node.out = res._id
+            if _LOCATIONS:
+                node.info = (_where(), d.shape, d.dtype)
         tape._nodes.append(node)
         tt.add(res._id)
 
 
 def _record2(prim: Primitive, x: Any, y: Any, res: Tensor) -> None:
     """``_record`` for apply2: two inputs (a tensor and a tensor or Python scalar)."""
+    if _DEBUG:
+        _debug_hook(prim, (x, y), res)
     if _WATCHERS:
         _note_reads((x, y))
     tapes = _tls.recording
@@ -474,6 +573,7 @@ def _record2(prim: Primitive, x: Any, y: Any, res: Tensor) -> None:
         return
     d = res._data
     if d.dtype not in FLOAT_DTYPES:
+        _note_untracked(tapes, prim.name, (x, y), res)
         return
     xt = isinstance(x, Tensor)
     yt = isinstance(y, Tensor)
@@ -484,6 +584,7 @@ def _record2(prim: Primitive, x: Any, y: Any, res: Tensor) -> None:
         hx = xt and (x._id in tt or _watch_on_read(tape, x))
         hy = yt and (y._id in tt or _watch_on_read(tape, y))
         if not (hx or hy):
+            _note_edge(tape, prim.name, (x, y), res)
             continue
         if node is None:
             node = _new(Node)
@@ -523,11 +624,24 @@ def _record2(prim: Primitive, x: Any, y: Any, res: Tensor) -> None:
                 saved.append(d)
             node.saved = saved
             node.out = res._id
+            if _LOCATIONS:
+                node.info = (_where(), d.shape, d.dtype)
         tape._nodes.append(node)
         tt.add(res._id)
 
 
 _NOSAVED: list = []  # shared by nodes that save nothing; never mutated
+
+
+def _note_export(t: Tensor) -> None:
+    """A tensor's value leaves as a host array or number (.numpy(), np.asarray, float())."""
+    if _ACTIVE:
+        where = None
+        for tape in _tls.recording:
+            if t._id in tape._tensors:
+                where = where or _where()
+                # constants made after this point have larger odd ids than the mark
+                tape._exports.append((t._id, where, _tensor_mod._next_const_id()))
 
 
 def _note_reads(args: tuple) -> None:
@@ -587,6 +701,9 @@ def _make_node(prim: Primitive, args: tuple, params: dict, res: Any) -> Node:
         if prim.save_out:
             saved.extend(o._data for o in res)
     node.saved = saved
+    if _LOCATIONS:
+        first = res if single else res[0]
+        node.info = (_where(), first._data.shape, first._data.dtype)
     return node
 
 
@@ -594,7 +711,7 @@ def _nbytes_saved(nodes: list[Node]) -> int:
     seen: set[int] = set()
     total = 0
     for node in nodes:
-        if node is None:
+        if type(node) is not Node:
             continue
         for d in node.saved or ():
             if hasattr(d, "nbytes") and id(d) not in seen:
@@ -636,7 +753,7 @@ def _sweep(
         if not rel:
             return {}
         for node in nodes:
-            if node is not None:
+            if type(node) is Node:
                 for i in node.ids:
                     if i in rel:
                         if type(node.out) is int:
@@ -653,7 +770,7 @@ def _sweep(
         F = _RAW_F(np if type(first) is _ndarray else backend.xp_of(first))
     for pos in range(len(nodes) - 1, -1, -1):
         node = nodes[pos]
-        if node is None:
+        if type(node) is not Node:
             continue
         oid = node.out
         if type(oid) is int:
@@ -665,7 +782,9 @@ def _sweep(
             if all(x is None for x in g) or not any(o in rel for o in oid):
                 continue
         if release:
-            nodes[pos] = None
+            # drop the node (and with it its residuals) for a residual-free
+            # skeleton that explain() can still walk
+            nodes[pos] = (node.prim, node.ids, node.out)
         ids = node.ids
         if len(ids) == 1:
             if ids[0] not in rel:
@@ -686,6 +805,10 @@ def _sweep(
             in_grads = _unbatched_vjp(F, g, needs, node, saved, lead)
         else:
             in_grads = node.prim.vjp(F, g, needs, nb, node, *saved)
+        if _NUMERICS:
+            from .debug.numerics import check_backward
+
+            check_backward(node, g, saved, [gi if n else None for gi, n in zip(in_grads, needs)])
         shapes = node.shapes
         casts = node.casts
         for k in range(len(ids)):
@@ -805,20 +928,31 @@ class GradientTape:
         self._auto = bool(watch_accessed_variables)
         self._recording = False
         self._tensors: set[int] | None = None  # ids this tape tracks (watched or recorded)
-        self._nodes: list[Node] = []
         self._watched_vars: dict[int, Variable] = {}
-        self._leaves: set[int] = set()  # ids watched directly (not produced by a recorded op)
+        self._fresh()
+        self._tensors = None
         self._used = False  # a non-persistent tape that already computed its gradients
+
+    def _fresh(self) -> None:
+        """Start an empty recording (first entry, reset, or re-entry after gradient())."""
+        self._tensors = set()
+        self._nodes: list[Any] = []  # Nodes, or (prim, ids, out) skeletons once swept
+        self._watched_vars = {}
+        self._leaves: set[int] = set()  # ids watched directly (not produced by a recorded op)
+        # For explain(): edges of ops that ran inside the tape on untracked values,
+        # markers where a path was cut (stop_gradient, stop_recording, integer
+        # results, values that left through .numpy()), and those exports.
+        self._edges: dict[int, tuple[str, tuple[int, ...]]] = {}
+        self._broken: dict[int, tuple[str, str, str | None, tuple[int, ...]]] = {}
+        self._exports: list[tuple[int, str | None, int]] = []
+        self._retired: GradientTape | None = None
 
     # -- context ------------------------------------------------------------------
     def __enter__(self) -> GradientTape:
         if self._recording:
             raise ValueError("Tape is still recording. This can happen if you try to re-enter an already-active tape.")
         if self._tensors is None:
-            self._tensors = set()
-            self._nodes = []
-            self._watched_vars = {}
-            self._leaves = set()
+            self._fresh()
             self._used = False
         self._push()
         return self
@@ -846,10 +980,7 @@ class GradientTape:
     # -- watching -----------------------------------------------------------------
     def _store(self) -> set[int]:
         if self._tensors is None:
-            self._tensors = set()
-            self._nodes = []
-            self._watched_vars = {}
-            self._leaves = set()
+            self._fresh()
         return self._tensors
 
     def _watch_variable(self, var: Variable) -> bool:
@@ -952,10 +1083,15 @@ class GradientTape:
         stopped = self._recording
         if stopped:
             self._pop()
+            # while paused, ops on values this tape tracks are marked for explain()
+            _tls.paused.append(self)
+            _bump(1, debug=1)
         try:
             yield
         finally:
             if stopped:
+                _tls.paused.remove(self)
+                _bump(-1, debug=-1)
                 self._push()
 
     def reset(self) -> None:
@@ -971,10 +1107,7 @@ class GradientTape:
         array(12., dtype=float32)
         """
         self._drop()
-        self._tensors = set()
-        self._nodes = []
-        self._watched_vars = {}
-        self._leaves = set()
+        self._fresh()
 
     # -- memory -------------------------------------------------------------------
     def _drop(self) -> None:
@@ -995,9 +1128,8 @@ class GradientTape:
         0
         """
         self._drop()
+        self._fresh()
         self._tensors = None
-        self._watched_vars = {}
-        self._leaves = set()
 
     def __del__(self) -> None:
         try:
@@ -1011,6 +1143,55 @@ class GradientTape:
     def saved_bytes(self) -> int:
         """Bytes of the arrays this tape's recorded ops saved for their VJPs."""
         return _nbytes_saved(self._nodes)
+
+    # -- debugging ----------------------------------------------------------------
+    def explain(self, target: Tensor, source: Tensor) -> Any:
+        """Why is ``gradient(target, source)`` None? Returns a ``gt.debug.Explanation``.
+
+        ``reason`` is one of ``connected``, ``not_watched``, ``not_trainable``,
+        ``unused``, ``not_recorded``, ``stop_gradient``, ``stop_recording``,
+        ``integer_dtype``, ``non_differentiable_op``, ``left_tape``; ``where`` is
+        the user's file:line of the op that broke the path when known. Works
+        before and after ``gradient()``, on persistent and non-persistent tapes.
+
+        >>> import gputape as gt
+        >>> w = gt.Variable(1.0, trainable=False, name="w")
+        >>> with gt.GradientTape() as tape:
+        ...     y = w * 3.0
+        >>> tape.explain(y, w).reason
+        'not_trainable'
+        """
+        from .debug.explain import explain
+
+        return explain(self, target, source)
+
+    def summary(self) -> str:
+        """A table of the recorded ops: inputs, output, bytes saved, user file:line.
+
+        >>> import gputape as gt
+        >>> x = gt.constant([1.0, 2.0])
+        >>> with gt.GradientTape() as tape:
+        ...     tape.watch(x); y = gt.exp(x)
+        >>> print(tape.summary().splitlines()[2].split()[:2])
+        ['0', 'exp']
+        """
+        from .debug.explain import summary
+
+        return summary(self)
+
+    def to_dot(self) -> str:
+        """The recorded graph as Graphviz DOT text (render with ``dot -Tpng``).
+
+        >>> import gputape as gt
+        >>> x = gt.constant(1.0)
+        >>> with gt.GradientTape() as tape:
+        ...     tape.watch(x); y = gt.sin(x)
+        >>> tape.to_dot().splitlines()[0]
+        'digraph gputape {'
+        """
+        from .debug.explain import to_dot
+
+        return to_dot(self)
 
     # -- gradients ----------------------------------------------------------------
     def _begin_backprop(self, what: str) -> None:
@@ -1032,8 +1213,13 @@ class GradientTape:
 
     def _finish_backprop(self) -> None:
         if not self._persistent:
+            # Keep what explain() needs (ids and edges, no arrays); drop the rest.
+            retired = _new(GradientTape)
+            retired.__dict__.update(self.__dict__)
+            retired._nodes = [n if type(n) is tuple else (n.prim, n.ids, n.out) for n in self._nodes]
             self._drop()
             self._tensors = None  # watched_variables() still answers, as in TensorFlow
+            self._retired = retired
             self._used = True
 
     def gradient(
@@ -1084,9 +1270,20 @@ class GradientTape:
             with _quiet():
                 grads = _sweep(self, seeds, [s._id for s in flat_s], diff) if seeds else {}
             out = [_result(grads.get(s._id), s, unconnected, diff, None) for s in flat_s]
+            if unconnected is UnconnectedGradients.RAISE:
+                self._raise_unconnected(flat_t, flat_s, out)
         finally:
             self._finish_backprop()
         return _unflatten(s_spec, out)
+
+    def _raise_unconnected(self, flat_t: list, flat_s: list, out: list) -> None:
+        for s, g in zip(flat_s, out):
+            if g is None:
+                from .debug.explain import explain
+
+                # the first target that is a tensor explains it (a nested target is their sum)
+                e = explain(self, next(t for t in flat_t if isinstance(t, Tensor)), s)
+                raise UnconnectedGradientError(f"GradientTape.gradient: the gradient is None: {e}", e)
 
     def jacobian(
         self,
@@ -1288,7 +1485,19 @@ def stop_gradient(x: Any) -> Tensor:
     """
     from .tensor import as_tensor
 
-    return _wrap(as_tensor(x)._data)
+    x = as_tensor(x)
+    res = _wrap_op(x._data)
+    if _ACTIVE:
+        tapes = _tls.recording
+        if tapes:
+            where = None
+            for tape in tapes:
+                if x._id in tape._tensors or x._id in tape._broken:
+                    where = where or _where()
+                    tape._broken[res._id] = ("stop_gradient", "stop_gradient", where, (x._id,))
+                else:
+                    tape._edges[res._id] = ("stop_gradient", (x._id,))
+    return res
 
 
 def _custom_fwd(xp: Any, *arrays: Any, **params: Any) -> Any:  # pragma: no cover - never run
@@ -1438,3 +1647,6 @@ def _custom_multi(n: int) -> Primitive:
         p.vjp = _custom_vjp
         _custom_multis[n] = p
     return _custom_multis[n]
+
+
+_tensor_mod._export_hook = _note_export

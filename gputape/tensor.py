@@ -21,7 +21,11 @@ import numpy as np
 from . import backend
 from .device import current_device
 
-_next_id = itertools.count(1).__next__
+# Two id streams: outputs of ops get even ids, constants and variables odd ids.
+# Ids stay unique, and the parity tells the debugger, for free, whether a value
+# the tape never saw was computed by an op (outside the tape) or is a constant.
+_next_id = itertools.count(2, 2).__next__  # op outputs
+_next_const_id = itertools.count(1, 2).__next__  # constants, variables
 _ndarray = np.ndarray
 _new = object.__new__
 _getrefcount = sys.getrefcount
@@ -39,9 +43,21 @@ bool_ = np.dtype("bool")
 
 FLOAT_DTYPES = frozenset((float16, float32, float64))
 
+# Set by gputape.tape: tells recording tapes that a value left as a host array
+# or number (so tape.explain() can say 'left_tape').
+_export_hook: Any = None
+
 
 def _wrap(data: Any) -> Tensor:
-    """Make a Tensor around an existing device array without any checks."""
+    """Make a constant Tensor around an existing device array without any checks."""
+    t = _new(Tensor)
+    t._data = data
+    t._id = _next_const_id()
+    return t
+
+
+def _wrap_op(data: Any) -> Tensor:
+    """Make a Tensor for an op's output (an even id) without any checks."""
     t = _new(Tensor)
     t._data = data
     t._id = _next_id()
@@ -115,7 +131,7 @@ class Tensor:
 
     def __init__(self, value: Any, dtype: Any = None) -> None:
         self._data = _to_array(value, dtype)
-        self._id = _next_id()
+        self._id = _next_const_id()
 
     # -- properties ---------------------------------------------------------------
     @property
@@ -156,12 +172,15 @@ class Tensor:
         >>> gt.constant([1.0, 2.0]).numpy()
         array([1., 2.], dtype=float32)
         """
+        _export_hook(self)
         return np.array(backend.to_host(self._data), copy=True)
 
     def item(self) -> Any:
+        _export_hook(self)
         return self._data.item()
 
     def __float__(self) -> float:
+        _export_hook(self)
         return float(self._data)
 
     def __int__(self) -> int:
@@ -189,6 +208,7 @@ class Tensor:
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         if backend.xp_of(self._data) is not np:
             raise TypeError(f"tensor is on {self.device}; implicit conversion to numpy is not allowed, use .numpy()")
+        _export_hook(self)
         a = self._data
         if dtype is not None and a.dtype != np.dtype(dtype):
             return a.astype(dtype)
@@ -250,7 +270,7 @@ class Variable(Tensor):
         data = _to_array(initial_value, dtype)
         # A variable owns its buffer: never alias the caller's array.
         self._data = data.copy()
-        self._id = _next_id()
+        self._id = _next_const_id()
         self._trainable = bool(trainable)
         self._name = name if name is not None else "Variable"
 
@@ -285,6 +305,7 @@ class Variable(Tensor):
         return t
 
     def numpy(self) -> np.ndarray:
+        _export_hook(self)
         return np.array(backend.to_host(self._data), copy=True)
 
     def _exclusive(self) -> bool:

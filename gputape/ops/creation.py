@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 
 from .. import backend
+from .. import tape as _tape
 from ..device import current_device
-from ..tensor import Tensor, _py_dtype, _wrap, as_tensor
+from ..tensor import Tensor, _py_dtype, _wrap, _wrap_op, as_tensor
 
 
 def _xp(device: str | None) -> Any:
@@ -129,10 +130,14 @@ def _nondiff(name: str, nargs: int) -> Any:
             if hasattr(d, "shape") and backend.xp_of(d) is not np:
                 xp = backend.xp_of(d)
         try:
-            return _wrap(np.asarray(r) if isinstance(r := getattr(xp, name)(*datas), np.generic) else r)
+            r = getattr(xp, name)(*datas)
         except (ValueError, TypeError) as exc:
             shapes = [getattr(d, "shape", type(d).__name__) for d in datas]
             raise ValueError(f"gt.{name}: cannot apply to inputs of shapes {shapes}: {exc}") from exc
+        res = _wrap_op(np.asarray(r) if isinstance(r, np.generic) else r)
+        if _tape._ACTIVE:
+            _tape.note_nondiff(name, args, res)
+        return res
 
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"""Elementwise ``{name}`` (no gradient: the result is {"bool" if name != "sign" else "float"}).
@@ -166,8 +171,7 @@ def argmax(x: Any, axis: Any = None) -> Tensor:
     >>> gt.argmax(gt.constant([[1.0, 3.0], [4.0, 2.0]]), axis=1).numpy().tolist()
     [1, 0]
     """
-    d = _like(x)
-    return _wrap(np.asarray(backend.xp_of(d).argmax(d, axis=axis)))
+    return _index_result("argmax", x, backend.xp_of(_like(x)).argmax(_like(x), axis=axis))
 
 
 def argmin(x: Any, axis: Any = None) -> Tensor:
@@ -177,5 +181,11 @@ def argmin(x: Any, axis: Any = None) -> Tensor:
     >>> gt.argmin(gt.constant([[1.0, 3.0], [4.0, 2.0]]), axis=1).numpy().tolist()
     [0, 1]
     """
-    d = _like(x)
-    return _wrap(np.asarray(backend.xp_of(d).argmin(d, axis=axis)))
+    return _index_result("argmin", x, backend.xp_of(_like(x)).argmin(_like(x), axis=axis))
+
+
+def _index_result(name: str, x: Any, r: Any) -> Tensor:
+    res = _wrap_op(np.asarray(r) if isinstance(r, np.generic) else r)
+    if _tape._ACTIVE and isinstance(x, Tensor):
+        _tape.note_nondiff(name, (x,), res)
+    return res

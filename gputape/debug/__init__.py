@@ -1,0 +1,12 @@
+"""Gradient debugging: why a gradient is None, where a NaN was born, gradient health.
+
+>>> import gputape as gt
+>>> x = gt.constant(1.0)
+>>> with gt.GradientTape() as tape:
+...     y = x * 2.0
+>>> tape.explain(y, x).reason
+'not_watched'
+"""
+
+from .explain import REASONS, Explanation
+from .numerics import check_numerics, disable_check_numerics, enable_check_numerics, record_locations
