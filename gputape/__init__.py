@@ -9,7 +9,7 @@ on CuPy arrays on NVIDIA GPUs and numpy arrays everywhere else.
 [2.0, 4.0]
 """
 
-from . import debug, nn, random, testing
+from . import debug, nn, profiler, random, testing
 from .device import current_device, device
 from .ops import *  # the op library is the public namespace
 from .ops import __all__ as _ops_all
@@ -66,6 +66,7 @@ __all__ = [
     "int64",
     "nn",
     "primitive",
+    "profiler",
     "random",
     "stop_gradient",
     "testing",

@@ -502,9 +502,7 @@ def note_nondiff(name: str, args: tuple, res: Tensor) -> None:
 def _debug_hook(prim: Primitive | None, args: tuple, res: Any) -> None:
     """check_numerics' forward check and stop_recording's markers (only while they are on)."""
     if _NUMERICS and prim is not None:
-        from .debug.numerics import check_forward
-
-        check_forward(prim, args, res)
+        _numerics().check_forward(prim, args, res)
     paused = _tls.paused
     if paused:
         where = None
@@ -631,6 +629,12 @@ def _record2(prim: Primitive, x: Any, y: Any, res: Tensor) -> None:
 
 
 _NOSAVED: list = []  # shared by nodes that save nothing; never mutated
+
+
+def _numerics() -> Any:
+    from .debug import numerics  # imported on first use: gputape.debug imports this module
+
+    return numerics
 
 
 def _note_export(t: Tensor) -> None:
@@ -806,9 +810,7 @@ def _sweep(
         else:
             in_grads = node.prim.vjp(F, g, needs, nb, node, *saved)
         if _NUMERICS:
-            from .debug.numerics import check_backward
-
-            check_backward(node, g, saved, [gi if n else None for gi, n in zip(in_grads, needs)])
+            _numerics().check_backward(node, g, saved, [gi if n else None for gi, n in zip(in_grads, needs)])
         shapes = node.shapes
         casts = node.casts
         for k in range(len(ids)):

@@ -9,4 +9,5 @@
 """
 
 from .explain import REASONS, Explanation
+from .health import GradientMonitor, grad_report
 from .numerics import check_numerics, disable_check_numerics, enable_check_numerics, record_locations
