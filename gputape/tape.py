@@ -31,6 +31,7 @@ import logging
 import sys
 import threading
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -64,6 +65,9 @@ class _ThreadState(threading.local):
 
 
 _tls = _ThreadState()
+# Every tape that was entered and is still alive, for the memory report
+# (gt.memory_info(): bytes held by live tapes).
+_live_tapes: weakref.WeakSet = weakref.WeakSet()
 
 
 def _bump(delta: int, watchers: int = 0, debug: int = 0, numerics: int = 0, locations: int = 0) -> None:
@@ -956,6 +960,7 @@ class GradientTape:
         if self._tensors is None:
             self._fresh()
             self._used = False
+        _live_tapes.add(self)
         self._push()
         return self
 
