@@ -460,6 +460,8 @@ def _record(prim: Primitive, args: tuple, params: dict, res: Any) -> None:
         for a in args:
             if isinstance(a, Tensor) and (a._id in tt or _watch_on_read(tape, a)):
                 hit = True
+        if tape._exports:
+            _note_exported_operands(tape, args, res)
         if hit:
             if node is None:
                 node = _make_node(prim, args, params, res)
@@ -641,15 +643,26 @@ def _numerics() -> Any:
     return numerics
 
 
-def _note_export(t: Tensor) -> None:
+def _note_export(t: Tensor, array: Any) -> None:
     """A tensor's value leaves as a host array or number (.numpy(), np.asarray, float())."""
     if _ACTIVE:
         where = None
         for tape in _tls.recording:
             if t._id in tape._tensors:
                 where = where or _where()
-                # constants made after this point have larger odd ids than the mark
-                tape._exports.append((t._id, where, _tensor_mod._next_const_id()))
+                # constants made after this point have larger odd ids than the mark;
+                # the array itself is kept to recognise it if it comes back as an operand
+                tape._exports.append((t._id, where, _tensor_mod._next_const_id(), array))
+
+
+def _note_exported_operands(tape: GradientTape, args: tuple, res: Any) -> None:
+    """An op took an exported array as a raw operand: the path through it left the tape."""
+    for a in args:
+        if a is not None and not isinstance(a, (Tensor, int, float)):
+            for tid, where, _, arr in tape._exports:
+                if a is arr:
+                    for o in (res,) if isinstance(res, Tensor) else res:
+                        tape._broken[o._id] = ("left_tape", "numpy", where, (tid,))
 
 
 def _note_reads(args: tuple) -> None:
@@ -950,7 +963,7 @@ class GradientTape:
         # results, values that left through .numpy()), and those exports.
         self._edges: dict[int, tuple[str, tuple[int, ...]]] = {}
         self._broken: dict[int, tuple[str, str, str | None, tuple[int, ...]]] = {}
-        self._exports: list[tuple[int, str | None, int]] = []
+        self._exports: list[tuple[int, str | None, int, Any]] = []
         self._retired: GradientTape | None = None
 
     # -- context ------------------------------------------------------------------

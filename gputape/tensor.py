@@ -172,15 +172,16 @@ class Tensor:
         >>> gt.constant([1.0, 2.0]).numpy()
         array([1., 2.], dtype=float32)
         """
-        _export_hook(self)
-        return np.array(backend.to_host(self._data), copy=True)
+        out = np.array(backend.to_host(self._data), copy=True)
+        _export_hook(self, out)
+        return out
 
     def item(self) -> Any:
-        _export_hook(self)
+        _export_hook(self, None)
         return self._data.item()
 
     def __float__(self) -> float:
-        _export_hook(self)
+        _export_hook(self, None)
         return float(self._data)
 
     def __int__(self) -> int:
@@ -208,11 +209,13 @@ class Tensor:
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         if backend.xp_of(self._data) is not np:
             raise TypeError(f"tensor is on {self.device}; implicit conversion to numpy is not allowed, use .numpy()")
-        _export_hook(self)
         a = self._data
         if dtype is not None and a.dtype != np.dtype(dtype):
-            return a.astype(dtype)
-        return np.array(a, copy=True) if copy else a
+            a = a.astype(dtype)
+        elif copy:
+            a = np.array(a, copy=True)
+        _export_hook(self, a)
+        return a
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         from . import ops
@@ -305,8 +308,9 @@ class Variable(Tensor):
         return t
 
     def numpy(self) -> np.ndarray:
-        _export_hook(self)
-        return np.array(backend.to_host(self._data), copy=True)
+        out = np.array(backend.to_host(self._data), copy=True)
+        _export_hook(self, out)
+        return out
 
     def _exclusive(self) -> bool:
         """True when no tape, tensor or view shares this variable's array."""

@@ -159,6 +159,21 @@ def test_left_tape(how):
     assert e.where == here("<export-here>")
 
 
+@pytest.mark.parametrize("how", ["numpy", "asarray"])
+def test_left_tape_as_raw_operand(how):
+    x = gt.constant(x0)
+    w = gt.Variable(np.ones((3, 2)))
+    with gt.GradientTape() as tape:
+        tape.watch(x)
+        h = x * 2.0
+        raw = h.numpy() if how == "numpy" else np.asarray(h)  # <raw-export-here>
+        y = gt.sum(raw @ w)
+    assert tape.gradient(y, [x, w])[0] is None
+    e = tape.explain(y, x)
+    assert e.reason == "left_tape"
+    assert e.where == here("<raw-export-here>")
+
+
 def test_explain_on_persistent_tape_after_gradient():
     x = gt.constant(x0)
     with gt.GradientTape(persistent=True) as tape:

@@ -189,6 +189,8 @@ def explain(tape: Any, target: Tensor, source: Tensor) -> Explanation:
             "stop_recording": f"the path goes through gt.{name}, computed inside tape.stop_recording(), "
             "so this tape did not record it",
             "non_differentiable_op": f"the path goes through gt.{name}, whose integer/bool result has no gradient",
+            "left_tape": "the value left the tape through .numpy() / np.asarray and was used as a raw array, "
+            "which has no history: keep the computation in gputape ops",
         }[reason]
         return Explanation(reason, text, where)
     if hit == ():  # reachable only through ops the tape saw but did not record: the source was not tracked
@@ -226,7 +228,7 @@ def explain(tape: Any, target: Tensor, source: Tensor) -> Explanation:
             leaves.append(i)
     computed_outside = [i for i in leaves if i % 2 == 0]  # op outputs the tape never saw
     constants = [i for i in leaves if i % 2 == 1]
-    for tensor_id, where, mark in st._exports:
+    for tensor_id, where, mark, _ in st._exports:
         if any(c > mark for c in constants) or (tid % 2 == 1 and tid > mark):
             return Explanation(
                 "left_tape",
