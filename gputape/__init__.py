@@ -11,6 +11,7 @@ on CuPy arrays on NVIDIA GPUs and numpy arrays everywhere else.
 
 from . import debug, nn, profiler, random, testing
 from .device import current_device, device
+from .module import Module
 from .ops import *  # the op library is the public namespace
 from .ops import __all__ as _ops_all
 from .tape import (
@@ -46,6 +47,7 @@ __all__ = [
     "REGISTRY",
     "GradientTape",
     "GputapeWarning",
+    "Module",
     "Tensor",
     "UnconnectedGradientError",
     "UnconnectedGradients",

@@ -31,6 +31,19 @@ def seed(n: int) -> None:
     _rng = np.random.default_rng(n)
 
 
+def generator() -> np.random.Generator:
+    """The numpy Generator behind ``normal``/``uniform`` (initializers and dropout draw from it too).
+
+    >>> import gputape as gt
+    >>> gt.random.seed(0)
+    >>> a = gt.random.generator().integers(100)
+    >>> gt.random.seed(0)
+    >>> bool(a == gt.random.generator().integers(100))
+    True
+    """
+    return _rng
+
+
 def _place(a: np.ndarray, device: str | None) -> Tensor:
     dev = backend.parse_device(device) if device else current_device()
     return _wrap(a if dev == "cpu" else backend.asarray_on(a, dev))

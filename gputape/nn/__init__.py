@@ -1,10 +1,11 @@
-"""Neural-network functions: activations and losses (``gt.nn``).
+"""Neural networks (``gt.nn``): activations and losses as functions, and Keras-style layers.
 
 >>> import gputape as gt
 >>> gt.nn.relu(gt.constant([-1.0, 1.0])).numpy().tolist()
 [0.0, 1.0]
 """
 
+from . import activations, initializers, losses
 from .functional import (
     elu,
     gelu,
@@ -19,12 +20,21 @@ from .functional import (
     softplus,
     sparse_softmax_cross_entropy_with_logits,
 )
+from .layers import Dense, Dropout, Flatten, Layer, Sequential
 
 __all__ = [
+    "Dense",
+    "Dropout",
+    "Flatten",
+    "Layer",
+    "Sequential",
+    "activations",
     "elu",
     "gelu",
+    "initializers",
     "leaky_relu",
     "log_softmax",
+    "losses",
     "mean_squared_error",
     "relu",
     "sigmoid",

@@ -1,0 +1,232 @@
+"""Weight initializers (``gt.nn.initializers``), with Keras' names and math.
+
+An initializer is a callable ``init(shape, dtype) -> numpy array``. Random ones
+draw from ``gt.random``'s generator unless given a ``seed``, so
+``gt.random.seed(n)`` makes a whole model's initial weights reproducible.
+Fan-in and fan-out follow Keras: for a 2-d kernel ``(in, out)``; for a
+convolution kernel the leading dimensions are the receptive field.
+
+>>> import gputape as gt
+>>> w = gt.nn.initializers.get("glorot_uniform")((64, 32), "float32")
+>>> w.shape, str(w.dtype), bool(abs(w).max() <= (6 / 96) ** 0.5)
+((64, 32), 'float32', True)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .. import random as _random
+
+__all__ = [
+    "Constant",
+    "GlorotNormal",
+    "GlorotUniform",
+    "HeNormal",
+    "HeUniform",
+    "Initializer",
+    "Ones",
+    "VarianceScaling",
+    "Zeros",
+    "get",
+]
+
+
+class Initializer:
+    """Base class: ``__call__(shape, dtype='float32')`` returns a host numpy array."""
+
+    def __call__(self, shape: Any, dtype: Any = "float32") -> np.ndarray:
+        raise NotImplementedError
+
+
+class Zeros(Initializer):
+    """All zeros (Keras ``'zeros'``), the usual bias initializer.
+
+    >>> import gputape as gt
+    >>> gt.nn.initializers.Zeros()((2,)).tolist()
+    [0.0, 0.0]
+    """
+
+    def __call__(self, shape: Any, dtype: Any = "float32") -> np.ndarray:
+        return np.zeros(_shape(shape), dtype)
+
+
+class Ones(Initializer):
+    """All ones (Keras ``'ones'``).
+
+    >>> import gputape as gt
+    >>> gt.nn.initializers.Ones()((2,)).tolist()
+    [1.0, 1.0]
+    """
+
+    def __call__(self, shape: Any, dtype: Any = "float32") -> np.ndarray:
+        return np.ones(_shape(shape), dtype)
+
+
+class Constant(Initializer):
+    """Every entry equal to ``value``.
+
+    >>> import gputape as gt
+    >>> gt.nn.initializers.Constant(0.5)((2,)).tolist()
+    [0.5, 0.5]
+    """
+
+    def __init__(self, value: float = 0.0) -> None:
+        self.value = value
+
+    def __call__(self, shape: Any, dtype: Any = "float32") -> np.ndarray:
+        return np.full(_shape(shape), self.value, dtype)
+
+
+class VarianceScaling(Initializer):
+    """Keras' ``VarianceScaling``: variance ``scale / n`` with ``n`` the fan in, out or their mean.
+
+    ``distribution`` is ``'uniform'``, ``'truncated_normal'`` (cut at two
+    standard deviations and rescaled so the variance is still ``scale / n``,
+    as Keras does) or ``'untruncated_normal'``.
+
+    >>> import gputape as gt
+    >>> init = gt.nn.initializers.VarianceScaling(2.0, "fan_in", "truncated_normal", seed=0)
+    >>> w = init((400, 300))
+    >>> bool(abs(w.std() - (2 / 400) ** 0.5) < 0.002)
+    True
+    """
+
+    def __init__(
+        self,
+        scale: float = 1.0,
+        mode: str = "fan_in",
+        distribution: str = "truncated_normal",
+        seed: int | None = None,
+    ) -> None:
+        if mode not in ("fan_in", "fan_out", "fan_avg"):
+            raise ValueError(f"VarianceScaling: mode must be 'fan_in', 'fan_out' or 'fan_avg', got {mode!r}")
+        if distribution == "normal":
+            distribution = "truncated_normal"  # Keras' old spelling
+        if distribution not in ("uniform", "truncated_normal", "untruncated_normal"):
+            raise ValueError(
+                "VarianceScaling: distribution must be 'uniform', 'truncated_normal' or 'untruncated_normal', "
+                f"got {distribution!r}"
+            )
+        self.scale, self.mode, self.distribution, self.seed = float(scale), mode, distribution, seed
+
+    def __call__(self, shape: Any, dtype: Any = "float32") -> np.ndarray:
+        shape = _shape(shape)
+        fan_in, fan_out = _fans(shape)
+        n = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2.0}[self.mode]
+        var = self.scale / max(1.0, n)
+        rng = np.random.default_rng(self.seed) if self.seed is not None else _random.generator()
+        if self.distribution == "uniform":
+            limit = math.sqrt(3.0 * var)
+            out = rng.uniform(-limit, limit, shape)
+        elif self.distribution == "untruncated_normal":
+            out = rng.normal(0.0, math.sqrt(var), shape)
+        else:
+            # 0.8796... is the stddev of a unit normal truncated to [-2, 2].
+            out = _truncated_normal(rng, math.sqrt(var) / 0.87962566103423978, shape)
+        return out.astype(dtype)
+
+
+class GlorotUniform(VarianceScaling):
+    """Uniform in ``±sqrt(6 / (fan_in + fan_out))`` (Keras' default kernel initializer).
+
+    >>> import gputape as gt
+    >>> w = gt.nn.initializers.GlorotUniform(seed=1)((10, 6))
+    >>> bool(abs(w).max() <= (6 / 16) ** 0.5)
+    True
+    """
+
+    def __init__(self, seed: int | None = None) -> None:
+        super().__init__(1.0, "fan_avg", "uniform", seed)
+
+
+class GlorotNormal(VarianceScaling):
+    """Truncated normal with variance ``2 / (fan_in + fan_out)``.
+
+    >>> import gputape as gt
+    >>> gt.nn.initializers.GlorotNormal(seed=1)((10, 6)).shape
+    (10, 6)
+    """
+
+    def __init__(self, seed: int | None = None) -> None:
+        super().__init__(1.0, "fan_avg", "truncated_normal", seed)
+
+
+class HeUniform(VarianceScaling):
+    """Uniform in ``±sqrt(6 / fan_in)``, for ReLU layers.
+
+    >>> import gputape as gt
+    >>> w = gt.nn.initializers.HeUniform(seed=1)((24, 5))
+    >>> bool(abs(w).max() <= (6 / 24) ** 0.5)
+    True
+    """
+
+    def __init__(self, seed: int | None = None) -> None:
+        super().__init__(2.0, "fan_in", "uniform", seed)
+
+
+class HeNormal(VarianceScaling):
+    """Truncated normal with variance ``2 / fan_in``, for ReLU layers.
+
+    >>> import gputape as gt
+    >>> gt.nn.initializers.HeNormal(seed=1)((24, 5)).shape
+    (24, 5)
+    """
+
+    def __init__(self, seed: int | None = None) -> None:
+        super().__init__(2.0, "fan_in", "truncated_normal", seed)
+
+
+_BY_NAME: dict[str, Callable[[], Initializer]] = {
+    "zeros": Zeros,
+    "ones": Ones,
+    "glorot_uniform": GlorotUniform,
+    "glorot_normal": GlorotNormal,
+    "he_uniform": HeUniform,
+    "he_normal": HeNormal,
+    "xavier_uniform": GlorotUniform,
+    "xavier_normal": GlorotNormal,
+}
+
+
+def get(identifier: str | Callable[..., Any]) -> Callable[..., Any]:
+    """An initializer from its Keras name (``'he_normal'``) or a callable ``(shape, dtype)``.
+
+    >>> import gputape as gt
+    >>> type(gt.nn.initializers.get("he_normal")).__name__
+    'HeNormal'
+    """
+    if callable(identifier):
+        return identifier
+    if isinstance(identifier, str):
+        key = identifier.lower()
+        if key in _BY_NAME:
+            return _BY_NAME[key]()
+        raise ValueError(f"unknown initializer {identifier!r}; use one of {sorted(_BY_NAME)} or a callable")
+    raise TypeError(f"initializer must be a name or a callable (shape, dtype) -> array, got {identifier!r}")
+
+
+def _shape(shape: Any) -> tuple[int, ...]:
+    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+
+
+def _fans(shape: tuple[int, ...]) -> tuple[float, float]:
+    if len(shape) == 0:
+        return 1.0, 1.0
+    if len(shape) == 1:
+        return float(shape[0]), float(shape[0])
+    receptive = math.prod(shape[:-2])
+    return float(shape[-2] * receptive), float(shape[-1] * receptive)
+
+
+def _truncated_normal(rng: np.random.Generator, std: float, shape: tuple[int, ...]) -> np.ndarray:
+    out = rng.normal(0.0, 1.0, shape)
+    bad = np.abs(out) > 2.0
+    while bad.any():  # redraw only the tails: about 5% per round
+        out[bad] = rng.normal(0.0, 1.0, int(bad.sum()))
+        bad = np.abs(out) > 2.0
+    return out * std
