@@ -9,11 +9,13 @@ on CuPy arrays on NVIDIA GPUs and numpy arrays everywhere else.
 [2.0, 4.0]
 """
 
-from . import debug, nn, profiler, random, testing
+from . import data, debug, nn, optim, profiler, random, testing
+from .checkpoint import load, save
 from .device import current_device, device
 from .module import Module
 from .ops import *  # the op library is the public namespace
 from .ops import __all__ as _ops_all
+from .optim import clip_by_global_norm, clip_by_norm, global_norm
 from .tape import (
     REGISTRY,
     GputapeWarning,
@@ -54,22 +56,29 @@ __all__ = [
     "Variable",
     "as_tensor",
     "bool_",
+    "clip_by_global_norm",
+    "clip_by_norm",
     "constant",
     "current_device",
     "custom_gradient",
+    "data",
     "debug",
     "device",
     "float16",
     "float32",
     "float64",
+    "global_norm",
     "int8",
     "int16",
     "int32",
     "int64",
+    "load",
     "nn",
+    "optim",
     "primitive",
     "profiler",
     "random",
+    "save",
     "stop_gradient",
     "testing",
     "uint8",

@@ -1,0 +1,94 @@
+"""A minimal batch iterator over arrays (``gt.data.DataLoader``).
+
+The arrays are moved to the device once, when the loader is made, and each
+batch is gathered there, so a GPU training loop never copies a batch from
+the host. Shuffling uses a seeded generator of the loader's own: every epoch
+gets a new order, and the sequence of orders is the same on every run.
+
+>>> import gputape as gt, numpy as np
+>>> x, y = np.arange(10.0).reshape(5, 2), np.arange(5)
+>>> loader = gt.data.DataLoader(x, y, batch_size=2, shuffle=True, seed=0)
+>>> len(loader), [xb.shape for xb, yb in loader]
+(3, [(2, 2), (2, 2), (1, 2)])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from . import backend
+from .device import current_device
+from .tensor import Tensor, _wrap
+
+__all__ = ["DataLoader"]
+
+
+class DataLoader:
+    """Batches of ``arrays`` (all with the same first dimension) as gt tensors on ``device``.
+
+    Iterating yields a tuple of tensors per batch (a single tensor when one
+    array was given). ``len(loader)`` is the number of batches per epoch.
+
+    - ``shuffle``: a new permutation each epoch, from ``np.random.default_rng(seed)``.
+    - ``drop_remainder``: skip the last batch when it is smaller than ``batch_size``.
+    - ``device``: where batches live (default: the current device when the loader is made).
+
+    >>> import gputape as gt, numpy as np
+    >>> loader = gt.data.DataLoader(np.arange(5), batch_size=2, drop_remainder=True)
+    >>> [b.numpy().tolist() for b in loader]
+    [[0, 1], [2, 3]]
+    """
+
+    def __init__(
+        self,
+        *arrays: Any,
+        batch_size: int = 32,
+        shuffle: bool = False,
+        seed: int | None = None,
+        drop_remainder: bool = False,
+        device: str | None = None,
+    ) -> None:
+        if not arrays:
+            raise ValueError("DataLoader: pass at least one array")
+        if int(batch_size) <= 0:
+            raise ValueError(f"DataLoader: batch_size must be a positive integer, got {batch_size!r}")
+        self.device = backend.parse_device(device) if device is not None else current_device()
+        self.arrays = [self._place(a) for a in arrays]
+        lengths = {a.shape[0] if a.ndim else None for a in self.arrays}
+        if len(lengths) != 1 or None in lengths:
+            shapes = [tuple(a.shape) for a in self.arrays]
+            raise ValueError(f"DataLoader: all arrays need the same first dimension, got shapes {shapes}")
+        self.n = lengths.pop()
+        self.batch_size = int(batch_size)
+        self.shuffle = bool(shuffle)
+        self.drop_remainder = bool(drop_remainder)
+        self._rng = np.random.default_rng(seed)
+
+    def _place(self, a: Any) -> Any:
+        data = a._data if isinstance(a, Tensor) else a
+        if backend.xp_of(data) is np and not isinstance(data, np.ndarray):
+            data = np.asarray(data)
+        if backend.device_of(data) != self.device:
+            data = backend.asarray_on(backend.to_host(data), self.device)
+        return data
+
+    def __len__(self) -> int:
+        full, rest = divmod(self.n, self.batch_size)
+        return full if self.drop_remainder or not rest else full + 1
+
+    def __iter__(self) -> Iterator[Any]:
+        order = self._rng.permutation(self.n) if self.shuffle else None
+        xp = backend.xp_for_device(self.device)
+        if order is not None and self.device != "cpu":
+            order = backend.asarray_on(order, self.device)
+        for i in range(len(self)):
+            lo, hi = i * self.batch_size, min((i + 1) * self.batch_size, self.n)
+            if order is None:
+                batch = [_wrap(a[lo:hi].copy()) for a in self.arrays]
+            else:
+                idx = order[lo:hi]
+                batch = [_wrap(xp.take(a, idx, axis=0)) for a in self.arrays]
+            yield batch[0] if len(batch) == 1 else tuple(batch)
