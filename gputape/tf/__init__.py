@@ -1,0 +1,680 @@
+"""TensorFlow's spellings over gputape: ``import gputape.tf as tf`` runs GradientTape programs.
+
+It covers what a custom training loop uses: ``GradientTape``, ``Variable``,
+``constant``, ``Module``, ``function``, ``stop_gradient``,
+``custom_gradient``, the ``reduce_*`` family and elementwise math (also under
+``tf.math``), ``tf.nn``, ``tf.random``, ``tf.data.Dataset``, ``tf.keras``
+(layers, ``Sequential``, subclassed ``Model``, optimizers, losses, metrics),
+``tf.optimizers`` and ``tf.profiler.experimental``. Arguments keep
+TensorFlow's names and order (``reduce_sum(input_tensor, axis, keepdims)``,
+``argmax``'s default ``axis=0``); ``name=`` is accepted and ignored.
+
+Differences that remain: tensors' ``.shape`` is a plain tuple (no
+``as_list()``); ``tf.function`` runs eagerly (see its docstring); Keras'
+``compile``/``fit`` are absent.
+
+>>> import gputape.tf as tf
+>>> w = tf.Variable([[1.0], [2.0]])
+>>> x = tf.constant([[3.0, 4.0]])
+>>> with tf.GradientTape() as tape:
+...     loss = tf.reduce_sum(tf.square(tf.matmul(x, w)))
+>>> tape.gradient(loss, w).numpy().tolist()
+[[66.0], [88.0]]
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .. import ops as _ops
+from ..backend import to_host
+from ..device import current_device
+from ..module import Module
+from ..optim import clip_by_global_norm, clip_by_norm
+from ..tape import GradientTape, UnconnectedGradients, custom_gradient
+from ..tape import stop_gradient as _stop_gradient
+from ..tensor import (
+    Tensor,
+    Variable,
+    as_tensor,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+)
+from ..tensor import bool_ as bool
+from ..tensor import constant as _constant
+from . import data, keras, math, nn, optimizers, profiler, random
+from ._util import axis_arg
+from .math import (
+    abs,
+    add,
+    add_n,
+    argmax,
+    argmin,
+    cos,
+    cosh,
+    divide,
+    equal,
+    exp,
+    floor,
+    greater,
+    greater_equal,
+    less,
+    less_equal,
+    log,
+    logical_and,
+    logical_not,
+    logical_or,
+    maximum,
+    minimum,
+    multiply,
+    negative,
+    not_equal,
+    pow,
+    reduce_all,
+    reduce_any,
+    reduce_logsumexp,
+    reduce_max,
+    reduce_mean,
+    reduce_min,
+    reduce_prod,
+    reduce_sum,
+    round,
+    sigmoid,
+    sign,
+    sin,
+    sinh,
+    sqrt,
+    square,
+    subtract,
+    tan,
+    tanh,
+    truediv,
+)
+
+newaxis = None
+
+__all__ = [
+    "GradientTape",
+    "Module",
+    "Tensor",
+    "TensorSpec",
+    "UnconnectedGradients",
+    "Variable",
+    "abs",
+    "add",
+    "add_n",
+    "argmax",
+    "argmin",
+    "bool",
+    "cast",
+    "clip_by_global_norm",
+    "clip_by_norm",
+    "clip_by_value",
+    "concat",
+    "constant",
+    "convert_to_tensor",
+    "cos",
+    "cosh",
+    "custom_gradient",
+    "data",
+    "divide",
+    "einsum",
+    "equal",
+    "exp",
+    "expand_dims",
+    "eye",
+    "fill",
+    "float16",
+    "float32",
+    "float64",
+    "floor",
+    "function",
+    "gather",
+    "greater",
+    "greater_equal",
+    "identity",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "keras",
+    "less",
+    "less_equal",
+    "linspace",
+    "log",
+    "logical_and",
+    "logical_not",
+    "logical_or",
+    "math",
+    "matmul",
+    "maximum",
+    "minimum",
+    "multiply",
+    "negative",
+    "newaxis",
+    "nn",
+    "norm",
+    "not_equal",
+    "one_hot",
+    "ones",
+    "ones_like",
+    "optimizers",
+    "pow",
+    "print",
+    "profiler",
+    "random",
+    "range",
+    "rank",
+    "reduce_all",
+    "reduce_any",
+    "reduce_logsumexp",
+    "reduce_max",
+    "reduce_mean",
+    "reduce_min",
+    "reduce_prod",
+    "reduce_sum",
+    "reshape",
+    "round",
+    "shape",
+    "sigmoid",
+    "sign",
+    "sin",
+    "sinh",
+    "size",
+    "split",
+    "sqrt",
+    "square",
+    "squeeze",
+    "stack",
+    "stop_gradient",
+    "subtract",
+    "tan",
+    "tanh",
+    "transpose",
+    "truediv",
+    "uint8",
+    "unstack",
+    "where",
+    "zeros",
+    "zeros_like",
+]
+
+
+# -- tf.function ------------------------------------------------------------------------
+
+
+def function(
+    func: Callable[..., Any] | None = None,
+    input_signature: Any = None,
+    autograph: bool = True,
+    jit_compile: bool | None = None,
+    reduce_retracing: bool = False,
+    **kwargs: Any,
+) -> Any:
+    """``@tf.function`` and ``@tf.function(...)``: runs the function EAGERLY, unchanged.
+
+    gputape has no graph compiler yet (compiled training steps are separate
+    work, ``gt.function``), so this decorator only keeps TensorFlow code
+    running: the result is a plain Python call with the same values and
+    gradients as TensorFlow's, at eager speed. Its arguments
+    (``input_signature``, ``jit_compile``, ...) are accepted and have no
+    effect; no tracing happens, so Python side effects run on every call.
+    The original function is at ``.python_function``.
+
+    >>> import gputape.tf as tf
+    >>> @tf.function
+    ... def f(x):
+    ...     return x * 2
+    >>> @tf.function(jit_compile=True)
+    ... def g(x):
+    ...     return x + 1
+    >>> f(tf.constant(2.0)).numpy().tolist(), g(tf.constant(2.0)).numpy().tolist(), f.python_function(3)
+    (4.0, 3.0, 6)
+    """
+
+    def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(f)
+        def eager(*args: Any, **kw: Any) -> Any:
+            return f(*args, **kw)
+
+        eager.python_function = f  # type: ignore[attr-defined]
+        return eager
+
+    return wrap(func) if func is not None else wrap
+
+
+class TensorSpec:
+    """Shape and dtype of a ``tf.function`` input; recorded for TensorFlow code, never checked.
+
+    >>> import gputape.tf as tf
+    >>> tf.TensorSpec(shape=[None, 3], dtype=tf.float32).shape
+    (None, 3)
+    """
+
+    def __init__(self, shape: Any, dtype: Any = "float32", name: str | None = None) -> None:
+        self.shape = tuple(shape) if shape is not None else None
+        self.dtype = np.dtype(dtype)
+        self.name = name
+
+
+# -- creation -----------------------------------------------------------------------------
+
+
+def constant(value: Any, dtype: Any = None, shape: Any = None, name: str | None = None) -> Tensor:
+    """A tensor from a value; with ``shape``, a scalar is filled and an array reshaped (TensorFlow's rule).
+
+    >>> import gputape.tf as tf
+    >>> tf.constant(0.5, shape=(2,)).numpy().tolist(), str(tf.constant([1, 2]).dtype)
+    ([0.5, 0.5], 'int32')
+    """
+    t = _constant(value, dtype)
+    if shape is None:
+        return t
+    shape = tuple(int(s) for s in shape)
+    if t.size == 1:
+        return _ops.broadcast_to(_ops.reshape(t, ()), shape)
+    return _ops.reshape(t, shape)
+
+
+def convert_to_tensor(value: Any, dtype: Any = None, dtype_hint: Any = None, name: str | None = None) -> Tensor:
+    """``value`` if it is already a tensor (cast to ``dtype`` if given), a Variable's value, else a constant.
+
+    A Variable is read (as TensorFlow does), so a recording tape watches it
+    and the returned tensor's gradient flows to the variable.
+
+    >>> import gputape.tf as tf
+    >>> str(tf.convert_to_tensor([1.0, 2.0]).dtype), type(tf.convert_to_tensor(tf.Variable(1.0))).__name__
+    ('float32', 'Tensor')
+    """
+    if isinstance(value, Variable):
+        value = value.value()
+    if isinstance(value, Tensor):
+        return value if dtype is None or value.dtype == np.dtype(dtype) else _ops.cast(value, dtype)
+    if dtype is None and dtype_hint is not None:
+        dtype = dtype_hint
+    return _constant(value, dtype)
+
+
+def zeros(shape: Any, dtype: Any = "float32", name: str | None = None) -> Tensor:
+    """All zeros of ``shape`` (float32 by default).
+
+    >>> import gputape.tf as tf
+    >>> tf.zeros([2]).numpy().tolist()
+    [0.0, 0.0]
+    """
+    return _ops.zeros(_shape(shape), dtype)
+
+
+def ones(shape: Any, dtype: Any = "float32", name: str | None = None) -> Tensor:
+    """All ones of ``shape`` (float32 by default).
+
+    >>> import gputape.tf as tf
+    >>> tf.ones([2]).numpy().tolist()
+    [1.0, 1.0]
+    """
+    return _ops.ones(_shape(shape), dtype)
+
+
+def zeros_like(input: Any, dtype: Any = None, name: str | None = None) -> Tensor:
+    """Zeros with ``input``'s shape (and dtype unless given).
+
+    >>> import gputape.tf as tf
+    >>> tf.zeros_like(tf.ones((1, 2))).numpy().tolist()
+    [[0.0, 0.0]]
+    """
+    return _ops.zeros_like(input, dtype)
+
+
+def ones_like(input: Any, dtype: Any = None, name: str | None = None) -> Tensor:
+    """Ones with ``input``'s shape (and dtype unless given).
+
+    >>> import gputape.tf as tf
+    >>> tf.ones_like(tf.zeros((2,))).numpy().tolist()
+    [1.0, 1.0]
+    """
+    return _ops.ones_like(input, dtype)
+
+
+def fill(dims: Any, value: Any, name: str | None = None) -> Tensor:
+    """A tensor of shape ``dims`` filled with ``value`` (its dtype follows TensorFlow's Python rules).
+
+    >>> import gputape.tf as tf
+    >>> tf.fill([2], 7).numpy().tolist()
+    [7, 7]
+    """
+    v = _constant(value)
+    return _ops.full(_shape(dims), v.numpy().item(), v.dtype)
+
+
+def eye(num_rows: int, num_columns: int | None = None, dtype: Any = "float32", name: str | None = None) -> Tensor:
+    """The identity matrix.
+
+    >>> import gputape.tf as tf
+    >>> tf.eye(2).numpy().tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+    return _ops.eye(num_rows, num_columns, dtype)
+
+
+def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None, name: str | None = None) -> Tensor:
+    """``tf.range``: like Python's range; int32 for integer arguments, float32 for floats.
+
+    >>> import gputape.tf as tf
+    >>> tf.range(3).numpy().tolist(), str(tf.range(3).dtype)
+    ([0, 1, 2], 'int32')
+    """
+    if limit is None:
+        start, limit = 0, start
+    if dtype is None:
+        is_float = builtins.any(isinstance(v, float) for v in (start, limit, delta))
+        dtype = "float32" if is_float else "int32"
+    return _ops.arange(start, limit, delta, dtype)
+
+
+def linspace(start: Any, stop: Any, num: int, name: str | None = None, axis: int = 0) -> Tensor:
+    """``num`` evenly spaced values from ``start`` to ``stop`` inclusive.
+
+    >>> import gputape.tf as tf
+    >>> tf.linspace(0.0, 1.0, 3).numpy().tolist()
+    [0.0, 0.5, 1.0]
+    """
+    return _ops.linspace(start, stop, int(num))
+
+
+def one_hot(
+    indices: Any,
+    depth: int,
+    on_value: Any = None,
+    off_value: Any = None,
+    axis: int | None = None,
+    dtype: Any = "float32",
+    name: str | None = None,
+) -> Tensor:
+    """One-hot rows for integer ``indices`` (out-of-range indices give all-``off_value`` rows, as in TF).
+
+    >>> import gputape.tf as tf
+    >>> tf.one_hot([0, 2], 3).numpy().tolist()
+    [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
+    """
+    idx = as_tensor(indices)
+    hot = _ops.equal(_ops.expand_dims(idx, -1), _ops.arange(int(depth), dtype=idx.dtype, device=idx.device))
+    on = 1 if on_value is None else on_value
+    off = 0 if off_value is None else off_value
+    out = _ops.cast(_ops.where(hot, on, off), dtype)
+    if axis is not None and axis != -1:
+        out = _ops.moveaxis(out, -1, axis)
+    return out
+
+
+# -- shapes -------------------------------------------------------------------------------
+
+
+def _shape(shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, Tensor):
+        shape = to_host(shape._data).tolist()
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    return tuple(int(s) for s in shape)
+
+
+def reshape(tensor: Any, shape: Any, name: str | None = None) -> Tensor:
+    """``tensor`` with a new shape (one dimension may be -1).
+
+    >>> import gputape.tf as tf
+    >>> tf.reshape(tf.range(6), [2, -1]).shape
+    (2, 3)
+    """
+    return _ops.reshape(tensor, _shape(shape))
+
+
+def transpose(a: Any, perm: Any = None, conjugate: bool = False, name: str | None = None) -> Tensor:
+    """Permute the axes (reverse them by default).
+
+    >>> import gputape.tf as tf
+    >>> tf.transpose(tf.zeros((2, 3, 4)), perm=[0, 2, 1]).shape
+    (2, 4, 3)
+    """
+    return _ops.transpose(a, None if perm is None else _shape(perm))
+
+
+def concat(values: Any, axis: int, name: str | None = None) -> Tensor:
+    """Join tensors along an existing ``axis``.
+
+    >>> import gputape.tf as tf
+    >>> tf.concat([tf.zeros((1, 2)), tf.ones((1, 2))], axis=0).shape
+    (2, 2)
+    """
+    return _ops.concatenate(list(values), int(axis))
+
+
+def stack(values: Any, axis: int = 0, name: str | None = None) -> Tensor:
+    """Join tensors along a new ``axis``.
+
+    >>> import gputape.tf as tf
+    >>> tf.stack([tf.zeros(2), tf.ones(2)], axis=1).shape
+    (2, 2)
+    """
+    return _ops.stack(list(values), int(axis))
+
+
+def unstack(value: Any, num: int | None = None, axis: int = 0, name: str | None = None) -> list[Tensor]:
+    """Split along ``axis`` into a list of tensors with that axis removed.
+
+    >>> import gputape.tf as tf
+    >>> [t.shape for t in tf.unstack(tf.zeros((2, 3)), axis=1)]
+    [(2,), (2,), (2,)]
+    """
+    value = as_tensor(value)
+    n = value.shape[axis]
+    return [_ops.squeeze(p, axis) for p in _ops.split(value, n, axis)]
+
+
+def split(value: Any, num_or_size_splits: Any, axis: int = 0, num: int | None = None, name: str | None = None) -> list:
+    """Split into ``num_or_size_splits`` equal parts, or parts of the given sizes (TensorFlow's meaning).
+
+    >>> import gputape.tf as tf
+    >>> [t.shape for t in tf.split(tf.zeros((5, 2)), [2, 3])]
+    [(2, 2), (3, 2)]
+    """
+    if isinstance(num_or_size_splits, (int, np.integer)):
+        return _ops.split(value, int(num_or_size_splits), axis)
+    sizes = [int(s) for s in num_or_size_splits]
+    if -1 in sizes:
+        total = as_tensor(value).shape[axis]
+        sizes[sizes.index(-1)] = total - builtins.sum(s for s in sizes if s != -1)
+    return _ops.split(value, list(np.cumsum(sizes)[:-1].tolist()), axis)
+
+
+def expand_dims(input: Any, axis: int, name: str | None = None) -> Tensor:
+    """Insert a length-1 axis at ``axis``.
+
+    >>> import gputape.tf as tf
+    >>> tf.expand_dims(tf.zeros(3), 0).shape
+    (1, 3)
+    """
+    return _ops.expand_dims(input, int(axis))
+
+
+def squeeze(input: Any, axis: Any = None, name: str | None = None) -> Tensor:
+    """Remove length-1 axes (all, or those in ``axis``).
+
+    >>> import gputape.tf as tf
+    >>> tf.squeeze(tf.zeros((1, 3, 1))).shape
+    (3,)
+    """
+    return _ops.squeeze(input, axis_arg(axis))
+
+
+def shape(input: Any, out_type: Any = "int32", name: str | None = None) -> Tensor:
+    """The shape as an integer tensor.
+
+    >>> import gputape.tf as tf
+    >>> tf.shape(tf.zeros((2, 3))).numpy().tolist()
+    [2, 3]
+    """
+    return _constant(np.asarray(as_tensor(input).shape, dtype=out_type))
+
+
+def size(input: Any, out_type: Any = "int32", name: str | None = None) -> Tensor:
+    """The number of elements as an integer tensor.
+
+    >>> import gputape.tf as tf
+    >>> int(tf.size(tf.zeros((2, 3))))
+    6
+    """
+    return _constant(np.asarray(as_tensor(input).size, dtype=out_type))
+
+
+def rank(input: Any, name: str | None = None) -> Tensor:
+    """The number of dimensions as an int32 tensor.
+
+    >>> import gputape.tf as tf
+    >>> int(tf.rank(tf.zeros((2, 3))))
+    2
+    """
+    return _constant(np.asarray(as_tensor(input).ndim, dtype=np.int32))
+
+
+# -- math with TensorFlow's signatures ------------------------------------------------------
+
+
+def cast(x: Any, dtype: Any, name: str | None = None) -> Tensor:
+    """``x`` converted to ``dtype`` (differentiable between float dtypes).
+
+    >>> import gputape.tf as tf
+    >>> str(tf.cast(tf.constant([1.5]), tf.int32).dtype)
+    'int32'
+    """
+    return _ops.cast(as_tensor(x), dtype)
+
+
+def identity(input: Any, name: str | None = None) -> Tensor:
+    """A tensor with the same value (gradients pass through).
+
+    >>> import gputape.tf as tf
+    >>> tf.identity(tf.constant([1.0])).numpy().tolist()
+    [1.0]
+    """
+    return _ops.identity(input)
+
+
+def stop_gradient(input: Any, name: str | None = None) -> Tensor:
+    """The same value, with no gradient flowing back through it.
+
+    >>> import gputape.tf as tf
+    >>> x = tf.Variable(2.0)
+    >>> with tf.GradientTape() as t:
+    ...     y = x * tf.stop_gradient(x)
+    >>> float(t.gradient(y, x))
+    2.0
+    """
+    return _stop_gradient(input)
+
+
+def matmul(
+    a: Any,
+    b: Any,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+    adjoint_a: bool = False,
+    adjoint_b: bool = False,
+    name: str | None = None,
+) -> Tensor:
+    """Matrix product, with optional transposes of the last two axes (adjoint = transpose for real dtypes).
+
+    >>> import gputape.tf as tf
+    >>> tf.matmul(tf.ones((2, 3)), tf.ones((2, 3)), transpose_b=True).shape
+    (2, 2)
+    """
+    if transpose_a or adjoint_a:
+        a = _ops.swapaxes(a, -1, -2)
+    if transpose_b or adjoint_b:
+        b = _ops.swapaxes(b, -1, -2)
+    return _ops.matmul(a, b)
+
+
+def einsum(equation: str, *inputs: Any, **kwargs: Any) -> Tensor:
+    """Einstein summation, as ``numpy.einsum``.
+
+    >>> import gputape.tf as tf
+    >>> tf.einsum("ij,j->i", tf.ones((2, 3)), tf.ones(3)).numpy().tolist()
+    [3.0, 3.0]
+    """
+    return _ops.einsum(equation, *inputs)
+
+
+def clip_by_value(t: Any, clip_value_min: Any, clip_value_max: Any, name: str | None = None) -> Tensor:
+    """Clamp entries to ``[clip_value_min, clip_value_max]`` (gradient 0 outside).
+
+    >>> import gputape.tf as tf
+    >>> tf.clip_by_value(tf.constant([-2.0, 0.5, 2.0]), -1.0, 1.0).numpy().tolist()
+    [-1.0, 0.5, 1.0]
+    """
+    return _ops.clip(t, clip_value_min, clip_value_max)
+
+
+def gather(params: Any, indices: Any, validate_indices: Any = None, axis: Any = None, batch_dims: int = 0, name=None):
+    """Entries of ``params`` at ``indices`` along ``axis`` (default 0); differentiable in ``params``.
+
+    >>> import gputape.tf as tf
+    >>> tf.gather(tf.constant([[1.0], [2.0], [3.0]]), [2, 0]).numpy().tolist()
+    [[3.0], [1.0]]
+    """
+    if batch_dims:
+        raise NotImplementedError("tf.gather: batch_dims is not supported")
+    idx = indices._data if isinstance(indices, Tensor) else np.asarray(indices)
+    return _ops.take(params, idx, 0 if axis is None else int(axis))
+
+
+def where(condition: Any, x: Any = None, y: Any = None, name: str | None = None) -> Tensor:
+    """``x`` where ``condition`` else ``y``; with only ``condition``, the int64 coordinates of true entries.
+
+    >>> import gputape.tf as tf
+    >>> tf.where(tf.constant([True, False]), 1.0, 0.0).numpy().tolist(), tf.where([False, True]).numpy().tolist()
+    ([1.0, 0.0], [[1]])
+    """
+    if x is None and y is None:
+        c = to_host(condition._data) if isinstance(condition, Tensor) else np.asarray(condition)
+        return _constant(np.argwhere(c).astype(np.int64), device=current_device())
+    if x is None or y is None:
+        raise ValueError("tf.where: pass both x and y, or neither")
+    return _ops.where(condition, x, y)
+
+
+def norm(tensor: Any, ord: Any = "euclidean", axis: Any = None, keepdims: bool = False, name=None) -> Tensor:
+    """The Euclidean (Frobenius) norm over ``axis`` (all entries by default); ``ord=1`` and ``np.inf`` too.
+
+    >>> import gputape.tf as tf
+    >>> float(tf.norm(tf.constant([3.0, 4.0])))
+    5.0
+    """
+    ax = axis_arg(axis)
+    if ord in ("euclidean", "fro", 2, 2.0):
+        return _ops.sqrt(_ops.sum(_ops.square(tensor), ax, keepdims))
+    if ord in (1, 1.0):
+        return _ops.sum(_ops.abs(tensor), ax, keepdims)
+    if ord == np.inf:
+        return _ops.max(_ops.abs(tensor), ax, keepdims)
+    raise NotImplementedError(f"tf.norm: ord={ord!r} is not supported; use 'euclidean', 1 or np.inf")
+
+
+def print(*inputs: Any, output_stream: Any = None, sep: str = " ", end: str = "\n", summarize: int | None = None):
+    """Print values, tensors as their numpy values (``tf.print``).
+
+    >>> import gputape.tf as tf
+    >>> tf.print("loss:", tf.constant(0.5))
+    loss: 0.5
+    """
+    parts = [str(to_host(v._data)) if isinstance(v, Tensor) else str(v) for v in inputs]
+    builtins.print(*parts, sep=sep, end=end)

@@ -1,0 +1,224 @@
+"""``tf.data.Dataset``: ``from_tensor_slices``, ``shuffle``, ``batch``, ``repeat``, ``take``, ``map``.
+
+A small eager pipeline over in-memory arrays, in TensorFlow's order of
+operations (``ds.shuffle(n).batch(b)`` shuffles examples, ``ds.batch(b).shuffle(n)``
+shuffles batches). Elements are gt tensors on the current device, in the
+structure that was sliced (a tensor, a tuple or a dict). ``shuffle`` uses
+TensorFlow's buffer algorithm, so a buffer at least as large as the dataset
+gives a uniform shuffle; by default each iteration reshuffles.
+
+>>> import gputape.tf as tf, numpy as np
+>>> ds = tf.data.Dataset.from_tensor_slices((np.arange(6.0), np.arange(6))).shuffle(6, seed=0).batch(4)
+>>> [(x.shape, y.shape) for x, y in ds]
+[((4,), (4,)), ((2,), (2,))]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from ..backend import to_host
+from ..tensor import Tensor, constant
+
+__all__ = ["AUTOTUNE", "Dataset"]
+
+AUTOTUNE = -1
+
+
+def _host(x: Any) -> np.ndarray:
+    if isinstance(x, Tensor):
+        return np.asarray(to_host(x._data))
+    if isinstance(x, (list, float, int)):
+        return constant(x).numpy()  # TensorFlow's Python-value dtypes: float32, int32
+    return np.asarray(x)
+
+
+def _map_structure(fn: Callable[[Any], Any], s: Any) -> Any:
+    if isinstance(s, dict):
+        return {k: _map_structure(fn, v) for k, v in s.items()}
+    if isinstance(s, tuple):
+        return tuple(_map_structure(fn, v) for v in s)
+    return fn(s)
+
+
+def _leaves(s: Any) -> list[Any]:
+    if isinstance(s, dict):
+        return [leaf for v in s.values() for leaf in _leaves(v)]
+    if isinstance(s, tuple):
+        return [leaf for v in s for leaf in _leaves(v)]
+    return [s]
+
+
+class Dataset:
+    """An iterable pipeline; build one with :meth:`from_tensor_slices`.
+
+    >>> import gputape.tf as tf
+    >>> [int(x) for x in tf.data.Dataset.from_tensor_slices([1, 2, 3]).repeat(2).take(4)]
+    [1, 2, 3, 1]
+    """
+
+    def __init__(self, make: Callable[[], Iterator[Any]], length: int | None) -> None:
+        self._make = make  # a fresh iterator of host-array elements per pass
+        self._length = length
+
+    @staticmethod
+    def from_tensor_slices(tensors: Any) -> Dataset:
+        """One element per entry of the first dimension of ``tensors`` (an array, or a tuple/dict of them).
+
+        >>> import gputape.tf as tf
+        >>> len(tf.data.Dataset.from_tensor_slices({"x": [[1.0], [2.0]], "y": [0, 1]}))
+        2
+        """
+        data = _map_structure(_host, tensors)
+        lengths = {len(a) for a in _leaves(data)}
+        if len(lengths) != 1:
+            raise ValueError(f"from_tensor_slices: all components need the same first dimension, got {lengths}")
+        n = lengths.pop()
+
+        def make() -> Iterator[Any]:
+            for i in range(n):
+                yield _map_structure(lambda a, i=i: a[i], data)
+
+        return Dataset(make, n)
+
+    def shuffle(self, buffer_size: int, seed: int | None = None, reshuffle_each_iteration: bool = True) -> Dataset:
+        """Shuffle through a buffer of ``buffer_size`` elements (TensorFlow's algorithm).
+
+        >>> import gputape.tf as tf
+        >>> sorted(int(x) for x in tf.data.Dataset.from_tensor_slices([1, 2, 3]).shuffle(3, seed=1))
+        [1, 2, 3]
+        """
+        if buffer_size < 1:
+            raise ValueError(f"shuffle: buffer_size must be >= 1, got {buffer_size}")
+        master = np.random.default_rng(seed)
+        fixed = master.integers(2**63)
+        parent = self._make
+
+        def make() -> Iterator[Any]:
+            rng = np.random.default_rng(master.integers(2**63) if reshuffle_each_iteration else fixed)
+            buf: list[Any] = []
+            for item in parent():
+                if len(buf) < buffer_size:
+                    buf.append(item)
+                    continue
+                j = int(rng.integers(len(buf)))
+                yield buf[j]
+                buf[j] = item
+            while buf:
+                yield buf.pop(int(rng.integers(len(buf))))
+
+        return Dataset(make, self._length)
+
+    def batch(self, batch_size: int, drop_remainder: bool = False, **kwargs: Any) -> Dataset:
+        """Stack ``batch_size`` consecutive elements (``num_parallel_calls`` etc. are ignored).
+
+        >>> import gputape.tf as tf
+        >>> [b.shape for b in tf.data.Dataset.from_tensor_slices([1, 2, 3]).batch(2, drop_remainder=True)]
+        [(2,)]
+        """
+        parent = self._make
+
+        def stack(items: list[Any]) -> Any:
+            first = items[0]
+            if isinstance(first, dict):
+                return {k: stack([it[k] for it in items]) for k in first}
+            if isinstance(first, tuple):
+                return tuple(stack([it[i] for it in items]) for i in range(len(first)))
+            return np.stack(items)
+
+        def make() -> Iterator[Any]:
+            items: list[Any] = []
+            for item in parent():
+                items.append(item)
+                if len(items) == batch_size:
+                    yield stack(items)
+                    items = []
+            if items and not drop_remainder:
+                yield stack(items)
+
+        n = self._length
+        length = None if n is None else (n // batch_size if drop_remainder else -(-n // batch_size))
+        return Dataset(make, length)
+
+    def repeat(self, count: int | None = None) -> Dataset:
+        """Repeat the dataset ``count`` times (forever when None).
+
+        >>> import gputape.tf as tf
+        >>> len(tf.data.Dataset.from_tensor_slices([1, 2]).repeat(3))
+        6
+        """
+        parent = self._make
+
+        def make() -> Iterator[Any]:
+            i = 0
+            while count is None or i < count:
+                yield from parent()
+                i += 1
+
+        return Dataset(make, None if count is None or self._length is None else self._length * count)
+
+    def take(self, count: int) -> Dataset:
+        """The first ``count`` elements.
+
+        >>> import gputape.tf as tf
+        >>> len(tf.data.Dataset.from_tensor_slices([1, 2, 3]).take(2))
+        2
+        """
+        parent = self._make
+
+        def make() -> Iterator[Any]:
+            for i, item in enumerate(parent()):
+                if i >= count:
+                    return
+                yield item
+
+        return Dataset(make, None if self._length is None else min(count, self._length))
+
+    def map(self, fn: Callable[..., Any], num_parallel_calls: Any = None) -> Dataset:
+        """Apply ``fn`` to each element (a tuple element is passed as separate arguments, as in TF).
+
+        >>> import gputape.tf as tf
+        >>> [float(x) for x in tf.data.Dataset.from_tensor_slices([1.0, 2.0]).map(lambda x: x * 2)]
+        [2.0, 4.0]
+        """
+        parent = self._make
+
+        def make() -> Iterator[Any]:
+            for item in parent():
+                t = _map_structure(constant, item)
+                out = fn(*t) if isinstance(t, tuple) else fn(t)
+                yield _map_structure(_host, out)
+
+        return Dataset(make, self._length)
+
+    def prefetch(self, buffer_size: Any = None) -> Dataset:
+        """Returns the dataset unchanged (eager iteration has nothing to overlap).
+
+        >>> import gputape.tf as tf
+        >>> len(tf.data.Dataset.from_tensor_slices([1]).prefetch(tf.data.AUTOTUNE))
+        1
+        """
+        return self
+
+    cache = prefetch
+
+    def __iter__(self) -> Iterator[Any]:
+        for item in self._make():
+            yield _map_structure(constant, item)
+
+    def __len__(self) -> int:
+        if self._length is None:
+            raise TypeError("the length of this dataset is unknown or infinite")
+        return self._length
+
+    def cardinality(self) -> int:
+        """Number of elements, ``-1`` when infinite (TensorFlow's INFINITE), as a Python int.
+
+        >>> import gputape.tf as tf
+        >>> tf.data.Dataset.from_tensor_slices([1, 2]).repeat().cardinality()
+        -1
+        """
+        return -1 if self._length is None else self._length

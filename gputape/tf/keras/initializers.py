@@ -1,0 +1,32 @@
+"""``tf.keras.initializers``: Keras' initializer classes and ``get``.
+
+>>> import gputape.tf as tf
+>>> tf.keras.initializers.Zeros()((2,)).tolist()
+[0.0, 0.0]
+"""
+
+from ...nn.initializers import (
+    Constant,
+    GlorotNormal,
+    GlorotUniform,
+    HeNormal,
+    HeUniform,
+    Initializer,
+    Ones,
+    VarianceScaling,
+    Zeros,
+    get,
+)
+
+__all__ = [
+    "Constant",
+    "GlorotNormal",
+    "GlorotUniform",
+    "HeNormal",
+    "HeUniform",
+    "Initializer",
+    "Ones",
+    "VarianceScaling",
+    "Zeros",
+    "get",
+]

@@ -1,0 +1,36 @@
+"""``tf.keras.optimizers`` (and ``tf.optimizers``): Keras' optimizers and schedules.
+
+The update rules are Keras 3's; see :mod:`gputape.optim`.
+
+>>> import gputape.tf as tf
+>>> w = tf.Variable([1.0])
+>>> opt = tf.keras.optimizers.SGD(learning_rate=0.5)
+>>> _ = opt.apply_gradients([(tf.constant([1.0]), w)])
+>>> w.numpy().tolist()
+[0.5]
+"""
+
+from __future__ import annotations
+
+import types
+
+from ...optim import (
+    SGD,
+    Adam,
+    AdamW,
+    CosineDecay,
+    ExponentialDecay,
+    LearningRateSchedule,
+    Optimizer,
+    PiecewiseConstantDecay,
+    RMSprop,
+)
+
+__all__ = ["SGD", "Adam", "AdamW", "Optimizer", "RMSprop", "schedules"]
+
+schedules = types.SimpleNamespace(
+    CosineDecay=CosineDecay,
+    ExponentialDecay=ExponentialDecay,
+    LearningRateSchedule=LearningRateSchedule,
+    PiecewiseConstantDecay=PiecewiseConstantDecay,
+)

@@ -1,0 +1,318 @@
+"""``tf.math``: TensorFlow's names and argument orders over gputape's ops.
+
+Every function is differentiable where TensorFlow's is. ``name=`` arguments
+are accepted and ignored (gputape names no ops).
+
+>>> import gputape.tf as tf
+>>> x = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+>>> tf.math.reduce_sum(x, axis=1).numpy().tolist(), tf.math.reduce_max(x).numpy().tolist()
+([3.0, 7.0], 4.0)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import ops as _ops
+from ..nn import functional as _fn
+from ..tensor import as_tensor
+from ._util import axis_arg
+
+__all__ = [
+    "abs",
+    "add",
+    "add_n",
+    "argmax",
+    "argmin",
+    "atan",
+    "ceil",
+    "cos",
+    "cosh",
+    "divide",
+    "divide_no_nan",
+    "equal",
+    "erf",
+    "exp",
+    "expm1",
+    "floor",
+    "greater",
+    "greater_equal",
+    "is_finite",
+    "is_inf",
+    "is_nan",
+    "l2_normalize",
+    "less",
+    "less_equal",
+    "log",
+    "log1p",
+    "log_sigmoid",
+    "logical_and",
+    "logical_not",
+    "logical_or",
+    "maximum",
+    "minimum",
+    "multiply",
+    "multiply_no_nan",
+    "negative",
+    "not_equal",
+    "pow",
+    "reciprocal",
+    "reduce_all",
+    "reduce_any",
+    "reduce_logsumexp",
+    "reduce_max",
+    "reduce_mean",
+    "reduce_min",
+    "reduce_prod",
+    "reduce_std",
+    "reduce_sum",
+    "reduce_variance",
+    "round",
+    "rsqrt",
+    "sigmoid",
+    "sign",
+    "sin",
+    "sinh",
+    "softplus",
+    "sqrt",
+    "square",
+    "squared_difference",
+    "subtract",
+    "tan",
+    "tanh",
+    "truediv",
+]
+
+# Elementwise functions whose TensorFlow signature is numpy's (x) or (x, y).
+abs = _ops.abs
+add = _ops.add
+atan = _ops.arctan
+ceil = _ops.ceil
+cos = _ops.cos
+cosh = _ops.cosh
+divide = _ops.divide
+truediv = _ops.divide
+equal = _ops.equal
+erf = _ops.erf
+exp = _ops.exp
+expm1 = _ops.expm1
+floor = _ops.floor
+greater = _ops.greater
+greater_equal = _ops.greater_equal
+is_finite = _ops.isfinite
+is_inf = _ops.isinf
+is_nan = _ops.isnan
+less = _ops.less
+less_equal = _ops.less_equal
+log = _ops.log
+log1p = _ops.log1p
+logical_and = _ops.logical_and
+logical_not = _ops.logical_not
+logical_or = _ops.logical_or
+maximum = _ops.maximum
+minimum = _ops.minimum
+multiply = _ops.multiply
+multiply_no_nan = _ops.multiply_no_nan
+negative = _ops.negative
+not_equal = _ops.not_equal
+pow = _ops.power
+reciprocal = _ops.reciprocal
+round = _ops.round
+sign = _ops.sign
+sin = _ops.sin
+sinh = _ops.sinh
+sqrt = _ops.sqrt
+square = _ops.square
+subtract = _ops.subtract
+tan = _ops.tan
+tanh = _ops.tanh
+sigmoid = _fn.sigmoid
+softplus = _fn.softplus
+
+
+def reduce_sum(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    """Sum over ``axis`` (all axes when None).
+
+    >>> import gputape.tf as tf
+    >>> tf.reduce_sum(tf.ones((2, 3)), axis=[0, 1]).numpy().tolist()
+    6.0
+    """
+    return _ops.sum(input_tensor, axis_arg(axis), keepdims)
+
+
+def reduce_mean(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    """Mean over ``axis``.
+
+    >>> import gputape.tf as tf
+    >>> tf.reduce_mean(tf.constant([1.0, 2.0])).numpy().tolist()
+    1.5
+    """
+    return _ops.mean(input_tensor, axis_arg(axis), keepdims)
+
+
+def reduce_max(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    """Maximum over ``axis``.
+
+    >>> import gputape.tf as tf
+    >>> tf.reduce_max(tf.constant([[1.0, 5.0]]), axis=1).numpy().tolist()
+    [5.0]
+    """
+    return _ops.max(input_tensor, axis_arg(axis), keepdims)
+
+
+def reduce_min(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    """Minimum over ``axis``.
+
+    >>> import gputape.tf as tf
+    >>> tf.reduce_min(tf.constant([1.0, 5.0])).numpy().tolist()
+    1.0
+    """
+    return _ops.min(input_tensor, axis_arg(axis), keepdims)
+
+
+def reduce_prod(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    """Product over ``axis``.
+
+    >>> import gputape.tf as tf
+    >>> tf.math.reduce_prod(tf.constant([2.0, 3.0])).numpy().tolist()
+    6.0
+    """
+    return _ops.prod(input_tensor, axis_arg(axis), keepdims)
+
+
+def reduce_logsumexp(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    """``log(sum(exp(x)))`` over ``axis``, computed stably.
+
+    >>> import gputape.tf as tf
+    >>> print(f"{float(tf.reduce_logsumexp(tf.constant([0.0, 0.0]))):.4f}")
+    0.6931
+    """
+    return _ops.logsumexp(input_tensor, axis_arg(axis), keepdims)
+
+
+def reduce_variance(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    """Population variance over ``axis``.
+
+    >>> import gputape.tf as tf
+    >>> tf.math.reduce_variance(tf.constant([1.0, 3.0])).numpy().tolist()
+    1.0
+    """
+    return _ops.var(input_tensor, axis_arg(axis), keepdims)
+
+
+def reduce_std(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    """Population standard deviation over ``axis``.
+
+    >>> import gputape.tf as tf
+    >>> tf.math.reduce_std(tf.constant([1.0, 3.0])).numpy().tolist()
+    1.0
+    """
+    return _ops.std(input_tensor, axis_arg(axis), keepdims)
+
+
+def reduce_all(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    """Logical AND over ``axis`` (no gradient).
+
+    >>> import gputape.tf as tf
+    >>> bool(tf.reduce_all(tf.constant([True, False])))
+    False
+    """
+    return _ops.min(_ops.cast(input_tensor, "bool"), axis_arg(axis), keepdims)
+
+
+def reduce_any(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    """Logical OR over ``axis`` (no gradient).
+
+    >>> import gputape.tf as tf
+    >>> bool(tf.reduce_any(tf.constant([True, False])))
+    True
+    """
+    return _ops.max(_ops.cast(input_tensor, "bool"), axis_arg(axis), keepdims)
+
+
+def argmax(input: Any, axis: Any = None, output_type: Any = "int64", name: str | None = None) -> Any:
+    """Index of the largest entry along ``axis`` (TensorFlow's default axis is 0, not all).
+
+    >>> import gputape.tf as tf
+    >>> tf.argmax(tf.constant([[1.0, 9.0], [5.0, 2.0]])).numpy().tolist()
+    [1, 0]
+    """
+    return _ops.cast(_ops.argmax(input, 0 if axis is None else int(axis)), output_type)
+
+
+def argmin(input: Any, axis: Any = None, output_type: Any = "int64", name: str | None = None) -> Any:
+    """Index of the smallest entry along ``axis`` (default 0).
+
+    >>> import gputape.tf as tf
+    >>> tf.argmin(tf.constant([3.0, 1.0])).numpy().tolist()
+    1
+    """
+    return _ops.cast(_ops.argmin(input, 0 if axis is None else int(axis)), output_type)
+
+
+def add_n(inputs: list[Any], name: str | None = None) -> Any:
+    """Elementwise sum of a list of tensors.
+
+    >>> import gputape.tf as tf
+    >>> tf.add_n([tf.constant([1.0]), tf.constant([2.0])]).numpy().tolist()
+    [3.0]
+    """
+    total = as_tensor(inputs[0])
+    for t in inputs[1:]:
+        total = total + t
+    return total
+
+
+def rsqrt(x: Any, name: str | None = None) -> Any:
+    """``1 / sqrt(x)``.
+
+    >>> import gputape.tf as tf
+    >>> tf.math.rsqrt(tf.constant([4.0])).numpy().tolist()
+    [0.5]
+    """
+    return _ops.reciprocal(_ops.sqrt(x))
+
+
+def squared_difference(x: Any, y: Any, name: str | None = None) -> Any:
+    """``(x - y) ** 2``.
+
+    >>> import gputape.tf as tf
+    >>> tf.math.squared_difference(tf.constant([3.0]), 1.0).numpy().tolist()
+    [4.0]
+    """
+    return _ops.square(_ops.subtract(x, y))
+
+
+def divide_no_nan(x: Any, y: Any, name: str | None = None) -> Any:
+    """``x / y``, and 0 where ``y == 0`` (with a zero gradient there).
+
+    >>> import gputape.tf as tf
+    >>> tf.math.divide_no_nan(tf.constant([1.0, 1.0]), tf.constant([2.0, 0.0])).numpy().tolist()
+    [0.5, 0.0]
+    """
+    y = as_tensor(y)
+    nz = _ops.not_equal(y, 0)
+    safe = _ops.where(nz, y, _ops.ones_like(y))
+    return _ops.where(nz, _ops.divide(x, safe), _ops.zeros_like(safe))
+
+
+def log_sigmoid(x: Any, name: str | None = None) -> Any:
+    """``log(sigmoid(x)) = -softplus(-x)``, stable for large ``|x|``.
+
+    >>> import gputape.tf as tf
+    >>> print(f"{float(tf.math.log_sigmoid(tf.constant(0.0))):.4f}")
+    -0.6931
+    """
+    return _ops.negative(_fn.softplus(_ops.negative(x)))
+
+
+def l2_normalize(x: Any, axis: Any = None, epsilon: float = 1e-12, name: str | None = None) -> Any:
+    """``x / sqrt(max(sum(x**2, axis), epsilon))``.
+
+    >>> import gputape.tf as tf
+    >>> tf.math.l2_normalize(tf.constant([3.0, 4.0], tf.float64)).numpy().round(2).tolist()
+    [0.6, 0.8]
+    """
+    x = as_tensor(x)
+    ss = _ops.sum(_ops.square(x), axis_arg(axis), True)
+    return x * rsqrt(_ops.maximum(ss, epsilon))

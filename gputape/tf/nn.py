@@ -1,0 +1,223 @@
+"""``tf.nn``: activations and losses with TensorFlow's argument names.
+
+>>> import gputape.tf as tf
+>>> logits = tf.constant([[0.0, 0.0]])
+>>> tf.nn.sparse_softmax_cross_entropy_with_logits(labels=[1], logits=logits).numpy().astype(float).round(4).tolist()
+[0.6931]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import ops as _ops
+from .. import random as _random
+from ..nn import functional as _fn
+from ..nn.activations import silu as _silu
+from ..tensor import as_tensor, constant
+from ._util import axis_arg
+
+__all__ = [
+    "bias_add",
+    "dropout",
+    "elu",
+    "gelu",
+    "l2_loss",
+    "l2_normalize",
+    "leaky_relu",
+    "log_softmax",
+    "moments",
+    "relu",
+    "relu6",
+    "sigmoid",
+    "sigmoid_cross_entropy_with_logits",
+    "silu",
+    "softmax",
+    "softmax_cross_entropy_with_logits",
+    "softplus",
+    "sparse_softmax_cross_entropy_with_logits",
+    "swish",
+    "tanh",
+]
+
+from .math import l2_normalize  # TensorFlow exposes it in both namespaces
+
+sigmoid = _fn.sigmoid
+tanh = _ops.tanh
+softplus = _fn.softplus
+
+
+def relu(features: Any, name: str | None = None) -> Any:
+    """``max(features, 0)``.
+
+    >>> import gputape.tf as tf
+    >>> tf.nn.relu(tf.constant([-1.0, 2.0])).numpy().tolist()
+    [0.0, 2.0]
+    """
+    return _fn.relu(features)
+
+
+def relu6(features: Any, name: str | None = None) -> Any:
+    """``min(max(features, 0), 6)``.
+
+    >>> import gputape.tf as tf
+    >>> tf.nn.relu6(tf.constant([-1.0, 8.0])).numpy().tolist()
+    [0.0, 6.0]
+    """
+    return _ops.minimum(_fn.relu(features), 6.0)
+
+
+def leaky_relu(features: Any, alpha: float = 0.2, name: str | None = None) -> Any:
+    """``features`` where positive, ``alpha * features`` elsewhere.
+
+    >>> import gputape.tf as tf
+    >>> tf.nn.leaky_relu(tf.constant([-1.0, 2.0], tf.float64)).numpy().tolist()
+    [-0.2, 2.0]
+    """
+    return _fn.leaky_relu(features, alpha)
+
+
+def elu(features: Any, name: str | None = None) -> Any:
+    """Exponential linear unit.
+
+    >>> import gputape.tf as tf
+    >>> tf.nn.elu(tf.constant([0.0, 1.0])).numpy().tolist()
+    [0.0, 1.0]
+    """
+    return _fn.elu(features)
+
+
+def gelu(features: Any, approximate: bool = False, name: str | None = None) -> Any:
+    """Gaussian error linear unit (exact unless ``approximate``).
+
+    >>> import gputape.tf as tf
+    >>> round(float(tf.nn.gelu(tf.constant(1.0))), 4)
+    0.8413
+    """
+    return _fn.gelu(features, approximate)
+
+
+def silu(features: Any, beta: float = 1.0) -> Any:
+    """``features * sigmoid(beta * features)`` (also ``tf.nn.swish``).
+
+    >>> import gputape.tf as tf
+    >>> tf.nn.silu(tf.constant([0.0])).numpy().tolist()
+    [0.0]
+    """
+    if beta == 1.0:
+        return _silu(features)
+    return features * _fn.sigmoid(beta * as_tensor(features))
+
+
+swish = silu
+
+
+def softmax(logits: Any, axis: int | None = None, name: str | None = None) -> Any:
+    """Softmax along ``axis`` (the last by default).
+
+    >>> import gputape.tf as tf
+    >>> tf.nn.softmax(tf.constant([0.0, 0.0])).numpy().tolist()
+    [0.5, 0.5]
+    """
+    return _fn.softmax(logits, -1 if axis is None else axis)
+
+
+def log_softmax(logits: Any, axis: int | None = None, name: str | None = None) -> Any:
+    """Log-softmax along ``axis`` (the last by default).
+
+    >>> import gputape.tf as tf
+    >>> tf.nn.log_softmax(tf.constant([0.0, 0.0], tf.float64)).numpy().astype(float).round(4).tolist()
+    [-0.6931, -0.6931]
+    """
+    return _fn.log_softmax(logits, -1 if axis is None else axis)
+
+
+def sparse_softmax_cross_entropy_with_logits(labels: Any = None, logits: Any = None, name: str | None = None) -> Any:
+    """Per-example cross-entropy of integer ``labels`` against ``logits`` (call it with keywords, as in TF).
+
+    >>> import gputape.tf as tf
+    >>> loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=[0], logits=tf.constant([[0.0, 0.0]]))
+    >>> loss.shape
+    (1,)
+    """
+    if labels is None or logits is None:
+        raise ValueError("sparse_softmax_cross_entropy_with_logits: pass both labels= and logits=")
+    return _fn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+
+
+def softmax_cross_entropy_with_logits(labels: Any, logits: Any, axis: int = -1, name: str | None = None) -> Any:
+    """Per-example cross-entropy of probability ``labels`` against ``logits``.
+
+    >>> import gputape.tf as tf
+    >>> loss = tf.nn.softmax_cross_entropy_with_logits(labels=[[0.5, 0.5]], logits=tf.constant([[0.0, 0.0]]))
+    >>> round(float(loss[0]), 4)
+    0.6931
+    """
+    return _fn.softmax_cross_entropy_with_logits(labels, logits, axis)
+
+
+def sigmoid_cross_entropy_with_logits(labels: Any = None, logits: Any = None, name: str | None = None) -> Any:
+    """Elementwise binary cross-entropy of ``labels`` against ``logits``, stable.
+
+    >>> import gputape.tf as tf
+    >>> round(float(tf.nn.sigmoid_cross_entropy_with_logits(labels=[1.0], logits=tf.constant([0.0]))[0]), 4)
+    0.6931
+    """
+    if labels is None or logits is None:
+        raise ValueError("sigmoid_cross_entropy_with_logits: pass both labels= and logits=")
+    return _fn.sigmoid_cross_entropy_with_logits(labels, logits)
+
+
+def l2_loss(t: Any, name: str | None = None) -> Any:
+    """``sum(t ** 2) / 2``.
+
+    >>> import gputape.tf as tf
+    >>> tf.nn.l2_loss(tf.constant([1.0, 2.0])).numpy().tolist()
+    2.5
+    """
+    return _ops.sum(_ops.square(t)) * 0.5
+
+
+def bias_add(value: Any, bias: Any, data_format: str | None = None, name: str | None = None) -> Any:
+    """``value + bias`` along the last axis.
+
+    >>> import gputape.tf as tf
+    >>> tf.nn.bias_add(tf.zeros((1, 2)), tf.constant([1.0, 2.0])).numpy().tolist()
+    [[1.0, 2.0]]
+    """
+    if data_format not in (None, "NHWC", "N...C"):
+        raise NotImplementedError(f"bias_add: data_format {data_format!r} is not supported; only channels-last")
+    return _ops.add(value, bias)
+
+
+def moments(x: Any, axes: Any, shift: Any = None, keepdims: bool = False, name: str | None = None) -> tuple[Any, Any]:
+    """``(mean, variance)`` over ``axes``.
+
+    >>> import gputape.tf as tf
+    >>> m, v = tf.nn.moments(tf.constant([1.0, 3.0]), axes=[0])
+    >>> float(m), float(v)
+    (2.0, 1.0)
+    """
+    ax = axis_arg(axes)
+    return _ops.mean(x, ax, keepdims), _ops.var(x, ax, keepdims)
+
+
+def dropout(x: Any, rate: float, noise_shape: Any = None, seed: int | None = None, name: str | None = None) -> Any:
+    """Zero each entry with probability ``rate`` and scale the rest by ``1 / (1 - rate)`` (always; TF's ``nn.dropout``).
+
+    The mask comes from ``gt.random``'s generator, or from
+    ``np.random.default_rng(seed)`` for this call when ``seed`` is given.
+
+    >>> import gputape.tf as tf
+    >>> sorted(set(tf.nn.dropout(tf.ones((1, 8)), 0.5, seed=0).numpy().ravel().tolist()))
+    [0.0, 2.0]
+    """
+    if not 0.0 <= rate < 1.0:
+        raise ValueError(f"dropout: rate must be in [0, 1), got {rate!r}")
+    x = as_tensor(x)
+    rng = np.random.default_rng(seed) if seed is not None else _random.generator()
+    shape = x.shape if noise_shape is None else tuple(int(s) for s in noise_shape)
+    mask = (rng.random(shape) >= rate).astype(x.dtype) / x.dtype.type(1.0 - rate)
+    return x * constant(mask, device=x.device)
