@@ -21,7 +21,9 @@ def _bash_blocks() -> list[str]:
 def test_readme_has_exactly_two_setup_commands():
     blocks = _bash_blocks()
     assert len(blocks) == 2, blocks
-    assert "examples/" in blocks[0]
+    assert blocks[0].strip() == (
+        'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[examples]" && python examples/train_mlp.py'
+    )
     assert "pytest" in blocks[1]
 
 
@@ -46,9 +48,20 @@ def test_quickstart_runs_and_is_short():
     assert "(3, 2) w" in out.stdout
 
 
-def test_main_demo_trains_and_checks_gradients():
+def test_readme_training_example_runs():
+    blocks = re.findall(r"```python\n(.*?)```", README, flags=re.S)
+    assert len(blocks) >= 2, "the README should show the training stack after the quickstart"
+    code = blocks[1]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120, env=ENV)
+    assert out.returncode == 0, out.stderr
+    assert "['dense" in out.stdout
+
+
+def test_main_demo_trains_digits_and_checks_gradients(tmp_path):
+    """The README's main job, with its default settings: >= 95% test accuracy on scikit-learn's digits."""
+    ckpt = tmp_path / "out" / "mlp.npz"
     out = subprocess.run(
-        [sys.executable, "examples/train_mlp.py", "--epochs", "15"],
+        [sys.executable, "examples/train_mlp.py", "--checkpoint", str(ckpt)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -57,5 +70,12 @@ def test_main_demo_trains_and_checks_gradients():
     )
     assert out.returncode == 0, out.stderr
     final = re.search(r"final test accuracy ([0-9.]+)", out.stdout)
-    assert final and float(final.group(1)) >= 0.9, out.stdout
+    assert final and float(final.group(1)) >= 0.95, out.stdout
     assert "gradient check passed" in out.stdout
+    epochs = re.findall(r"epoch +\d+ +loss ([0-9.]+) .*grad norm ([0-9.]+)", out.stdout)
+    assert len(epochs) == 20 and float(epochs[-1][0]) < float(epochs[0][0]), out.stdout
+    import gputape as gt
+
+    saved = gt.load(ckpt)  # the checkpoint it wrote is a valid gputape checkpoint
+    assert "var:model/layers/0/kernel" in saved and "opt:optimizer:iterations" in saved
+    assert int(saved["array:epoch"]) == 20
