@@ -71,7 +71,7 @@ def main() -> float:
         steps = args.epochs * len(loader)
         schedule = gt.optim.CosineDecay(args.lr, decay_steps=steps, alpha=0.05)
         opt = gt.optim.Adam(learning_rate=schedule)
-        x_test_t = gt.constant(x_test)
+        x_test_t = gt.constant(x_test, device=dev)
         print(
             f"gputape {gt.__version__} on {dev}: digits, {len(y_train)} train / {len(y_test)} test images, "
             f"{args.epochs} epochs of {len(loader)} batches"

@@ -29,7 +29,7 @@ from .. import random as _random
 from ..device import current_device
 from ..module import Module, _snake
 from ..ops import cast, matmul, reshape
-from ..tensor import FLOAT_DTYPES, Tensor, Variable, _wrap, as_tensor
+from ..tensor import FLOAT_DTYPES, Tensor, Variable, _wrap, as_tensor, constant
 from . import activations, initializers
 
 __all__ = ["Dense", "Dropout", "Flatten", "Layer", "Sequential"]
@@ -139,6 +139,11 @@ class Layer(Module):
         raise NotImplementedError(f"{type(self).__name__} must define call(self, inputs, training=None)")
 
     def __call__(self, inputs: Any, *args: Any, training: bool | None = None, **kwargs: Any) -> Any:
+        if isinstance(inputs, np.ndarray):
+            # Host data meets weights on the layer's device (a GPU needs device arrays).
+            dev = getattr(self, "_device", None) or current_device()
+            cast_to = self.dtype if self.dtype is not None and inputs.dtype.kind == "f" else None
+            inputs = constant(inputs, dtype=cast_to, device=dev)
         if not self.built:
             device = inputs.device if isinstance(inputs, Tensor) else current_device()
             self._build_once(_shape_of(inputs), device)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..backend import to_host
+from ..device import current_device
 from ..tensor import Tensor, constant
 
 __all__ = ["AUTOTUNE", "Dataset"]
@@ -34,6 +35,10 @@ def _host(x: Any) -> np.ndarray:
     if isinstance(x, (list, float, int)):
         return constant(x).numpy()  # TensorFlow's Python-value dtypes: float32, int32
     return np.asarray(x)
+
+
+def _to_device(a: np.ndarray) -> Tensor:
+    return constant(a, device=current_device())
 
 
 def _map_structure(fn: Callable[[Any], Any], s: Any) -> Any:
@@ -188,7 +193,7 @@ class Dataset:
 
         def make() -> Iterator[Any]:
             for item in parent():
-                t = _map_structure(constant, item)
+                t = _map_structure(_to_device, item)
                 out = fn(*t) if isinstance(t, tuple) else fn(t)
                 yield _map_structure(_host, out)
 
@@ -207,7 +212,7 @@ class Dataset:
 
     def __iter__(self) -> Iterator[Any]:
         for item in self._make():
-            yield _map_structure(constant, item)
+            yield _map_structure(_to_device, item)
 
     def __len__(self) -> int:
         if self._length is None:
