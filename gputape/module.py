@@ -53,7 +53,14 @@ class Module:
 
     @property
     def name(self) -> str:
-        """The module's name (the snake-cased class name unless one was given)."""
+        """The module's name (the snake-cased class name unless one was given).
+
+        >>> import gputape as gt
+        >>> class ResidualBlock(gt.Module):
+        ...     pass
+        >>> ResidualBlock().name, ResidualBlock(name="rb").name
+        ('residual_block', 'rb')
+        """
         try:
             return self._name
         except AttributeError:  # a subclass that forgot super().__init__()

@@ -299,6 +299,15 @@ class Optimizer:
     # -- learning rate -----------------------------------------------------------------
     @property
     def learning_rate(self) -> float:
+        """The rate the next step uses (a schedule is evaluated at ``iterations``); assign a float or schedule.
+
+        >>> import gputape as gt
+        >>> opt = gt.optim.SGD(gt.optim.StepDecay(0.1, step_size=1, gamma=0.5))
+        >>> opt.learning_rate
+        0.1
+        >>> opt.learning_rate = 0.3; opt.learning_rate
+        0.3
+        """
         lr = self._learning_rate
         return float(lr(self.iterations)) if callable(lr) else float(lr)
 

@@ -37,7 +37,15 @@ __all__ = [
 
 
 class Initializer:
-    """Base class: ``__call__(shape, dtype='float32')`` returns a host numpy array."""
+    """Base class: ``__call__(shape, dtype='float32')`` returns a host numpy array.
+
+    >>> import gputape as gt, numpy as np
+    >>> class Arange(gt.nn.initializers.Initializer):
+    ...     def __call__(self, shape, dtype="float32"):
+    ...         return np.arange(np.prod(shape), dtype=dtype).reshape(shape)
+    >>> gt.nn.Dense(2, kernel_initializer=Arange())(np.ones((1, 2))).numpy().tolist()
+    [[2.0, 4.0]]
+    """
 
     def __call__(self, shape: Any, dtype: Any = "float32") -> np.ndarray:
         raise NotImplementedError

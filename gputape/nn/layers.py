@@ -135,7 +135,15 @@ class Layer(Module):
 
     # -- calling ---------------------------------------------------------------------
     def call(self, inputs: Any, training: bool | None = None) -> Any:
-        """The layer's computation; subclasses override it."""
+        """The layer's computation; subclasses override it (``__call__`` builds first, then calls it).
+
+        >>> import gputape as gt
+        >>> class Double(gt.nn.Layer):
+        ...     def call(self, x):
+        ...         return x * 2
+        >>> Double()(gt.constant([1.0])).numpy().tolist()
+        [2.0]
+        """
         raise NotImplementedError(f"{type(self).__name__} must define call(self, inputs, training=None)")
 
     def __call__(self, inputs: Any, *args: Any, training: bool | None = None, **kwargs: Any) -> Any:

@@ -58,6 +58,12 @@ class Loss:
         self.name = name or type(self).__name__
 
     def call(self, y_true: Any, y_pred: Any) -> Any:
+        """Per-example losses (before the reduction); subclasses define it.
+
+        >>> import gputape as gt
+        >>> gt.nn.losses.MeanSquaredError().call([[1.0], [0.0]], gt.constant([[0.0], [0.0]])).numpy().tolist()
+        [1.0, 0.0]
+        """
         raise NotImplementedError
 
     def __call__(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> Tensor:

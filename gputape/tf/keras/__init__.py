@@ -53,12 +53,33 @@ class _ModelMixin:
         return np.concatenate([to_host(o._data) if isinstance(o, Tensor) else np.asarray(o) for o in outs])
 
     def compile(self, *args: Any, **kwargs: Any) -> None:
+        """Not provided: raises ``NotImplementedError`` pointing to a GradientTape loop.
+
+        >>> import gputape.tf as tf
+        >>> tf.keras.Sequential().compile()
+        Traceback (most recent call last):
+        NotImplementedError: gputape.tf.keras models have no compile(): ...
+        """
         raise NotImplementedError(_NO_FIT.format("compile"))
 
     def fit(self, *args: Any, **kwargs: Any) -> None:
+        """Not provided: raises ``NotImplementedError`` pointing to a GradientTape loop.
+
+        >>> import gputape.tf as tf
+        >>> tf.keras.Sequential().fit()
+        Traceback (most recent call last):
+        NotImplementedError: gputape.tf.keras models have no fit(): ...
+        """
         raise NotImplementedError(_NO_FIT.format("fit"))
 
     def evaluate(self, *args: Any, **kwargs: Any) -> None:
+        """Not provided: raises ``NotImplementedError`` pointing to a GradientTape loop.
+
+        >>> import gputape.tf as tf
+        >>> tf.keras.Sequential().evaluate()
+        Traceback (most recent call last):
+        NotImplementedError: gputape.tf.keras models have no evaluate(): ...
+        """
         raise NotImplementedError(_NO_FIT.format("evaluate"))
 
 

@@ -27,7 +27,15 @@ def _np(x: Any) -> np.ndarray:
 
 
 class Metric:
-    """Base class: a weighted running mean of per-example values from ``_values(*args)``."""
+    """Base class: a weighted running mean of per-example values from ``_values(*args)``.
+
+    >>> import gputape.tf as tf, numpy as np
+    >>> class MeanAbsoluteError(tf.keras.metrics.Metric):
+    ...     def _values(self, y_true, y_pred):
+    ...         return np.abs(np.asarray(y_true) - np.asarray(y_pred))
+    >>> float(MeanAbsoluteError()([1.0, 2.0], [0.0, 0.0]))
+    1.5
+    """
 
     def __init__(self, name: str | None = None, dtype: Any = "float32") -> None:
         self.name = name or type(self).__name__
@@ -35,7 +43,12 @@ class Metric:
         self.reset_state()
 
     def reset_state(self) -> None:
-        """Forget everything accumulated (call it at the start of each epoch)."""
+        """Forget everything accumulated (call it at the start of each epoch).
+
+        >>> import gputape.tf as tf
+        >>> m = tf.keras.metrics.Mean(); m.update_state(3.0); m.reset_state(); float(m.result())
+        0.0
+        """
         self.total = 0.0
         self.count = 0.0
 
@@ -45,14 +58,24 @@ class Metric:
         raise NotImplementedError
 
     def update_state(self, *args: Any, sample_weight: Any = None) -> None:
-        """Add a batch of values (optionally weighted)."""
+        """Add a batch of values (optionally weighted).
+
+        >>> import gputape.tf as tf
+        >>> m = tf.keras.metrics.Mean(); m.update_state([1.0, 3.0], sample_weight=[3.0, 1.0]); float(m.result())
+        1.5
+        """
         v = np.asarray(self._values(*args), np.float64)
         w = np.broadcast_to(_np(sample_weight).astype(np.float64), v.shape) if sample_weight is not None else None
         self.total += float(np.sum(v * w)) if w is not None else float(np.sum(v))
         self.count += float(np.sum(w)) if w is not None else float(v.size)
 
     def result(self) -> Tensor:
-        """The running mean as a scalar tensor (0 before any update)."""
+        """The running mean as a scalar tensor (0 before any update).
+
+        >>> import gputape.tf as tf
+        >>> float(tf.keras.metrics.Mean().result())
+        0.0
+        """
         return constant(np.asarray(self.total / self.count if self.count else 0.0, self.dtype))
 
     def __call__(self, *args: Any, sample_weight: Any = None) -> Tensor:
