@@ -28,6 +28,7 @@ from .tape import (
 )
 from .tensor import (
     Tensor,
+    TensorShape,
     Variable,
     as_tensor,
     bool_,
@@ -51,6 +52,7 @@ __all__ = [
     "GputapeWarning",
     "Module",
     "Tensor",
+    "TensorShape",
     "UnconnectedGradientError",
     "UnconnectedGradients",
     "Variable",

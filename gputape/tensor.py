@@ -110,6 +110,32 @@ def _to_array(value: Any, dtype: Any = None, device: str | None = None) -> Any:
     return backend.asarray_on(backend.to_host(value), dev, dtype)
 
 
+class TensorShape(tuple):
+    """A shape: a plain tuple (compares equal to one) with TensorFlow's ``as_list`` and ``rank``.
+
+    >>> import gputape as gt
+    >>> s = gt.zeros((2, 3)).shape
+    >>> s == (2, 3), s.as_list(), s.rank
+    (True, [2, 3], 2)
+    """
+
+    __slots__ = ()
+
+    def as_list(self) -> list[int]:
+        return list(self)
+
+    @property
+    def rank(self) -> int:
+        return len(self)
+
+    @property
+    def ndims(self) -> int:
+        return len(self)
+
+    def __repr__(self) -> str:
+        return tuple.__repr__(self)
+
+
 class Tensor:
     """An immutable n-dimensional value on a device, recorded by tapes.
 
@@ -135,8 +161,8 @@ class Tensor:
 
     # -- properties ---------------------------------------------------------------
     @property
-    def shape(self) -> tuple[int, ...]:
-        return self._data.shape
+    def shape(self) -> TensorShape:
+        return TensorShape(self._data.shape)
 
     @property
     def dtype(self) -> np.dtype:
