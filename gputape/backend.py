@@ -5,6 +5,13 @@ array or a device belongs to, so ops are written once against ``xp`` and run on
 both. CuPy is optional: with numpy alone installed every function here works
 and the only device is ``"cpu"``.
 
+The default device is the GPU when cupy imports *and* a GPU answers a smoke
+kernel (an allocation, an elementwise kernel compiled by NVRTC, a copy back);
+otherwise the CPU, silently but for one debug-level log line. The
+``GPUTAPE_DEVICE`` environment variable (``cpu``, ``cuda``, ``cuda:N``)
+overrides the choice, and asking for a GPU that does not work raises with the
+reason (no cupy, no driver, no device).
+
 The CPU fast path matters: :func:`xp_of` is called on every op, so it tests
 ``type(a) is numpy.ndarray`` before anything else and never touches cupy for
 numpy arrays.
@@ -14,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from typing import Any
 
 import numpy as np
@@ -24,6 +32,16 @@ ndarray = np.ndarray
 
 _cupy: Any = None  # the cupy module once imported, False when unavailable
 _cupy_error: str | None = None
+_probe_lock = threading.Lock()
+_probed: dict[int, str | None] = {}  # device index -> why it is unusable (None: it works)
+
+INSTALL_HINT = "pip install 'gputape[cuda12]' or 'gputape[cuda13]'"
+
+# DLPack device types (dlpack.h): the ones gputape can hold.
+KDL_CPU = 1
+KDL_CUDA = 2
+KDL_CUDA_HOST = 3
+KDL_CUDA_MANAGED = 13
 
 
 def _load_cupy() -> Any:
@@ -36,9 +54,18 @@ def _load_cupy() -> Any:
             _cupy = cupy
         except Exception as exc:  # ImportError, or a broken CUDA install
             _cupy = False
-            _cupy_error = f"cupy is not importable ({type(exc).__name__}: {exc})"
-            _log.debug("gputape: %s; using the CPU", _cupy_error)
+            _cupy_error = f"cupy is not importable ({type(exc).__name__}: {exc}); {INSTALL_HINT}"
     return _cupy
+
+
+def cupy_module() -> Any:
+    """The cupy module, or None when it is not importable (no exception).
+
+    >>> cupy_module() is None or cupy_module().__name__ == "cupy"
+    True
+    """
+    cp = _load_cupy()
+    return cp or None
 
 
 def xp_of(a: Any) -> Any:
@@ -54,6 +81,16 @@ def xp_of(a: Any) -> Any:
     if cp and isinstance(a, cp.ndarray):
         return cp
     return np
+
+
+def is_gpu_array(a: Any) -> bool:
+    """True when ``a`` is a cupy array (without importing cupy for numpy arrays).
+
+    >>> import numpy as np
+    >>> is_gpu_array(np.zeros(2))
+    False
+    """
+    return type(a) is not ndarray and xp_of(a) is not np
 
 
 def device_of(a: Any) -> str:
@@ -90,39 +127,115 @@ def parse_device(name: str) -> str:
     raise ValueError(f"unknown device {name!r}: use 'cpu', 'cuda' or 'cuda:N'")
 
 
-def cuda_unavailable_reason() -> str | None:
-    """Say why no CUDA device can be used, or return None when one works."""
+def device_index(device: str) -> int:
+    """The GPU ordinal of a ``"cuda:N"`` device name.
+
+    >>> device_index("cuda:1")
+    1
+    """
+    dev = parse_device(device)
+    if dev == "cpu":
+        raise ValueError("device_index: 'cpu' has no GPU ordinal")
+    return int(dev.split(":")[1])
+
+
+def _smoke(cp: Any, index: int) -> None:
+    """Allocate, run one NVRTC-compiled elementwise kernel and copy back: the whole path."""
+    with cp.cuda.Device(index):
+        a = cp.arange(8, dtype=cp.float32)
+        got = float((a * 2 + 1).sum())
+    if got != 64.0:
+        raise RuntimeError(f"the smoke kernel computed {got}, expected 64.0")
+
+
+def _probe(index: int) -> str | None:
+    """Why GPU ``index`` is unusable, or None when it runs the smoke kernel. Never raises."""
     cp = _load_cupy()
     if not cp:
-        return _cupy_error or "cupy is not installed (pip install 'gputape[cuda12]' or '[cuda13]')"
+        return _cupy_error or f"cupy is not installed ({INSTALL_HINT})"
+    try:
+        drv = cp.cuda.runtime.driverGetVersion()
+    except Exception as exc:
+        return f"no CUDA driver ({type(exc).__name__}: {exc})"
+    if drv == 0:
+        return "no CUDA driver is installed (cudaDriverGetVersion reports 0)"
     try:
         n = cp.cuda.runtime.getDeviceCount()
     except Exception as exc:
+        # cudaErrorInsufficientDriver, cudaErrorNoDevice, ...: say which
         return f"the CUDA driver did not answer ({type(exc).__name__}: {exc})"
     if n == 0:
         return "CUDA reports no devices"
+    if index >= n:
+        return f"there is no GPU {index} (CUDA reports {n} device{'s' if n > 1 else ''}: cuda:0..cuda:{n - 1})"
+    try:
+        _smoke(cp, index)
+    except Exception as exc:
+        return f"GPU {index} failed the smoke kernel ({type(exc).__name__}: {exc})"
     return None
 
 
-def default_device() -> str:
-    """The device new tensors go to: ``GPUTAPE_DEVICE`` if set, else ``"cpu"``.
+def cuda_unavailable_reason(device: str | int = 0) -> str | None:
+    """Say why a CUDA device cannot be used, or return None when it works.
 
-    The GPU backend (a separate piece of work) turns the default to the GPU
-    when one answers; until then an explicit ``GPUTAPE_DEVICE=cuda`` is honoured
-    only if cupy and a device are present, and otherwise raises with the reason.
+    The answer (a smoke kernel on the device) is computed once per device and
+    remembered: a GPU does not appear during a process.
+
+    >>> isinstance(cuda_unavailable_reason(), (str, type(None)))
+    True
+    """
+    index = device if isinstance(device, int) else device_index(device)
+    why = _probed.get(index, "?")
+    if why == "?":
+        with _probe_lock:
+            if index not in _probed:
+                _probed[index] = _probe(index)
+            why = _probed[index]
+    return why
+
+
+def gpu_available(device: str | int = 0) -> bool:
+    """True when cupy is installed and ``device`` answers a smoke kernel.
+
+    >>> isinstance(gpu_available(), bool)
+    True
+    """
+    return cuda_unavailable_reason(device) is None
+
+
+_default: str | None = None
+
+
+def default_device() -> str:
+    """The device new tensors go to when nothing else says: ``GPUTAPE_DEVICE``, else
+    the first GPU when one works, else ``"cpu"``.
+
+    ``GPUTAPE_DEVICE=cuda`` (or ``cuda:N``) where no GPU works raises
+    ``RuntimeError`` saying why; without the variable, a missing GPU falls back
+    to the CPU with one debug-level log line.
 
     >>> default_device() in ("cpu", "cuda:0")
     True
     """
-    env = os.environ.get("GPUTAPE_DEVICE")
-    if not env:
-        return "cpu"
-    dev = parse_device(env)
-    if dev != "cpu":
-        why = cuda_unavailable_reason()
-        if why is not None:
-            raise RuntimeError(f"GPUTAPE_DEVICE={env!r} asks for a GPU but {why}; unset it or use 'cpu'")
-    return dev
+    global _default
+    env = os.environ.get("GPUTAPE_DEVICE", "").strip()
+    if env:
+        dev = parse_device(env)
+        if dev != "cpu":
+            why = cuda_unavailable_reason(dev)
+            if why is not None:
+                raise RuntimeError(
+                    f"GPUTAPE_DEVICE={env!r} asks for a GPU but {why}; unset GPUTAPE_DEVICE or set it to 'cpu'"
+                )
+        return dev
+    if _default is None:
+        why = cuda_unavailable_reason(0)
+        if why is None:
+            _default = "cuda:0"
+        else:
+            _default = "cpu"
+            _log.debug("gputape: using the CPU: %s", why)
+    return _default
 
 
 def xp_for_device(device: str) -> Any:
@@ -134,27 +247,229 @@ def xp_for_device(device: str) -> Any:
     """
     if device == "cpu":
         return np
-    why = cuda_unavailable_reason()
+    why = cuda_unavailable_reason(device)
     if why is not None:
         raise RuntimeError(f"device {device!r} is not usable: {why}")
     return _cupy
 
 
 def asarray_on(value: Any, device: str, dtype: Any = None) -> Any:
-    """Convert ``value`` to an array of the module that owns ``device``."""
+    """Convert ``value`` to an array of the module that owns ``device``.
+
+    >>> asarray_on([1, 2], "cpu", "float32")
+    array([1., 2.], dtype=float32)
+    """
     if device == "cpu":
         if type(value) is not ndarray and xp_of(value) is not np:
             value = value.get()  # cupy -> host
         return np.asarray(value, dtype=dtype)
     xp = xp_for_device(device)
-    with xp.cuda.Device(int(device.split(":")[1])):
+    with xp.cuda.Device(device_index(device)):
         return xp.asarray(value, dtype=dtype)
 
 
 def to_host(a: Any) -> np.ndarray:
-    """Copy an array to host numpy (no copy for numpy arrays)."""
+    """Copy an array to host numpy (no copy for numpy arrays).
+
+    >>> import numpy as np
+    >>> a = np.zeros(2); to_host(a) is a
+    True
+    """
     if type(a) is ndarray:
         return a
     if xp_of(a) is np:
         return np.asarray(a)
     return a.get()
+
+
+def to_device(a: Any, device: str) -> Any:
+    """Copy array ``a`` to ``device`` (no copy when it is already there): ``Tensor.to``'s core.
+
+    GPU to GPU copies go peer to peer through cupy, never through the host.
+
+    >>> import numpy as np
+    >>> a = np.ones(2); to_device(a, "cpu") is a
+    True
+    """
+    dev = parse_device(device)
+    here = device_of(a)
+    if dev == here:
+        return a
+    if dev == "cpu":
+        return a.get()
+    xp = xp_for_device(dev)
+    with xp.cuda.Device(device_index(dev)):
+        return xp.array(a, copy=True) if here != "cpu" else xp.asarray(a)
+
+
+def synchronize(device: str | None = None) -> None:
+    """Wait for all work queued on ``device`` (every GPU when None; nothing on the CPU).
+
+    >>> synchronize("cpu")
+    """
+    if device is not None and parse_device(device) == "cpu":
+        return
+    cp = _cupy if _cupy is not None else _load_cupy()
+    if not cp:
+        return
+    if device is None:
+        if cuda_unavailable_reason(0) is None:
+            cp.cuda.Device().synchronize()
+        return
+    with cp.cuda.Device(device_index(device)) as d:
+        d.synchronize()
+
+
+# -- DLPack --------------------------------------------------------------------------
+
+
+def dlpack_device(a: Any) -> tuple[int, int]:
+    """``__dlpack_device__`` of a numpy or cupy array: ``(device_type, device_id)``.
+
+    >>> import numpy as np
+    >>> dlpack_device(np.zeros(2))
+    (1, 0)
+    """
+    return tuple(int(v) for v in a.__dlpack_device__())  # type: ignore[return-value]
+
+
+def to_dlpack(a: Any, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None) -> Any:
+    """A DLPack capsule for array ``a`` (``Tensor.__dlpack__``'s core; no copy unless asked).
+
+    Only the keywords the caller gave are passed on, so older numpy and cupy
+    versions that know just ``stream`` still work.
+
+    >>> import numpy as np
+    >>> type(to_dlpack(np.zeros(2))).__name__
+    'PyCapsule'
+    """
+    kw = {}
+    if stream is not None:
+        kw["stream"] = stream
+    if max_version is not None:
+        kw["max_version"] = max_version
+    if dl_device is not None:
+        kw["dl_device"] = dl_device
+    if copy is not None:
+        kw["copy"] = copy
+    try:
+        return a.__dlpack__(**kw)
+    except TypeError:
+        if "max_version" not in kw or set(kw) - {"max_version", "stream"}:
+            raise
+        # a consumer offering the versioned protocol to an older producer
+        kw.pop("max_version")
+        return a.__dlpack__(**kw)
+
+
+def from_dlpack_array(obj: Any) -> Any:
+    """The numpy or cupy array viewing ``obj``'s memory through DLPack (no copy).
+
+    ``obj`` is anything with ``__dlpack__``/``__dlpack_device__`` (a PyTorch,
+    JAX, cupy or numpy array). A CPU producer gives a numpy array, a CUDA one
+    a cupy array on the same GPU. A bare legacy capsule is handed to cupy.
+
+    >>> import numpy as np
+    >>> from_dlpack_array(np.arange(3.0)).tolist()
+    [0.0, 1.0, 2.0]
+    """
+    if type(obj) is ndarray:
+        return obj
+    if not hasattr(obj, "__dlpack_device__"):
+        if type(obj).__name__ == "PyCapsule":
+            cp = _load_cupy()
+            if not cp:
+                raise TypeError(
+                    "gt.from_dlpack: a bare DLPack capsule can only be read by cupy, which is not available "
+                    f"({_cupy_error}); pass the tensor itself (an object with __dlpack__)"
+                )
+            return cp.from_dlpack(obj)
+        raise TypeError(
+            f"gt.from_dlpack: {type(obj).__name__} does not support DLPack (no __dlpack__/__dlpack_device__); "
+            "pass a PyTorch, JAX, cupy or numpy array"
+        )
+    kind, dev_id = dlpack_device(obj)
+    if kind == KDL_CPU:
+        return np.from_dlpack(obj)
+    if kind in (KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED):
+        why = cuda_unavailable_reason(int(dev_id) if kind == KDL_CUDA else 0)
+        if why is not None:
+            raise RuntimeError(f"gt.from_dlpack: the producer's memory is on a CUDA device but {why}")
+        return _cupy.from_dlpack(obj)
+    raise ValueError(
+        f"gt.from_dlpack: DLPack device type {kind} (device {dev_id}) is neither the CPU (1) nor CUDA (2); "
+        "move the tensor to the CPU or a CUDA GPU first"
+    )
+
+
+# -- pinned host memory ----------------------------------------------------------------
+
+
+def pinned_empty(shape: Any, dtype: Any) -> np.ndarray:
+    """A numpy array in page-locked host memory (cupy's pinned pool); plain numpy without cupy.
+
+    Copies between pinned host memory and a GPU can run asynchronously.
+
+    >>> pinned_empty((2,), "int64").shape
+    (2,)
+    """
+    dt = np.dtype(dtype)
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    n = int(np.prod(shape)) if shape else 1
+    cp = _cupy if _cupy is not None else _load_cupy()
+    if not cp or cuda_unavailable_reason(0) is not None:
+        return np.empty(shape, dt)
+    mem = cp.cuda.alloc_pinned_memory(max(n * dt.itemsize, 1))
+    return np.frombuffer(mem, dt, n).reshape(shape)
+
+
+def versions() -> dict[str, Any]:
+    """Versions of numpy, cupy, the CUDA runtime, driver and NVRTC (None where absent).
+
+    >>> versions()["numpy"] == np.__version__
+    True
+    """
+    out: dict[str, Any] = {"numpy": np.__version__, "cupy": None, "cuda_runtime": None, "cuda_driver": None}
+    out["nvrtc"] = None
+    cp = _load_cupy()
+    if not cp:
+        return out
+    out["cupy"] = cp.__version__
+
+    def fmt(v: int) -> str:
+        return f"{v // 1000}.{(v % 1000) // 10}"
+
+    for key, fn in (("cuda_runtime", "runtimeGetVersion"), ("cuda_driver", "driverGetVersion")):
+        try:
+            v = getattr(cp.cuda.runtime, fn)()
+            out[key] = fmt(v) if v else None
+        except Exception:
+            pass
+    try:
+        major, minor = cp.cuda.nvrtc.getVersion()
+        out["nvrtc"] = f"{major}.{minor}"
+    except Exception:
+        pass
+    return out
+
+
+def device_properties(index: int = 0) -> dict[str, Any] | None:
+    """Name, compute capability, multiprocessor count and memory of GPU ``index`` (None without one).
+
+    >>> device_properties(0) is None or "name" in device_properties(0)
+    True
+    """
+    if cuda_unavailable_reason(index) is not None:
+        return None
+    cp = _cupy
+    p = cp.cuda.runtime.getDeviceProperties(index)
+    name = p["name"].decode() if isinstance(p["name"], bytes) else str(p["name"])
+    with cp.cuda.Device(index):
+        free, total = cp.cuda.runtime.memGetInfo()
+    return {
+        "name": name,
+        "compute_capability": f"{p['major']}.{p['minor']}",
+        "multiprocessors": int(p["multiProcessorCount"]),
+        "total_memory": int(total),
+        "free_memory": int(free),
+    }
