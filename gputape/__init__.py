@@ -11,7 +11,7 @@ on CuPy arrays on NVIDIA GPUs and numpy arrays everywhere else.
 
 from . import data, debug, nn, optim, profiler, random, testing
 from .checkpoint import load, save
-from .device import current_device, device
+from .device import current_device, device, empty_cache, from_dlpack, memory_info, reset_peak_memory, set_memory_limit
 from .module import Module
 from .ops import *  # the op library is the public namespace
 from .ops import __all__ as _ops_all
@@ -66,21 +66,26 @@ __all__ = [
     "data",
     "debug",
     "device",
+    "empty_cache",
     "float16",
     "float32",
     "float64",
+    "from_dlpack",
     "global_norm",
     "int8",
     "int16",
     "int32",
     "int64",
     "load",
+    "memory_info",
     "nn",
     "optim",
     "primitive",
     "profiler",
     "random",
+    "reset_peak_memory",
     "save",
+    "set_memory_limit",
     "stop_gradient",
     "testing",
     "uint8",

@@ -1,8 +1,16 @@
-"""Device placement: which device new tensors go to.
+"""Device placement and the device manager: which device new tensors go to, and memory.
 
-This module owns the current-device state (thread-local, like the tape stack).
-The GPU memory manager (pools, limits, release statistics) will live here too;
-on the CPU the only device is ``"cpu"``.
+This module owns the current-device state (thread-local, like the tape stack)
+and the memory report. On a GPU it wraps cupy's device memory pool (and the
+pinned host pool used for transfers): :func:`memory_info` reports the bytes
+in use, the bytes held by live tapes, what the pool has reserved and the peak
+since :func:`reset_peak_memory`; :func:`set_memory_limit` caps the pool and
+:func:`empty_cache` hands its unused blocks back to the driver. On the CPU the
+same functions report the numpy bytes that live tapes hold.
+
+Why tapes are counted separately: a persistent tape keeps every residual its
+ops declared until ``release()``/``del``; "held by tapes" is the number that
+tells a user whether a leak is theirs or gputape's.
 """
 
 from __future__ import annotations
@@ -10,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 from . import backend
 
@@ -20,8 +29,8 @@ def current_device() -> str:
     """The device that new tensors are placed on in this thread.
 
     >>> import gputape as gt
-    >>> gt.current_device()
-    'cpu'
+    >>> gt.current_device() in ("cpu", "cuda:0")
+    True
     """
     dev = getattr(_tls, "device", None)
     if dev is None:
@@ -48,3 +57,331 @@ def device(name: str) -> Iterator[str]:
         yield dev
     finally:
         _tls.device = prev
+
+
+# -- memory ----------------------------------------------------------------------------
+
+# Per device: the limit asked for on the CPU (advisory there: numpy has no pool to cap)
+# and the peak tracker's state.
+_cpu_limit: int | None = None
+_peak: dict[str, int] = {}  # device -> peak bytes since reset_peak_memory()
+_tracking: dict[str, bool] = {}
+_prev_allocator: Any = None
+_lock = threading.Lock()
+
+
+def _resolve(dev: str | None) -> str:
+    return backend.parse_device(dev) if dev is not None else current_device()
+
+
+def _pool(dev: str) -> Any:
+    cp = backend.xp_for_device(dev)  # raises with the reason when the GPU is unusable
+    with cp.cuda.Device(backend.device_index(dev)):
+        return cp.get_default_memory_pool()
+
+
+def tape_bytes(dev: str | None = None) -> int:
+    """Bytes of the residuals that live tapes hold on ``dev`` (every device when None).
+
+    Each array is counted once, however many tapes (nested tapes record the
+    same ops) or nodes hold it. Tapes are found through
+    ``gputape.tape._live_tapes`` (a WeakSet of every tape entered and alive).
+
+    >>> import gputape as gt
+    >>> x = gt.constant([1.0, 2.0])
+    >>> with gt.GradientTape(persistent=True) as t:
+    ...     t.watch(x); y = gt.exp(x)
+    >>> tape_bytes("cpu") >= 8
+    True
+    >>> t.release(); del t
+    """
+    from . import tape as _tape
+
+    want = backend.parse_device(dev) if dev is not None else None
+    seen: set[int] = set()
+    total = 0
+    for tp in list(getattr(_tape, "_live_tapes", ())):
+        for node in list(getattr(tp, "_nodes", ()) or ()):
+            for a in getattr(node, "saved", None) or ():
+                nb = getattr(a, "nbytes", None)
+                if nb is None or id(a) in seen:
+                    continue
+                if want is not None and backend.device_of(a) != want:
+                    continue
+                seen.add(id(a))
+                total += int(nb)
+    return total
+
+
+def memory_info(device: str | None = None) -> dict[str, Any]:
+    """Memory of ``device`` (the current one when None), in bytes.
+
+    Keys: ``device``; ``in_use`` (GPU: bytes of live arrays in the pool; CPU:
+    the bytes live tapes hold, the numpy memory gputape accounts for);
+    ``held_by_tapes``; ``pool_reserved`` (GPU: bytes the pool has taken from
+    the driver, in use or cached; CPU: 0); ``peak`` (the most ``in_use`` seen
+    since :func:`reset_peak_memory`, None before it is first called: on the
+    GPU it is measured at every allocation, on the CPU at every call of this
+    function); ``limit`` (None: unlimited); on a GPU also ``pinned_free_blocks``
+    and ``free_device``/``total_device`` (the driver's view).
+
+    >>> import gputape as gt
+    >>> info = gt.memory_info("cpu")
+    >>> sorted(info)
+    ['device', 'held_by_tapes', 'in_use', 'limit', 'peak', 'pool_reserved']
+    >>> info["pool_reserved"]
+    0
+    """
+    dev = _resolve(device)
+    held = tape_bytes(dev)
+    if dev == "cpu":
+        in_use = held
+        if _tracking.get(dev):
+            with _lock:
+                _peak[dev] = max(_peak.get(dev, 0), in_use)
+        return {
+            "device": dev,
+            "in_use": in_use,
+            "held_by_tapes": held,
+            "pool_reserved": 0,
+            "peak": _peak.get(dev) if _tracking.get(dev) else None,
+            "limit": _cpu_limit,
+        }
+    cp = backend.xp_for_device(dev)
+    idx = backend.device_index(dev)
+    with cp.cuda.Device(idx):
+        pool = cp.get_default_memory_pool()
+        used = int(pool.used_bytes())
+        reserved = int(pool.total_bytes())
+        limit = int(pool.get_limit())
+        free, total = cp.cuda.runtime.memGetInfo()
+    pinned = cp.get_default_pinned_memory_pool()
+    peak = None
+    if _tracking.get(dev):
+        with _lock:
+            peak = _peak[dev] = max(_peak.get(dev, 0), used)
+    return {
+        "device": dev,
+        "in_use": used,
+        "held_by_tapes": held,
+        "pool_reserved": reserved,
+        "peak": peak,
+        "limit": limit or None,
+        "pinned_free_blocks": int(pinned.n_free_blocks()),
+        "free_device": int(free),
+        "total_device": int(total),
+    }
+
+
+def _tracking_malloc(size: int) -> Any:
+    """cupy allocator: the default pool's malloc, noting the pool's in-use bytes after it."""
+    cp = backend.cupy_module()
+    pool = cp.get_default_memory_pool()
+    mem = pool.malloc(size)
+    dev = f"cuda:{mem.device_id}"
+    used = pool.used_bytes()
+    if used > _peak.get(dev, 0):
+        _peak[dev] = used
+    return mem
+
+
+def reset_peak_memory(device: str | None = None, track: bool = True) -> None:
+    """Start (or restart) measuring the peak of ``memory_info()['in_use']`` on ``device``.
+
+    On a GPU this installs an allocator that notes the pool's in-use bytes after
+    each allocation (a few microseconds per allocation, hence opt-in);
+    ``track=False`` stops it. On the CPU the peak is sampled at each
+    :func:`memory_info` call.
+
+    >>> import gputape as gt
+    >>> gt.reset_peak_memory("cpu")
+    >>> gt.memory_info("cpu")["peak"] >= 0
+    True
+    >>> gt.reset_peak_memory("cpu", track=False)
+    """
+    global _prev_allocator
+    dev = _resolve(device)
+    with _lock:
+        _tracking[dev] = bool(track)
+        _peak[dev] = 0
+    if dev == "cpu":
+        if track:
+            _peak[dev] = tape_bytes("cpu")
+        return
+    cp = backend.xp_for_device(dev)
+    with cp.cuda.Device(backend.device_index(dev)):
+        used = int(cp.get_default_memory_pool().used_bytes())
+    with _lock:
+        _peak[dev] = used
+        gpu_tracking = any(v for d, v in _tracking.items() if d != "cpu")
+        current = cp.cuda.get_allocator()
+        if gpu_tracking and current is not _tracking_malloc:
+            _prev_allocator = current
+            cp.cuda.set_allocator(_tracking_malloc)
+        elif not gpu_tracking and current is _tracking_malloc:
+            cp.cuda.set_allocator(_prev_allocator)
+            _prev_allocator = None
+
+
+def set_memory_limit(size: int | None = None, fraction: float | None = None, device: str | None = None) -> None:
+    """Cap the memory pool of ``device`` at ``size`` bytes or a ``fraction`` of the GPU's memory.
+
+    ``set_memory_limit()`` (neither given) removes the limit. On a GPU an
+    allocation beyond the limit raises ``cupy.cuda.memory.OutOfMemoryError``.
+    On the CPU the limit is recorded and reported by :func:`memory_info` but
+    not enforced: numpy allocates through the C library, not a pool.
+
+    >>> import gputape as gt
+    >>> gt.set_memory_limit(1 << 30, device="cpu"); gt.memory_info("cpu")["limit"]
+    1073741824
+    >>> gt.set_memory_limit(device="cpu")
+    """
+    global _cpu_limit
+    if size is not None and fraction is not None:
+        raise ValueError("set_memory_limit: give size or fraction, not both")
+    if size is not None and size < 0:
+        raise ValueError(f"set_memory_limit: size must be >= 0 bytes, got {size}")
+    if fraction is not None and not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"set_memory_limit: fraction must be in [0, 1], got {fraction}")
+    dev = _resolve(device)
+    if dev == "cpu":
+        if fraction is not None:
+            import os
+
+            pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 0
+            _cpu_limit = int(pages * fraction) if pages else None
+        else:
+            _cpu_limit = int(size) if size is not None else None
+        return
+    cp = backend.xp_for_device(dev)
+    with cp.cuda.Device(backend.device_index(dev)):
+        pool = cp.get_default_memory_pool()
+        if size is None and fraction is None:
+            pool.set_limit(size=0)  # cupy: 0 means no limit
+        elif fraction is not None:
+            pool.set_limit(fraction=fraction)
+        else:
+            pool.set_limit(size=int(size))
+
+
+def empty_cache(device: str | None = None) -> int:
+    """Return the pool's unused blocks (and the pinned host pool's) to the driver.
+
+    Returns the number of bytes the pool gave back. Live arrays are not
+    touched. On the CPU there is no pool: returns 0.
+
+    >>> import gputape as gt
+    >>> gt.empty_cache("cpu")
+    0
+    """
+    dev = _resolve(device)
+    if dev == "cpu":
+        return 0
+    cp = backend.xp_for_device(dev)
+    with cp.cuda.Device(backend.device_index(dev)):
+        pool = cp.get_default_memory_pool()
+        before = int(pool.total_bytes())
+        pool.free_all_blocks()
+        after = int(pool.total_bytes())
+    cp.get_default_pinned_memory_pool().free_all_blocks()
+    return before - after
+
+
+def from_dlpack(obj: Any) -> Any:
+    """A constant Tensor sharing ``obj``'s memory through DLPack (no copy).
+
+    ``obj`` is a PyTorch, JAX, cupy or numpy array (anything with
+    ``__dlpack__``). CPU memory becomes a numpy-backed tensor, CUDA memory a
+    cupy-backed one on the same GPU. As with ``torch.from_dlpack``, the tensor
+    aliases the producer's buffer: writing to the producer changes it.
+
+    >>> import gputape as gt, numpy as np
+    >>> a = np.arange(3.0)
+    >>> t = gt.from_dlpack(a)
+    >>> t.numpy().tolist(), t.device
+    ([0.0, 1.0, 2.0], 'cpu')
+    """
+    from .tensor import Tensor, _wrap
+
+    if isinstance(obj, Tensor):
+        return obj
+    return _wrap(backend.from_dlpack_array(obj))
+
+
+def tensor_dlpack(t: Any, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None) -> Any:
+    """``Tensor.__dlpack__``: a DLPack capsule of the tensor's buffer (no copy).
+
+    >>> import gputape as gt, numpy as np
+    >>> class View:  # what Tensor.__dlpack__/__dlpack_device__ will delegate to
+    ...     def __init__(self, t): self.t = t
+    ...     def __dlpack__(self, **kw): return tensor_dlpack(self.t, **kw)
+    ...     def __dlpack_device__(self): return tensor_dlpack_device(self.t)
+    >>> np.from_dlpack(View(gt.constant([1.0, 2.0]))).tolist()
+    [1.0, 2.0]
+    """
+    return backend.to_dlpack(t._data, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+
+def tensor_dlpack_device(t: Any) -> tuple[int, int]:
+    """``Tensor.__dlpack_device__``: ``(1, 0)`` on the CPU, ``(2, N)`` on GPU N.
+
+    >>> import gputape as gt
+    >>> tensor_dlpack_device(gt.constant(1.0, device="cpu"))
+    (1, 0)
+    """
+    return backend.dlpack_device(t._data)
+
+
+def tensor_to(t: Any, device: str) -> Any:
+    """``Tensor.to(device)``: the same tensor when it is already there, else a constant copy.
+
+    >>> import gputape as gt
+    >>> x = gt.constant([1.0], device="cpu")
+    >>> tensor_to(x, "cpu") is x
+    True
+    """
+    from .tensor import _wrap
+
+    dev = backend.parse_device(device)
+    if backend.device_of(t._data) == dev:
+        return t
+    return _wrap(backend.to_device(t._data, dev))
+
+
+def check_same_device(op: str, arrays: Any) -> str:
+    """The one device that every array in ``arrays`` is on; ValueError naming both otherwise.
+
+    Raw Python numbers and host numpy *constants* mixed into a GPU op are not
+    arrays on a device in this sense: pass only tensor data here.
+
+    >>> import numpy as np
+    >>> check_same_device("add", [np.zeros(2), np.ones(2)])
+    'cpu'
+    """
+    found: str | None = None
+    for a in arrays:
+        d = backend.device_of(a)
+        if found is None:
+            found = d
+        elif d != found:
+            raise ValueError(
+                f"gt.{op}: inputs are on different devices ({found} and {d}); "
+                f"move them to one device with .to({found!r}) or .to({d!r}) first"
+            )
+    return found or "cpu"
+
+
+__all__ = [
+    "check_same_device",
+    "current_device",
+    "device",
+    "empty_cache",
+    "from_dlpack",
+    "memory_info",
+    "reset_peak_memory",
+    "set_memory_limit",
+    "tape_bytes",
+    "tensor_dlpack",
+    "tensor_dlpack_device",
+    "tensor_to",
+]

@@ -11,3 +11,17 @@ def fresh_warnings():
     yield
     gputape.tape._warned.clear()
     gputape.tape._warned.update(saved)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` skip, saying why (no cupy / no driver / no device), without a working GPU."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not gpu_items:
+        return
+    from gputape import backend
+
+    why = backend.cuda_unavailable_reason(0)
+    if why is not None:
+        skip = pytest.mark.skip(reason=f"needs a CUDA GPU: {why}")
+        for item in gpu_items:
+            item.add_marker(skip)

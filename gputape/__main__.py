@@ -1,0 +1,95 @@
+"""``python -m gputape info``: the backend, device, versions and memory pool state.
+
+The first thing to run on a new machine, and the header of every GPU check
+(``benchmarks/gpu_check.sh``): it says which device gputape will use and, when
+that is the CPU, why the GPU was not taken.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+from typing import Any
+
+
+def info() -> dict[str, Any]:
+    """Everything ``python -m gputape info`` prints, as a dict."""
+    import gputape
+    from gputape import backend, kernels
+
+    out: dict[str, Any] = {
+        "gputape": gputape.__version__,
+        "python": f"{platform.python_version()} ({sys.executable})",
+        "platform": platform.platform(),
+    }
+    out.update(backend.versions())
+    out["GPUTAPE_DEVICE"] = os.environ.get("GPUTAPE_DEVICE") or None
+    why = backend.cuda_unavailable_reason(0)
+    out["gpu"] = "available" if why is None else f"unavailable: {why}"
+    try:
+        out["default_device"] = backend.default_device()
+    except Exception as exc:  # GPUTAPE_DEVICE asks for a GPU that does not work
+        out["default_device"] = f"error: {exc}"
+    try:
+        out["kernel_sources"] = str(kernels.kernel_dir())
+    except FileNotFoundError as exc:
+        out["kernel_sources"] = f"missing: {exc}"
+    if why is None:
+        cp = backend.cupy_module()
+        n = cp.cuda.runtime.getDeviceCount()
+        out["devices"] = {f"cuda:{i}": backend.device_properties(i) for i in range(n)}
+        out["memory"] = {f"cuda:{i}": gputape.memory_info(f"cuda:{i}") for i in range(n)}
+    out["memory"] = {**out.get("memory", {}), "cpu": gputape.memory_info("cpu")}
+    return out
+
+
+def _fmt_bytes(n: Any) -> str:
+    if not isinstance(n, int):
+        return str(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def _print(d: dict[str, Any]) -> None:
+    print(f"gputape {d['gputape']}")
+    for key in ("python", "platform", "numpy", "cupy", "cuda_runtime", "cuda_driver", "nvrtc", "GPUTAPE_DEVICE"):
+        print(f"  {key:15s} {d.get(key)}")
+    print(f"  {'GPU:':15s} {d['gpu']}")
+    print(f"  {'default device':15s} {d['default_device']}")
+    print(f"  {'kernel sources':15s} {d['kernel_sources']}")
+    for name, props in (d.get("devices") or {}).items():
+        print(
+            f"  {name}: {props['name']}, compute capability {props['compute_capability']}, "
+            f"{props['multiprocessors']} SMs, {_fmt_bytes(props['free_memory'])} free of "
+            f"{_fmt_bytes(props['total_memory'])}"
+        )
+    for name, mem in d["memory"].items():
+        parts = ", ".join(f"{k} {_fmt_bytes(v)}" for k, v in mem.items() if k != "device")
+        print(f"  memory {name}: {parts}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gputape", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="cmd")
+    p_info = sub.add_parser("info", help="print the backend, device, versions and memory pool state")
+    p_info.add_argument("--json", action="store_true", help="print JSON instead of text")
+    args = parser.parse_args(argv)
+    if args.cmd != "info":
+        parser.print_help()
+        return 2
+    d = info()
+    if args.json:
+        print(json.dumps(d, indent=2, default=str))
+    else:
+        _print(d)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,383 @@
+"""GPU tests: every op and gradient on cupy against float64 numpy, every fused kernel
+against its numpy reference, memory release, placement and DLPack.
+
+All tests here carry the ``gpu`` marker; ``tests/conftest.py`` skips them with the
+reason (no cupy, no driver, no device) when no GPU answers. Run them with
+``python -m pytest -m gpu tests`` or ``benchmarks/gpu_check.sh``.
+"""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gputape as gt
+from gputape import backend
+from gputape import kernels as K  # noqa: N812
+
+pytestmark = pytest.mark.gpu
+ROOT = Path(__file__).resolve().parents[1]
+dm = sys.modules["gputape.device"]
+
+
+@pytest.fixture(scope="module")
+def cp():
+    mod = backend.cupy_module()
+    assert mod is not None  # the conftest hook skips this module without a GPU
+    return mod
+
+
+def on_gpu(a, cp):
+    return gt.constant(cp.asarray(a))
+
+
+rng = np.random.default_rng(3)
+
+
+# -- placement ------------------------------------------------------------------------------
+
+
+def test_default_device_is_the_gpu(monkeypatch):
+    monkeypatch.delenv("GPUTAPE_DEVICE", raising=False)
+    monkeypatch.setattr(backend, "_default", None)
+    assert backend.default_device() == "cuda:0"
+
+
+def test_placement_and_copies(cp):
+    x = gt.constant(cp.arange(3.0))
+    assert x.device == "cuda:0"
+    assert isinstance(x.numpy(), np.ndarray) and x.numpy().tolist() == [0.0, 1.0, 2.0]
+    with gt.device("cuda"):
+        assert gt.constant([1.0, 2.0]).device == "cuda:0"
+    with gt.device("cpu"):
+        assert gt.constant([1.0, 2.0]).device == "cpu"
+    c = dm.tensor_to(x, "cpu")
+    assert c.device == "cpu" and isinstance(c._data, np.ndarray)
+    g = dm.tensor_to(c, "cuda")
+    assert g.device == "cuda:0" and float(gt.sum(g)) == 3.0
+    assert dm.tensor_to(g, "cuda:0") is g
+
+
+def test_mixing_devices_raises_naming_both(cp):
+    a = gt.constant(cp.ones(3))
+    b = gt.constant(np.ones(3))
+    with pytest.raises(ValueError, match=r"cpu and cuda:0|cuda:0 and cpu"):
+        gt.add(a, b)
+    with pytest.raises(ValueError, match=r"cpu.*cuda:0|cuda:0.*cpu"):
+        dm.check_same_device("add", [a._data, b._data])
+
+
+# -- every op and gradient on cupy against float64 numpy -------------------------------------
+
+
+def _cases():
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_grad_registry import CASES
+
+    return [(name, i, f, args) for name, cases in CASES.items() for i, (f, args) in enumerate(cases)]
+
+
+ALL = _cases()
+
+
+def _flat(y):
+    if isinstance(y, (list, tuple)):
+        return gt.concatenate([gt.reshape(o, (-1,)) for o in y])
+    return y
+
+
+def _run(f, args, v, place):
+    xs = [place(a) for a in args]
+    with gt.GradientTape() as tape:
+        tape.watch(xs)
+        y = _flat(f(*xs))
+    grads = tape.gradient(y, xs, output_gradients=place(v), unconnected_gradients="zero")
+    return y, grads
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize(("name", "i", "f", "args"), ALL, ids=[f"{n}-{i}" for n, i, _, _ in ALL])
+def test_op_forward_and_gradient_match_numpy(cp, name, i, f, args, dtype):
+    args64 = [np.asarray(a, np.float64) for a in args]
+    shape = _flat(f(*[gt.constant(a) for a in args64])).shape
+    v = rng.standard_normal(shape)
+    y_ref, g_ref = _run(f, args64, v, lambda a: gt.constant(np.asarray(a, np.float64)))
+    y, grads = _run(f, args64, v, lambda a: gt.constant(cp.asarray(np.asarray(a, dtype))))
+    assert y.device == "cuda:0", f"{name}: the output left the GPU"
+    # float32 on the GPU against float64 on the CPU: the registry test's float32 tolerance
+    tol = dict(rtol=1e-9, atol=1e-12) if dtype == "float64" else dict(rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(y.numpy(), y_ref.numpy(), **tol, err_msg=f"{name} forward ({dtype})")
+    for k, (g, gr) in enumerate(zip(grads, g_ref)):
+        assert g.device == "cuda:0"
+        assert g.dtype == np.dtype(dtype) or name == "cast"
+        np.testing.assert_allclose(g.numpy(), gr.numpy(), **tol, err_msg=f"{name} gradient {k} ({dtype})")
+
+
+def test_second_order_on_the_gpu(cp):
+    x = gt.constant(cp.asarray([0.3, -1.2, 2.0]))
+    with gt.GradientTape() as outer:
+        outer.watch(x)
+        with gt.GradientTape() as inner:
+            inner.watch(x)
+            y = gt.sum(gt.sin(x) * x)
+        dy = inner.gradient(y, x)
+    d2 = outer.gradient(dy, x)
+    xn = np.array([0.3, -1.2, 2.0])
+    np.testing.assert_allclose(d2.numpy(), 2 * np.cos(xn) - xn * np.sin(xn), rtol=1e-12)
+
+
+# -- fused kernels against their references ---------------------------------------------------
+
+DTYPES = ["float32", "float64"]
+TOL = {"float32": dict(rtol=2e-5, atol=2e-6), "float64": dict(rtol=1e-12, atol=1e-13)}
+
+
+def test_every_kernel_compiles_and_loads(cp):
+    built = K.compile_all(0)
+    assert len(built) == 2 * len(K.ELEMENTWISE) + sum(len(v) for v in K.MODULE_FUNCTIONS.values())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", K.ACTIVATIONS)
+def test_activation_backward_kernel(cp, name, dtype):
+    x = (rng.standard_normal((257, 129)) * 3).astype(dtype)
+    g = rng.standard_normal((257, 129)).astype(dtype)
+    saved = K.ref_activation_forward(name, x) if K.BACKWARD_SAVES[name] == "y" else x
+    got = K.activation_backward(name, cp.asarray(saved), cp.asarray(g))
+    assert isinstance(got, cp.ndarray) and got.dtype == np.dtype(dtype)
+    np.testing.assert_allclose(got.get(), K.ref_activation_backward(name, saved, g), **TOL[dtype])
+    gb = rng.standard_normal((3, 257, 129)).astype(dtype)  # a batch of cotangents (jacobian)
+    got = K.activation_backward(name, cp.asarray(saved), cp.asarray(gb))
+    np.testing.assert_allclose(got.get(), K.ref_activation_backward(name, saved, gb), **TOL[dtype])
+
+
+def test_alpha_and_float16_in_activation_backward(cp):
+    x = rng.standard_normal(1000)
+    for name in ("leaky_relu", "elu"):
+        got = K.activation_backward(name, cp.asarray(x), cp.ones(1000), alpha=0.7)
+        np.testing.assert_allclose(got.get(), K.ref_activation_backward(name, x, np.ones(1000), 0.7), rtol=1e-12)
+    h = x.astype("float16")
+    got = K.activation_backward("tanh", cp.asarray(h), cp.asarray(h))
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.get(), K.ref_activation_backward("tanh", h, h), rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", K.FORWARD_ACTIVATIONS)
+def test_bias_activation_kernel(cp, name, dtype):
+    x = (rng.standard_normal((300, 70)) * 3).astype(dtype)
+    b = rng.standard_normal(70).astype(dtype)
+    z, y = K.bias_activation(cp.asarray(x), cp.asarray(b), name, return_preactivation=True)
+    rz, ry = K.ref_bias_activation(x, b, name)
+    np.testing.assert_allclose(z.get(), rz, **TOL[dtype])
+    np.testing.assert_allclose(y.get(), ry, **TOL[dtype])
+    y2 = K.bias_activation(cp.asarray(x), cp.asarray(b), name)
+    np.testing.assert_allclose(y2.get(), ry, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1024, 10), (7, 3), (3, 5000), (20000, 2048), (2, 3, 33), (5, 1)])
+@pytest.mark.parametrize("ldt", ["int32", "int64"])
+def test_softmax_xent_kernel(cp, shape, dtype, ldt):
+    z = (rng.standard_normal(shape) * 5).astype(dtype)
+    lab = rng.integers(0, shape[-1], shape[:-1]).astype(ldt)
+    g = rng.standard_normal(shape[:-1]).astype(dtype)
+    lo, d = K.sparse_softmax_xent(cp.asarray(z), cp.asarray(lab), cp.asarray(g))
+    rlo, rd = K.ref_sparse_softmax_xent(z, lab, g)
+    np.testing.assert_allclose(lo.get(), rlo, **TOL[dtype])
+    np.testing.assert_allclose(d.get(), rd, **TOL[dtype])
+    lo1, d1 = K.sparse_softmax_xent(cp.asarray(z), cp.asarray(lab))
+    rlo1, rd1 = K.ref_sparse_softmax_xent(z, lab)
+    np.testing.assert_allclose(lo1.get(), rlo1, **TOL[dtype])
+    np.testing.assert_allclose(d1.get(), rd1, **TOL[dtype])
+
+
+def test_softmax_xent_kernel_edge_cases(cp):
+    z = np.array([[1000.0, -1000.0, 999.0], [-1e30, 0.0, 1e30], [0.0, 0.0, 0.0]], np.float32)
+    lab = np.array([0, 2, 3])  # the last label is out of range: NaN row
+    lo, d = K.sparse_softmax_xent(cp.asarray(z), cp.asarray(lab))
+    rlo, rd = K.ref_sparse_softmax_xent(z, lab)
+    np.testing.assert_allclose(lo.get(), rlo, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(d.get(), rd, rtol=1e-6, atol=1e-6)
+    assert np.isnan(lo.get()[2]) and np.isnan(d.get()[2]).all()
+    lo, d = K.sparse_softmax_xent(cp.asarray(z[:2]), cp.asarray(lab[:2]), loss=False)
+    assert lo is None and d.shape == (2, 3)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_accumulate_kernel(cp, dtype):
+    acc = rng.standard_normal((64, 33)).astype(dtype)
+    g = rng.standard_normal(33).astype(dtype)
+    acc_d = cp.asarray(acc)
+    out = K.accumulate_(acc_d, cp.asarray(g), 0.5)
+    assert out is acc_d
+    np.testing.assert_allclose(acc_d.get(), K.ref_accumulate_(acc.copy(), g, 0.5), **TOL[dtype])
+
+
+OPT_CASES = [
+    ("sgd", {}),
+    ("sgd", {"momentum": 0.9}),
+    ("sgd", {"momentum": 0.9, "nesterov": True}),
+    ("adam", {}),
+    ("adamw", {}),
+    ("adam", {"weight_decay": 0.01}),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("kind", "kw"), OPT_CASES, ids=[f"{k}-{'-'.join(kw) or 'plain'}" for k, kw in OPT_CASES])
+def test_fused_optimizer_kernel(cp, kind, kw, dtype):
+    shapes = [(784, 256), (256,), (256, 256), (256,), (256, 10), (10,), (1,)]
+    host = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    dev = [cp.asarray(p) for p in host]
+    ref = K.FusedOptimizer(kind, 0.01, **kw)
+    fused = K.FusedOptimizer(kind, 0.01, **kw)
+    for step in range(5):
+        grads = [rng.standard_normal(s).astype(dtype) for s in shapes]
+        if step == 3:
+            ref.learning_rate = fused.learning_rate = 0.002
+        ref.update(host, grads)
+        fused.update(dev, [cp.asarray(g) for g in grads])
+    for p, h in zip(dev, host):
+        np.testing.assert_allclose(p.get(), h, **TOL[dtype])
+    assert fused.iterations == ref.iterations == 5
+    assert isinstance(fused._step, cp.ndarray) and isinstance(fused._lr, cp.ndarray)  # state on the device
+
+
+def test_fused_optimizer_mixed_dtypes_and_variables(cp):
+    host = [rng.standard_normal((5, 3)).astype("float32"), rng.standard_normal(7)]
+    vs = [gt.Variable(cp.asarray(h)) for h in host]
+    ref = K.FusedOptimizer("adam", 0.01)
+    fused = K.FusedOptimizer("adam", 0.01)
+    for _ in range(3):
+        grads = [rng.standard_normal(h.shape).astype(h.dtype) for h in host]
+        ref.update(host, grads)
+        fused.update(vs, [gt.constant(cp.asarray(g)) for g in grads])
+    for v, h in zip(vs, host):
+        np.testing.assert_allclose(v.numpy(), h, rtol=2e-5, atol=2e-6)
+    assert fused.iterations == 3
+
+
+def test_fused_optimizer_never_changes_a_value_a_tape_saved(cp):
+    w = gt.Variable(cp.asarray([2.0, 3.0]))
+    with gt.GradientTape(persistent=True) as tape:
+        y = gt.sum(w * w)
+    K.FusedOptimizer("sgd", 0.5).update([w], [cp.ones(2)])
+    np.testing.assert_allclose(w.numpy(), [1.5, 2.5])
+    np.testing.assert_allclose(tape.gradient(y, w).numpy(), [4.0, 6.0])
+
+
+# -- memory ---------------------------------------------------------------------------------------
+
+
+def _mlp_step(x, ws):
+    with gt.GradientTape(persistent=True) as tape:
+        h = x
+        for w in ws[:-1]:
+            h = gt.nn.relu(h @ w)
+        loss = gt.mean(gt.square(h @ ws[-1]))
+    g1 = tape.gradient(loss, ws)
+    g2 = tape.gradient(loss, ws)
+    return tape, loss, g1, g2
+
+
+def test_a_thousand_persistent_tape_steps_return_the_pool_to_its_baseline(cp):
+    pool = cp.get_default_memory_pool()
+    x = gt.constant(cp.asarray(rng.standard_normal((64, 128)).astype("float32")))
+    ws = [gt.Variable(cp.asarray(rng.standard_normal(s).astype("float32") * 0.05)) for s in ((128, 128), (128, 64))]
+    for _ in range(3):
+        tape, loss, g1, g2 = _mlp_step(x, ws)
+        del tape, loss, g1, g2
+    gc.collect()
+    cp.cuda.Device().synchronize()
+    base = pool.used_bytes()
+    tape, loss, g1, g2 = _mlp_step(x, ws)
+    info = gt.memory_info("cuda:0")
+    assert info["held_by_tapes"] == tape.saved_bytes > 0
+    assert info["in_use"] > base
+    tape.release()
+    assert gt.memory_info("cuda:0")["held_by_tapes"] == 0
+    del tape, loss, g1, g2
+    for _ in range(1000):
+        tape, loss, g1, g2 = _mlp_step(x, ws)
+        for w, g in zip(ws, g1):
+            w.assign_sub(0.001 * g)
+        del tape, loss, g1, g2
+    gc.collect()
+    cp.cuda.Device().synchronize()
+    assert gt.memory_info("cuda:0")["held_by_tapes"] == 0
+    assert pool.used_bytes() == base, f"the pool holds {pool.used_bytes() - base} more bytes after 1,000 steps"
+
+
+def test_peak_limit_and_empty_cache(cp):
+    gt.empty_cache("cuda:0")
+    gt.reset_peak_memory("cuda:0")
+    try:
+        a = cp.empty(64 << 20, cp.uint8)
+        assert gt.memory_info("cuda:0")["peak"] >= 64 << 20
+        del a
+    finally:
+        gt.reset_peak_memory("cuda:0", track=False)
+    assert gt.memory_info("cuda:0")["peak"] is None
+    assert gt.empty_cache("cuda:0") >= 64 << 20  # the freed block was cached by the pool
+    # cupy's limit caps what the pool holds (in use + cached), so start from an empty cache
+    reserved = gt.memory_info("cuda:0")["pool_reserved"]
+    gt.set_memory_limit(reserved + (16 << 20), device="cuda:0")
+    try:
+        assert gt.memory_info("cuda:0")["limit"] == reserved + (16 << 20)
+        with pytest.raises(cp.cuda.memory.OutOfMemoryError):
+            cp.empty(256 << 20, cp.uint8)
+    finally:
+        gt.set_memory_limit(device="cuda:0")
+    assert gt.memory_info("cuda:0")["limit"] is None
+    info = gt.memory_info("cuda:0")
+    assert info["pool_reserved"] >= info["in_use"] and info["total_device"] > 0
+
+
+# -- DLPack ----------------------------------------------------------------------------------------
+
+
+class View:
+    def __init__(self, t):
+        self.t = t
+
+    def __dlpack__(self, **kw):
+        return dm.tensor_dlpack(self.t, **kw)
+
+    def __dlpack_device__(self):
+        return dm.tensor_dlpack_device(self.t)
+
+
+def test_dlpack_with_cupy_is_zero_copy(cp):
+    a = cp.arange(6.0)
+    t = gt.from_dlpack(a)
+    assert t.device == "cuda:0" and t._data.data.ptr == a.data.ptr
+    b = cp.from_dlpack(View(t))
+    assert b.data.ptr == a.data.ptr
+    assert dm.tensor_dlpack_device(t) == (2, 0)
+
+
+def test_dlpack_with_torch_cuda_is_zero_copy(cp):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    src = torch.arange(6, dtype=torch.float32, device="cuda").reshape(2, 3)
+    t = gt.from_dlpack(src)
+    assert t.device == "cuda:0" and t._data.data.ptr == src.data_ptr()
+    y = gt.sum(t * 2.0)
+    torch.cuda.synchronize()
+    assert float(y) == 30.0
+    back = torch.from_dlpack(View(t))
+    assert back.data_ptr() == src.data_ptr() and back.device.type == "cuda"
+
+
+def test_python_m_gputape_info_on_the_gpu():
+    out = subprocess.run(
+        [sys.executable, "-m", "gputape", "info"], cwd=ROOT, capture_output=True, text=True, timeout=300, check=True
+    ).stdout
+    assert "cuda:0" in out and "available" in out and "compute capability" in out
