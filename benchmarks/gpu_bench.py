@@ -1,0 +1,409 @@
+"""GPU benchmarks, peers side by side in one run (called by ``benchmarks/gpu_check.sh``).
+
+1. Bandwidth: the device-to-device copy (the ceiling), then cupy's elementwise
+   multiply, every fused kernel of ``gputape.kernels`` and, beside each, the
+   unfused cupy expressions it replaces, at 2**25 (32M) float32 elements. Each
+   is reported in GB/s (bytes that must move, read + written) and as a fraction
+   of the copy's bandwidth.
+2. The 784-256-256-10 MLP training step, batch 1024, Adam: gputape on the GPU
+   (with ``gt.optim.Adam`` and with the fused one-launch optimizer) against
+   numpy by hand on the CPU, gputape on the CPU and PyTorch CUDA eager (default
+   and fused Adam) when torch is importable; ms per step, and every system's
+   loss after the same steps from the same weights, so a wrong step shows.
+
+Without a GPU it exits with status 2 and says why: it never reports CPU numbers
+as GPU results. ``python benchmarks/gpu_bench.py --json OUT.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import gputape as gt  # noqa: E402
+from gputape import backend  # noqa: E402
+from gputape import kernels as K  # noqa: E402, N812
+
+D, H, C = 784, 256, 10
+LR = 1e-3
+
+
+# -- timing ----------------------------------------------------------------------------------
+
+
+def time_gpu(cp: Any, fn: Callable[[], Any], reps: int = 20, batches: int = 5, warmup: int = 3) -> float:
+    """Median seconds per call over ``batches`` batches of ``reps`` calls, timed with CUDA events."""
+    for _ in range(warmup):
+        fn()
+    cp.cuda.Device().synchronize()
+    out = []
+    for _ in range(batches):
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        for _ in range(reps):
+            fn()
+        end.record()
+        end.synchronize()
+        out.append(cp.cuda.get_elapsed_time(start, end) / 1e3 / reps)
+    return statistics.median(out)
+
+
+def time_wall(fn: Callable[[], Any], sync: Callable[[], None], reps: int, batches: int = 3, warmup: int = 3) -> float:
+    """Median wall seconds per call (host-bound work: the MLP step), synchronising around each batch."""
+    for _ in range(warmup):
+        fn()
+    sync()
+    out = []
+    for _ in range(batches):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        sync()
+        out.append((time.perf_counter() - t0) / reps)
+    return statistics.median(out)
+
+
+# -- 1. bandwidth -----------------------------------------------------------------------------
+
+
+def bandwidth(cp: Any, n: int) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    f32 = cp.float32
+    rng = cp.random.default_rng(0)
+    a = rng.standard_normal(n, dtype=f32)
+    b = rng.standard_normal(n, dtype=f32)
+    c = cp.empty_like(a)
+    nb = a.nbytes
+    stream = cp.cuda.get_current_stream()
+
+    def memcpy() -> None:
+        cp.cuda.runtime.memcpyAsync(c.data.ptr, a.data.ptr, nb, cp.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
+
+    t_memcpy = time_gpu(cp, memcpy)
+    t_copy = time_gpu(cp, lambda: cp.copyto(c, a))
+    copy_bw = 2 * nb / min(t_memcpy, t_copy)
+
+    def row(name: str, t: float, nbytes: int, group: str, baseline: str | None = None) -> None:
+        bw = nbytes / t
+        rows.append({
+            "group": group, "name": name, "ms": t * 1e3, "GB/s": bw / 1e9,
+            "fraction_of_copy": bw / copy_bw, "baseline_of": baseline,
+        })  # fmt: skip
+
+    row("cudaMemcpy device-to-device", t_memcpy, 2 * nb, "copy")
+    row("cupy.copyto (elementwise copy)", t_copy, 2 * nb, "copy")
+    row("cupy.multiply(a, b, out=c)", time_gpu(cp, lambda: cp.multiply(a, b, out=c)), 3 * nb, "elementwise")
+    ta, tb = gt.constant(a), gt.constant(b)
+    row("gt.multiply (allocates its output)", time_gpu(cp, lambda: gt.multiply(ta, tb)), 3 * nb, "elementwise")
+
+    # activation backward fused with the incoming gradient: read residual + g, write gx
+    x = rng.standard_normal(n, dtype=f32) * 3
+    g = rng.standard_normal(n, dtype=f32)
+    for act in K.ACTIVATIONS:
+        saved = K.bias_activation(x, cp.zeros(1, f32), act) if K.BACKWARD_SAVES[act] == "y" else x
+        t = time_gpu(cp, lambda act=act, saved=saved: K.activation_backward(act, saved, g))
+        row(f"fused {act} backward", t, 3 * nb, "fused backward")
+        unfused = _unfused_backward(cp, act, saved, g)
+        if unfused is not None:
+            t = time_gpu(cp, unfused)
+            row(f"  unfused cupy {act} backward", t, 3 * nb, "fused backward", f"fused {act} backward")
+
+    # bias + activation forward: read x, write y (the bias row is negligible)
+    cols = 1024
+    xm = x.reshape(-1, cols)
+    bias = rng.standard_normal(cols, dtype=f32)
+    for act in ("relu", "gelu", "sigmoid"):
+        t = time_gpu(cp, lambda act=act: K.bias_activation(xm, bias, act))
+        row(f"fused bias+{act} forward", t, 2 * nb, "fused forward")
+    t = time_gpu(cp, lambda: cp.maximum(xm + bias, 0))
+    row("  unfused cupy bias+relu", t, 2 * nb, "fused forward", "fused bias+relu forward")
+
+    # softmax cross-entropy, loss and gradient in one pass: read logits, write dlogits (+ labels, loss)
+    for classes in (10, 1024, 32768):
+        rows_ = n // classes
+        z = x[: rows_ * classes].reshape(rows_, classes)
+        lab = rng.integers(0, classes, rows_).astype(cp.int64)
+        nbytes = 2 * z.nbytes + lab.nbytes + rows_ * 4
+        fused = f"fused softmax xent fwd+bwd, C={classes}"
+        row(fused, time_gpu(cp, lambda z=z, lab=lab: K.sparse_softmax_xent(z, lab)), nbytes, "fused xent")
+        t = time_gpu(cp, lambda z=z, lab=lab: _unfused_xent(cp, z, lab))
+        row(f"  unfused cupy softmax xent, C={classes}", t, nbytes, "fused xent", fused)
+
+    # in-place gradient accumulation: read acc + g, write acc
+    acc = cp.zeros_like(a)
+    row("fused accumulate (acc += g)", time_gpu(cp, lambda: K.accumulate_(acc, g)), 3 * nb, "accumulate")
+    row(
+        "  unfused cupy acc = acc + g",
+        time_gpu(cp, lambda: acc + g),
+        3 * nb,
+        "accumulate",
+        "fused accumulate (acc += g)",
+    )
+
+    # optimizers over many tensors in one launch: Adam reads p, g, m, v and writes p, m, v
+    sizes = [n // 2, n // 4, n // 8, n // 16, n // 32]
+    sizes.append(n - sum(sizes))
+    params = [rng.standard_normal(s, dtype=f32) for s in sizes]
+    grads = [rng.standard_normal(s, dtype=f32) * 1e-3 for s in sizes]
+    for kind, kw, streams in (("adam", {}, 7), ("adamw", {}, 7), ("sgd", {"momentum": 0.9}, 5)):
+        opt = K.FusedOptimizer(kind, LR, **kw)
+        t = time_gpu(cp, lambda opt=opt: opt.update(params, grads))
+        row(f"fused {kind} over {len(sizes)} tensors (1 launch)", t, streams * nb, "optimizer")
+    slots = [(cp.zeros_like(p), cp.zeros_like(p)) for p in params]
+    t = time_gpu(cp, lambda: _unfused_adam(cp, params, grads, slots))
+    row(
+        "  unfused cupy adam (per tensor, Keras form)",
+        t,
+        7 * nb,
+        "optimizer",
+        f"fused adam over {len(sizes)} tensors (1 launch)",
+    )
+    return rows
+
+
+def _unfused_backward(cp: Any, act: str, saved: Any, g: Any) -> Callable[[], Any] | None:
+    """The backward as the primitives' VJPs compute it today: one cupy kernel per operator."""
+    forms = {
+        "relu": lambda: g * (saved > 0),
+        "leaky_relu": lambda: cp.where(saved > 0, g, g * 0.2),
+        "elu": lambda: cp.where(saved > 0, g, g * (cp.expm1(cp.minimum(saved, 0)) + 1.0)),
+        "sigmoid": lambda: g * (saved * (1 - saved)),
+        "tanh": lambda: g * (1 - saved * saved),
+        "softplus": lambda: g * (1 / (1 + cp.exp(-saved))),
+    }
+    return forms.get(act)
+
+
+def _unfused_xent(cp: Any, z: Any, lab: Any) -> Any:
+    m = z.max(axis=-1, keepdims=True)
+    s = z - m
+    e = cp.exp(s)
+    tot = e.sum(axis=-1, keepdims=True)
+    loss = cp.log(tot[:, 0]) - cp.take_along_axis(s, lab[:, None], axis=-1)[:, 0]
+    onehot = lab[:, None] == cp.arange(z.shape[-1])
+    return loss, e / tot - onehot
+
+
+def _unfused_adam(cp: Any, params: list, grads: list, slots: list, b1: float = 0.9, b2: float = 0.999) -> None:
+    alpha = LR * math.sqrt(1 - b2) / (1 - b1)
+    for p, g, (m, v) in zip(params, grads, slots):
+        m += (g - m) * (1 - b1)
+        v += (g * g - v) * (1 - b2)
+        p -= (m * alpha) / (cp.sqrt(v) + 1e-7)
+
+
+# -- 2. the MLP step ------------------------------------------------------------------------------
+
+
+def mlp_data(batch: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((batch, D)).astype(np.float32)
+    Y = rng.integers(0, C, batch).astype(np.int64)
+    init = []
+    for fan_in, fan_out in ((D, H), (H, H), (H, C)):
+        init.append((rng.standard_normal((fan_in, fan_out)) * math.sqrt(2.0 / fan_in)).astype(np.float32))
+        init.append(np.zeros(fan_out, np.float32))
+    return X, Y, init
+
+
+def numpy_mlp(X: np.ndarray, Y: np.ndarray, init: list[np.ndarray]) -> Callable[[], float]:
+    """Forward, backward and Keras-form Adam by hand in numpy (the CPU baseline)."""
+    p = [a.copy() for a in init]
+    m = [np.zeros_like(a) for a in p]
+    v = [np.zeros_like(a) for a in p]
+    B = X.shape[0]
+    onehot = np.eye(C, dtype=np.float32)[Y]
+    t = [0]
+
+    def step() -> float:
+        w1, c1, w2, c2, w3, c3 = p
+        z1 = X @ w1 + c1
+        h1 = np.maximum(z1, 0)
+        z2 = h1 @ w2 + c2
+        h2 = np.maximum(z2, 0)
+        z3 = h2 @ w3 + c3
+        z3 = z3 - z3.max(1, keepdims=True)
+        e = np.exp(z3)
+        s = e / e.sum(1, keepdims=True)
+        loss = float(-np.log(s[np.arange(B), Y]).mean())
+        g3 = (s - onehot) / B
+        g2 = (g3 @ w3.T) * (z2 > 0)
+        g1 = (g2 @ w2.T) * (z1 > 0)
+        grads = (X.T @ g1, g1.sum(0), h1.T @ g2, g2.sum(0), h2.T @ g3, g3.sum(0))
+        t[0] += 1
+        alpha = LR * math.sqrt(1 - 0.999 ** t[0]) / (1 - 0.9 ** t[0])
+        for a, g, mm, vv in zip(p, grads, m, v):
+            mm += (g - mm) * np.float32(0.1)
+            vv += (g * g - vv) * np.float32(0.001)
+            a -= (mm * np.float32(alpha)) / (np.sqrt(vv) + np.float32(1e-7))
+        return loss
+
+    return step
+
+
+def gputape_mlp(X: np.ndarray, Y: np.ndarray, init: list[np.ndarray], device: str, fused: bool) -> Callable[[], Any]:
+    """The step as a user writes it: a tape, sparse softmax cross-entropy, an optimizer."""
+    params = [gt.Variable(backend.to_device(a, device), name=f"p{i}") for i, a in enumerate(init)]
+    x = gt.constant(backend.to_device(X, device))
+    y = gt.constant(backend.to_device(Y, device))
+    opt: Any = K.FusedOptimizer("adam", LR) if fused else gt.optim.Adam(LR)
+    w1, b1, w2, b2, w3, b3 = params
+
+    def step() -> Any:
+        with gt.GradientTape() as tape:
+            h = gt.nn.relu(x @ w1 + b1)
+            h = gt.nn.relu(h @ w2 + b2)
+            loss = gt.mean(gt.nn.sparse_softmax_cross_entropy_with_logits(y, h @ w3 + b3))
+        grads = tape.gradient(loss, params)
+        if fused:
+            opt.update(params, grads)
+        else:
+            opt.apply_gradients(zip(grads, params))
+        return loss
+
+    return step
+
+
+def torch_mlp(X: np.ndarray, Y: np.ndarray, init: list[np.ndarray], device: str, fused: bool) -> Callable[[], Any]:
+    import torch
+
+    dev = torch.device(device)
+    ps = [torch.tensor(a, device=dev, requires_grad=True) for a in init]
+    x = torch.tensor(X, device=dev)
+    y = torch.tensor(Y, device=dev)
+    opt = torch.optim.Adam(ps, lr=LR, eps=1e-7, fused=fused or None)
+    w1, b1, w2, b2, w3, b3 = ps
+
+    def step() -> Any:
+        h = torch.relu(x @ w1 + b1)
+        h = torch.relu(h @ w2 + b2)
+        loss = torch.nn.functional.cross_entropy(h @ w3 + b3, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    return step
+
+
+def mlp_systems(device: str, batch: int) -> dict[str, Callable[[], Any]]:
+    """Every system's step from the same data and weights: numpy (CPU) and gputape (CPU)
+    always; gputape and PyTorch on ``device`` when it is a GPU; PyTorch on the CPU otherwise."""
+    X, Y, init = mlp_data(batch)
+    out: dict[str, Callable[[], Any]] = {
+        "numpy by hand (CPU)": numpy_mlp(X, Y, init),
+        "gputape (CPU)": gputape_mlp(X, Y, init, "cpu", fused=False),
+    }
+    if device != "cpu":
+        out[f"gputape ({device}, gt.optim.Adam)"] = gputape_mlp(X, Y, init, device, fused=False)
+        out[f"gputape ({device}, fused Adam)"] = gputape_mlp(X, Y, init, device, fused=True)
+    try:
+        import torch
+    except ImportError:
+        return out
+    if device == "cpu":
+        out["torch eager (CPU)"] = torch_mlp(X, Y, init, "cpu", fused=False)
+    elif torch.cuda.is_available():
+        out[f"torch eager ({device}, Adam foreach)"] = torch_mlp(X, Y, init, device, fused=False)
+        out[f"torch eager ({device}, Adam fused)"] = torch_mlp(X, Y, init, device, fused=True)
+    return out
+
+
+def losses_after(systems: dict[str, Callable[[], Any]], steps: int) -> dict[str, list[float]]:
+    """Each system's loss at each of the first ``steps`` steps (fresh systems: same start)."""
+    return {name: [float(fn()) for _ in range(steps)] for name, fn in systems.items()}
+
+
+def mlp_bench(cp: Any, device: str, batch: int) -> dict[str, Any]:
+    check = losses_after(mlp_systems(device, batch), 5)
+    systems = mlp_systems(device, batch)
+    import contextlib
+
+    torch_sync: Callable[[], None] = lambda: None
+    with contextlib.suppress(ImportError):
+        import torch
+
+        if torch.cuda.is_available():
+            torch_sync = torch.cuda.synchronize
+
+    def sync() -> None:
+        cp.cuda.Device().synchronize()
+        torch_sync()
+
+    rows = []
+    for name, fn in systems.items():
+        reps = 5 if "CPU" in name else 50
+        t = time_wall(fn, sync, reps)
+        rows.append({"system": name, "ms_per_step": t * 1e3, "losses_first_5_steps": check[name]})
+    return {"batch": batch, "layers": [D, H, H, C], "optimizer": "Adam", "rows": rows}
+
+
+# -- main -------------------------------------------------------------------------------------------
+
+
+def _fmt_table(bw: list[dict[str, Any]], mlp: dict[str, Any]) -> str:
+    lines = ["", "== bandwidth (float32; GB/s counts bytes read + written; fraction of the best copy)"]
+    by_name = {r["name"]: r for r in bw}
+    for r in bw:
+        extra = ""
+        if r["baseline_of"]:
+            fused = by_name[r["baseline_of"]]
+            extra = f"   (fused is {r['ms'] / fused['ms']:.2f}x faster)"
+        pct = 100 * r["fraction_of_copy"]
+        lines.append(f"  {r['name']:48s} {r['ms']:9.3f} ms {r['GB/s']:8.0f} GB/s {pct:6.1f}%{extra}")
+    lines.append(f"\n== MLP {'-'.join(map(str, mlp['layers']))} step, batch {mlp['batch']}, {mlp['optimizer']}")
+    rows = mlp["rows"]
+    ref = next((r for r in rows if "torch" in r["system"] and "foreach" in r["system"]), None)
+    for r in rows:
+        rel = f"  ({r['ms_per_step'] / ref['ms_per_step']:.2f}x torch foreach)" if ref else ""
+        losses = " ".join(f"{v:.5f}" for v in r["losses_first_5_steps"])
+        lines.append(f"  {r['system']:40s} {r['ms_per_step']:9.3f} ms/step{rel}   losses {losses}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", type=Path, help="write the results as JSON here")
+    ap.add_argument("--elements", type=int, default=1 << 25, help="elements per array (default 2**25)")
+    ap.add_argument("--batch", type=int, default=1024, help="MLP batch (default 1024)")
+    ap.add_argument("--device", default="cuda:0")
+    args = ap.parse_args(argv)
+    why = backend.cuda_unavailable_reason(args.device)
+    if why is not None:
+        print(f"gpu_bench: FAILED: no usable GPU ({args.device}): {why}", file=sys.stderr)
+        print("gpu_bench: these benchmarks measure a GPU; nothing was measured.", file=sys.stderr)
+        return 2
+    cp = backend.cupy_module()
+    with cp.cuda.Device(backend.device_index(args.device)):
+        props = backend.device_properties(backend.device_index(args.device))
+        print(f"gpu_bench on {args.device}: {props}", flush=True)
+        t0 = time.perf_counter()
+        K.compile_all(backend.device_index(args.device))
+        print(f"compiled every kernel in {time.perf_counter() - t0:.1f} s", flush=True)
+        bw = bandwidth(cp, args.elements)
+        gt.empty_cache(args.device)
+        mlp = mlp_bench(cp, args.device, args.batch)
+    result = {"device": props, "versions": backend.versions(), "elements": args.elements, "bandwidth": bw, "mlp": mlp}
+    print(_fmt_table(bw, mlp), flush=True)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2, default=str))
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""The GPU benchmark script computes the right thing and refuses to run without a GPU.
+
+The benchmark's MLP systems (numpy by hand, gputape, PyTorch) are built by the same
+functions on the CPU here as on the GPU there: every system's loss must agree, step
+after step, from the same data and weights, or a timing would compare different work.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gputape import backend
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("gpu_bench", ROOT / "benchmarks" / "gpu_bench.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_every_mlp_system_takes_the_same_steps(bench):
+    losses = bench.losses_after(bench.mlp_systems("cpu", 64), 4)
+    ref = losses.pop("numpy by hand (CPU)")
+    assert "gputape (CPU)" in losses
+    assert all(a > b for a, b in itertools.pairwise(ref)), f"the loss should fall: {ref}"
+    for name, got in losses.items():
+        # torch adds Adam's epsilon after the bias correction, Keras (gputape, the numpy
+        # baseline) before it: an effective epsilon 30x larger in the first steps, which
+        # shows in the third decimal on weights with tiny gradients
+        rtol = 3e-3 if name.startswith("torch") else 1e-5
+        np.testing.assert_allclose(got, ref, rtol=rtol, err_msg=name)
+
+
+def test_fused_optimizer_variant_matches_on_the_cpu(bench):
+    X, Y, init = bench.mlp_data(32)
+    a = bench.gputape_mlp(X, Y, init, "cpu", fused=False)
+    b = bench.gputape_mlp(X, Y, init, "cpu", fused=True)
+    np.testing.assert_allclose([float(b()) for _ in range(4)], [float(a()) for _ in range(4)], rtol=1e-5)
+
+
+@pytest.mark.skipif(backend.gpu_available(), reason="this machine has a GPU")
+def test_bench_fails_loudly_without_a_gpu(bench, capsys):
+    assert bench.main(["--elements", "1024"]) == 2
+    err = capsys.readouterr().err
+    assert "FAILED: no usable GPU" in err and "nothing was measured" in err
+
+
+@pytest.mark.skipif(backend.gpu_available(), reason="this machine has a GPU")
+def test_gpu_check_script_fails_loudly_without_a_gpu(tmp_path):
+    r = subprocess.run(
+        ["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode != 0
+    assert "FAILED" in r.stdout + r.stderr
+    results = (tmp_path / "gpu_check.txt").read_text()
+    assert "FAILED" in results and "no usable GPU" in results
