@@ -82,7 +82,8 @@ def time_wall(fn: Callable[[], Any], sync: Callable[[], None], reps: int, batche
 def bandwidth(cp: Any, n: int) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     f32 = cp.float32
-    rng = cp.random.default_rng(0)
+    cp.random.seed(0)
+    rng = cp.random  # the legacy API: standard_normal(dtype=) and randint exist in every cupy
     a = rng.standard_normal(n, dtype=f32)
     b = rng.standard_normal(n, dtype=f32)
     c = cp.empty_like(a)
@@ -135,7 +136,7 @@ def bandwidth(cp: Any, n: int) -> list[dict[str, Any]]:
     for classes in (10, 1024, 32768):
         rows_ = n // classes
         z = x[: rows_ * classes].reshape(rows_, classes)
-        lab = rng.integers(0, classes, rows_).astype(cp.int64)
+        lab = rng.randint(0, classes, rows_).astype(cp.int64)
         nbytes = 2 * z.nbytes + lab.nbytes + rows_ * 4
         fused = f"fused softmax xent fwd+bwd, C={classes}"
         row(fused, time_gpu(cp, lambda z=z, lab=lab: K.sparse_softmax_xent(z, lab)), nbytes, "fused xent")

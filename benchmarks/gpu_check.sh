@@ -13,6 +13,7 @@
 # (see /work/.library/device/README.md), they are installed to /tmp/site first, offline.
 #
 # Writes RESULTS_DIR/gpu_check.txt (the whole log), gpu_bench.json, pytest_gpu.xml.
+# Time: at most 60 + 250 + 150 s of commands (the timeouts), so under 8 minutes.
 # Exit status: 0 when every GPU test passed and the benchmarks ran; 2 when no GPU answers
 # (it says why, and runs nothing that could pass for a GPU result); 1 otherwise.
 set -uo pipefail
@@ -42,7 +43,7 @@ fi
 command -v nvidia-smi >/dev/null && run nvidia-smi -L
 
 say "== environment: python -m gputape info"
-run timeout 120 "$PY" -m gputape info || say "(python -m gputape info failed: see above)"
+run timeout 60 "$PY" -m gputape info || say "(python -m gputape info failed: see above)"
 
 WHY=$("$PY" -c 'from gputape import backend; print(backend.cuda_unavailable_reason(0) or "")' 2>&1) \
   || fail "gputape does not import: $WHY"
@@ -57,16 +58,16 @@ fi
 say ""
 say "== GPU tests: python -m pytest -m gpu tests"
 TIMEOUT_OPT=()
-"$PY" -c 'import pytest_timeout' 2>/dev/null && TIMEOUT_OPT=(--timeout=240)
+"$PY" -c 'import pytest_timeout' 2>/dev/null && TIMEOUT_OPT=(--timeout=120)
 # -o addopts="": the project's addopts name pytest-benchmark options; the GPU tests need no plugin.
-run timeout 330 "$PY" -m pytest -m gpu tests -q -p no:cacheprovider -o addopts="" \
-  --continue-on-collection-errors -rfEs --durations=10 "${TIMEOUT_OPT[@]}" --junitxml="$DIR/pytest_gpu.xml"
+run timeout 250 "$PY" -m pytest -m gpu tests -q -p no:cacheprovider -o addopts="" \
+  --continue-on-collection-errors --tb=short -rfEs --durations=10 "${TIMEOUT_OPT[@]}" --junitxml="$DIR/pytest_gpu.xml"
 TESTS=$?
 say "gpu_check: GPU tests exit status $TESTS ($([ $TESTS -eq 0 ] && echo passed || echo FAILED))"
 
 say ""
 say "== GPU benchmarks: python benchmarks/gpu_bench.py"
-run timeout 240 "$PY" benchmarks/gpu_bench.py --json "$DIR/gpu_bench.json"
+run timeout 150 "$PY" benchmarks/gpu_bench.py --json "$DIR/gpu_bench.json"
 BENCH=$?
 say "gpu_check: benchmarks exit status $BENCH ($([ $BENCH -eq 0 ] && echo ran || echo FAILED))"
 

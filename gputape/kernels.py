@@ -480,6 +480,9 @@ def ref_optimizer_update(
 # -- dispatch: kernel on cupy, reference on numpy ------------------------------------------------
 
 _KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+# A null pointer kernel argument: cupy marshals arguments by value without checking the
+# signature, and a 64-bit zero is what a T* parameter reads as nullptr.
+_NULL = np.uint64(0)
 
 
 def _launch_dtype(dt: np.dtype) -> np.dtype | None:
@@ -623,7 +626,8 @@ def sparse_softmax_xent(logits: Any, labels: Any, g: Any = None, loss: bool = Tr
         rows_per_block = 1 if block else 8
         grid = max(1, min((n + rows_per_block - 1) // rows_per_block, sms * 32))
         f = raw_function("softmax_xent", name, dev)
-        f((grid,), (256,), (x, lab, gg, lo, d, np.int64(n), np.int64(c)))
+        args = [_NULL if a is None else a for a in (x, lab, gg, lo, d)]
+        f((grid,), (256,), (*args, np.int64(n), np.int64(c)))
     lo = None if lo is None else lo.reshape(shape[:-1])
     d = None if d is None else d.reshape(shape)
     if dt != out_dt:
