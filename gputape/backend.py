@@ -473,3 +473,17 @@ def device_properties(index: int = 0) -> dict[str, Any] | None:
         "total_memory": int(total),
         "free_memory": int(free),
     }
+
+
+def gpu_special(name: str) -> Any:
+    """A ``cupyx.scipy.special`` function (e.g. ``"erf"``) for cupy arrays.
+
+    >>> gpu_special.__name__
+    'gpu_special'
+    """
+    cp = _load_cupy()
+    if not cp:
+        raise RuntimeError(f"gpu_special({name!r}): {cuda_unavailable_reason()}")
+    import cupyx.scipy.special as special  # optional dependency, only with cupy
+
+    return getattr(special, name)

@@ -324,6 +324,11 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
 
         datas = [_to_array(d) if isinstance(d, (int, float)) else d for d in datas]
         xp = backend.xp_of(datas[0]) if datas else np
+    elif xp is not np:
+        # Host arrays mixed into a GPU op act as constants on that GPU; tensors on
+        # two devices still fail in the forward and are reported by _op_error.
+        dev = next(backend.device_of(a._data) for a in args if isinstance(a, Tensor))
+        datas = [backend.to_device(d, dev) if type(d) is _ndarray else d for d in datas]
     try:
         out = prim.fwd(xp, *datas, **params)
     except (ValueError, TypeError, IndexError) as exc:

@@ -268,6 +268,17 @@ class Tensor:
             "(gt.where, gt.concatenate) or use a gt.Variable and .assign()"
         )
 
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        """DLPack export (no copy): ``np.from_dlpack(t)``, ``torch.from_dlpack(t)``, cupy alike."""
+        from .device import tensor_dlpack
+
+        return tensor_dlpack(self, **kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        from .device import tensor_dlpack_device
+
+        return tensor_dlpack_device(self)
+
     def __reduce__(self):
         return (constant, (backend.to_host(self._data),))
 

@@ -28,8 +28,21 @@ def _relu(xp, x):
     return xp.maximum(x, 0)
 
 
+def _gpu(F: Any) -> bool:
+    """True in the raw sweep on cupy arrays: use the fused kernels there."""
+    return F.xp is not None and F.xp is not np
+
+
+def _k() -> Any:
+    from .. import kernels
+
+    return kernels
+
+
 @_relu.defvjp
 def _(F, g, needs, nb, node, out):
+    if _gpu(F):
+        return (_k().activation_backward("relu", out, g),)
     return (g * (out > 0),)  # 0 at x == 0, as in TensorFlow
 
 
@@ -50,6 +63,8 @@ def _leaky_relu(xp, x, alpha):
 
 @_leaky_relu.defvjp
 def _(F, g, needs, nb, node, x):
+    if _gpu(F):
+        return (_k().activation_backward("leaky_relu", x, g, alpha=node.params["alpha"]),)
     return (F.where(x > 0, g, g * node.params["alpha"]),)
 
 
@@ -70,6 +85,8 @@ def _elu(xp, x, alpha):
 
 @_elu.defvjp
 def _(F, g, needs, nb, node, x, out):
+    if _gpu(F):
+        return (_k().activation_backward("elu", x, g, alpha=node.params["alpha"]),)
     return (F.where(x > 0, g, g * (out + node.params["alpha"])),)
 
 
@@ -94,6 +111,8 @@ _sigmoid = primitive("sigmoid", save_out=True)(_sigmoid_fwd)
 
 @_sigmoid.defvjp
 def _(F, g, needs, nb, node, out):
+    if _gpu(F):
+        return (_k().activation_backward("sigmoid", out, g),)
     return (g * (out * (1 - out)),)
 
 
@@ -114,6 +133,8 @@ def _softplus(xp, x):
 
 @_softplus.defvjp
 def _(F, g, needs, nb, node, x):
+    if _gpu(F):
+        return (_k().activation_backward("softplus", x, g),)
     return (g * F.sigmoid(x),)
 
 
@@ -203,6 +224,8 @@ register_f("softmax", softmax, _softmax_fwd)
 
 @primitive("sparse_softmax_cross_entropy_with_logits", save=True)
 def _sparse_xent(xp, labels, logits):
+    if xp is not np:  # one row-wise kernel on the GPU
+        return _k().sparse_softmax_xent(logits, labels, grad=False)[0]
     m = xp.max(logits, axis=-1, keepdims=True)
     s = logits - m
     lse = xp.log(xp.sum(xp.exp(s), axis=-1))
@@ -213,6 +236,8 @@ def _sparse_xent(xp, labels, logits):
 @_sparse_xent.defvjp
 def _(F, g, needs, nb, node, labels, logits):
     lab = labels._data if isinstance(labels, Tensor) else labels
+    if _gpu(F) and nb == 0:  # softmax - onehot, scaled, in the same fused kernel
+        return (None, _k().sparse_softmax_xent(logits, lab, g, loss=False)[1])
     xp = backend.xp_of(lab)
     c = logits.shape[-1]
     onehot = (lab[..., None] == xp.arange(c)).astype(logits.dtype)

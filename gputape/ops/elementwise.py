@@ -28,6 +28,13 @@ from ._util import NOPARAMS
 _E = NOPARAMS
 
 
+def _kernels() -> Any:
+    """gputape.kernels, imported when a GPU sweep first needs a fused kernel."""
+    from .. import kernels
+
+    return kernels
+
+
 def _nz(F: Any, g: Any, v: Any) -> Any:
     """``g * v``, but 0 wherever ``g == 0`` (even where ``v`` is inf or NaN)."""
     return F.multiply_no_nan(v, g)
@@ -382,7 +389,9 @@ tan = _unary(
 tanh = _unary(
     "tanh",
     lambda xp, x: xp.tanh(x),
-    lambda F, g, needs, nb, node, out: (g * (1 - out * out),),
+    lambda F, g, needs, nb, node, out: (
+        (g * (1 - out * out),) if F.xp is None or F.xp is np else (_kernels().activation_backward("tanh", out, g),)
+    ),
     _doc("tanh", "Elementwise hyperbolic tangent.", "[0.0, 1.0]", "[0.0, 0.7616]"),
     save_out=True,
 )
@@ -465,9 +474,9 @@ identity = _unary(
 
 def _erf_numpy(xp: Any, x: Any) -> Any:
     if xp.__name__ != "numpy":
-        from cupyx.scipy.special import erf as cupy_erf  # only reached with cupy arrays
+        from .. import backend
 
-        return cupy_erf(x)
+        return backend.gpu_special("erf")(x)
     try:
         from scipy.special import erf as scipy_erf
     except ImportError:  # numpy alone: exact but slower, one math.erf per element
