@@ -1565,3 +1565,22 @@ def test_tape_state_clean_after_exception_in_custom_forward():
             f(x)
         y = x * 2.0
     assert_allclose(t.gradient(y, x).numpy(), 2.0)
+
+
+def test_gradients_are_freed_without_the_garbage_collector():
+    """No reference cycle may keep a step's gradients (or residuals) alive: with the
+    cyclic GC off, deleting the results must free them at once."""
+    import gc
+    import weakref
+
+    w = gt.Variable(np.ones((4, 3)))
+    gc.disable()
+    try:
+        with gt.GradientTape() as tape:
+            y = gt.sum(gt.exp(w) * w)
+        grads = tape.gradient(y, {"w": [w]})
+        ref = weakref.ref(grads["w"][0])
+        del grads, tape, y
+        assert ref() is None, "a reference cycle keeps the gradient alive"
+    finally:
+        gc.enable()
