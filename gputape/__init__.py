@@ -10,7 +10,6 @@ on CuPy arrays on NVIDIA GPUs and numpy arrays everywhere else.
 """
 
 from . import data, debug, nn, optim, profiler, random, testing
-from . import device as device_manager
 from .checkpoint import load, save
 from .device import current_device, device, empty_cache, from_dlpack, memory_info, reset_peak_memory, set_memory_limit
 from .module import Module
@@ -67,7 +66,6 @@ __all__ = [
     "data",
     "debug",
     "device",
-    "device_manager",
     "empty_cache",
     "float16",
     "float32",

@@ -11,20 +11,11 @@ same functions report the numpy bytes that live tapes hold.
 Why tapes are counted separately: a persistent tape keeps every residual its
 ops declared until ``release()``/``del``; "held by tapes" is the number that
 tells a user whether a leak is theirs or gputape's.
-
-The CPU "pool" is glibc's heap, tuned once at import (:func:`configure_cpu_pool`):
-a tape keeps more arrays alive across a step than hand-written numpy, which
-made glibc hand freed pages back to the kernel and fault them in again on
-the next step (about 260 page faults, ~1 ms, per MLP step). Keeping them, as
-a GPU pool does, removes that. ``GPUTAPE_CPU_POOL=0`` leaves malloc alone.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import os
-import platform
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -32,47 +23,6 @@ from typing import Any
 from . import backend
 
 _tls = threading.local()
-
-_cpu_pool: dict[str, Any] = {"enabled": False, "keep_bytes": 0, "large_bytes": 0, "reason": "not configured"}
-
-
-def configure_cpu_pool(keep_bytes: int = 128 << 20, large_bytes: int = 16 << 20) -> dict[str, Any]:
-    """Make glibc keep freed memory for reuse: the CPU's memory pool.
-
-    Arrays below ``large_bytes`` come from the heap instead of fresh mmaps, and
-    up to ``keep_bytes`` of free heap stay in the process instead of going back
-    to the kernel (glibc's ``M_MMAP_THRESHOLD`` and ``M_TRIM_THRESHOLD``). Called
-    once when gputape is imported unless ``GPUTAPE_CPU_POOL=0``; a no-op where
-    the C library is not glibc. Returns the state that :func:`memory_info` reports.
-
-    >>> import gputape as gt
-    >>> sorted(gt.device_manager.configure_cpu_pool())
-    ['enabled', 'keep_bytes', 'large_bytes', 'reason']
-    """
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
-        _cpu_pool.update(enabled=False, reason="not glibc: the C library's allocator is left as it is")
-        return dict(_cpu_pool)
-    try:
-        libc = ctypes.CDLL(None)
-        m_trim_threshold, m_mmap_threshold = -1, -3  # from <malloc.h>
-        ok = libc.mallopt(m_mmap_threshold, int(large_bytes)) == 1
-        ok = libc.mallopt(m_trim_threshold, int(keep_bytes)) == 1 and ok
-    except (OSError, AttributeError) as exc:
-        _cpu_pool.update(enabled=False, reason=f"mallopt unavailable ({exc})")
-        return dict(_cpu_pool)
-    _cpu_pool.update(
-        enabled=ok,
-        keep_bytes=int(keep_bytes),
-        large_bytes=int(large_bytes),
-        reason="glibc mallopt" if ok else "mallopt refused",
-    )
-    return dict(_cpu_pool)
-
-
-if os.environ.get("GPUTAPE_CPU_POOL", "1") != "0":
-    configure_cpu_pool()
-else:
-    _cpu_pool["reason"] = "disabled by GPUTAPE_CPU_POOL=0"
 
 
 def current_device() -> str:
@@ -178,7 +128,7 @@ def memory_info(device: str | None = None) -> dict[str, Any]:
     >>> import gputape as gt
     >>> info = gt.memory_info("cpu")
     >>> sorted(info)
-    ['cpu_pool', 'device', 'held_by_tapes', 'in_use', 'limit', 'peak', 'pool_reserved']
+    ['device', 'held_by_tapes', 'in_use', 'limit', 'peak', 'pool_reserved']
     >>> info["pool_reserved"]
     0
     """
@@ -196,7 +146,6 @@ def memory_info(device: str | None = None) -> dict[str, Any]:
             "pool_reserved": 0,
             "peak": _peak.get(dev) if _tracking.get(dev) else None,
             "limit": _cpu_limit,
-            "cpu_pool": dict(_cpu_pool),
         }
     cp = backend.xp_for_device(dev)
     idx = backend.device_index(dev)
