@@ -162,16 +162,27 @@ def gelu(x: Any, approximate: bool = False) -> Any:
     return 0.5 * x * (1.0 + erf(x * (1.0 / math.sqrt(2.0))))
 
 
-def _softmax_fwd(xp, x, axis=-1):
+def _row_max(xp, x, axis):
+    # the shift that keeps exp() finite; rows whose max is inf/nan are left unshifted
+    if xp is np:
+        m = np.maximum.reduce(x, axis=axis, keepdims=True)
+        return m if np.isfinite(np.add.reduce(m, axis=None)) else np.where(np.isfinite(m), m, 0)
     m = xp.max(x, axis=axis, keepdims=True)
-    e = xp.exp(x - xp.where(xp.isfinite(m), m, 0))
-    return e / xp.sum(e, axis=axis, keepdims=True)
+    return xp.where(xp.isfinite(m), m, 0)
+
+
+def _row_sum(xp, x, axis):
+    return np.add.reduce(x, axis=axis, keepdims=True) if xp is np else xp.sum(x, axis=axis, keepdims=True)
+
+
+def _softmax_fwd(xp, x, axis=-1):
+    e = xp.exp(x - _row_max(xp, x, axis))
+    return e / _row_sum(xp, e, axis)
 
 
 def _log_softmax_fwd(xp, x, axis=-1):
-    m = xp.max(x, axis=axis, keepdims=True)
-    s = x - xp.where(xp.isfinite(m), m, 0)
-    return s - xp.log(xp.sum(xp.exp(s), axis=axis, keepdims=True))
+    s = x - _row_max(xp, x, axis)
+    return s - xp.log(_row_sum(xp, xp.exp(s), axis))
 
 
 _softmax = primitive("softmax", save_out=True)(_softmax_fwd)

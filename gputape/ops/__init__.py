@@ -122,6 +122,12 @@ def _raw_getitem(g: Any, idx: tuple, nlead: int, adv: bool) -> Any:
     return g[(slice(None),) * nlead + idx]
 
 
+def _np_sum(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    if x.dtype.kind == "b":
+        return np.sum(x, axis=axis, keepdims=keepdims)  # add.reduce would give a bool
+    return np.add.reduce(x, axis=axis, keepdims=keepdims)
+
+
 _raw_cache: dict[Any, Any] = {}
 _raw_extras: dict[str, Any] = {}
 
@@ -139,6 +145,8 @@ def raw_namespace(xp: Any) -> Any:
     ns = _raw_cache.get(xp)
     if ns is None:
         ns = types.SimpleNamespace(**{n: getattr(xp, n) for n in _F_NAMES if hasattr(xp, n)})
+        if xp is np:
+            ns.sum = _np_sum  # VJPs sum floats: the ufunc method, without np.sum's wrappers
         ns.multiply_no_nan = partial(elementwise._mul_no_nan_fwd, xp)
         ns.sum_to = partial(_sum_to_impl, ns)
         ns.scatter = partial(shape._scatter.fwd, xp)
