@@ -26,14 +26,16 @@ from ..tensor import FLOAT_DTYPES, Tensor
 def _finite(a: Any) -> bool:
     # One reduction, no temporary: a NaN or inf anywhere makes the sum non-finite.
     # (check_numerics() silences numpy's overflow warning for the block.)
-    if type(a) is not np.ndarray and (not hasattr(a, "dtype") or backend.xp_of(a) is np):
-        a = np.asarray(a)
+    if type(a) is np.ndarray:
+        if a.dtype.kind != "f" or bool(np.isfinite(np.add.reduce(a, axis=None))):
+            return True
+        return bool(np.isfinite(a).all())  # the sum may overflow for finite values
+    if not hasattr(a, "dtype") or backend.xp_of(a) is np:
+        return _finite(np.asarray(a))
     if a.dtype not in FLOAT_DTYPES:
         return True
-    xp = np if type(a) is np.ndarray else backend.xp_of(a)
-    if bool(xp.isfinite(a.sum())):
-        return True
-    return bool(xp.isfinite(a).all())  # the sum may overflow for finite values
+    xp = backend.xp_of(a)
+    return bool(xp.isfinite(a.sum())) or bool(xp.isfinite(a).all())
 
 
 def _summary(vals: list[Any]) -> str:
