@@ -1,0 +1,1 @@
+"""Benchmarks of gputape against hand-written numpy and peers (see README.md)."""
