@@ -34,6 +34,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import gputape as gt  # noqa: E402
+from benchmarks.workloads import numpy_mlp_loss_and_grads  # noqa: E402 - the anchor's step, shared
 from gputape import backend  # noqa: E402
 from gputape import kernels as K  # noqa: E402, N812
 
@@ -225,25 +226,12 @@ def numpy_mlp(X: np.ndarray, Y: np.ndarray, init: list[np.ndarray]) -> Callable[
     p = [a.copy() for a in init]
     m = [np.zeros_like(a) for a in p]
     v = [np.zeros_like(a) for a in p]
-    B = X.shape[0]
     onehot = np.eye(C, dtype=np.float32)[Y]
     t = [0]
 
     def step() -> float:
-        w1, c1, w2, c2, w3, c3 = p
-        z1 = X @ w1 + c1
-        h1 = np.maximum(z1, 0)
-        z2 = h1 @ w2 + c2
-        h2 = np.maximum(z2, 0)
-        z3 = h2 @ w3 + c3
-        z3 = z3 - z3.max(1, keepdims=True)
-        e = np.exp(z3)
-        s = e / e.sum(1, keepdims=True)
-        loss = float(-np.log(s[np.arange(B), Y]).mean())
-        g3 = (s - onehot) / B
-        g2 = (g3 @ w3.T) * (z2 > 0)
-        g1 = (g2 @ w2.T) * (z1 > 0)
-        grads = (X.T @ g1, g1.sum(0), h1.T @ g2, g2.sum(0), h2.T @ g3, g3.sum(0))
+        loss, grads = numpy_mlp_loss_and_grads(X, Y, onehot, p)
+        loss = float(loss)
         t[0] += 1
         alpha = LR * math.sqrt(1 - 0.999 ** t[0]) / (1 - 0.9 ** t[0])
         for a, g, mm, vv in zip(p, grads, m, v):

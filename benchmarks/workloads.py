@@ -124,10 +124,8 @@ def make_gputape_mlp(data: MLPData, lr: float = LR) -> Step:
 # -- numpy by hand (the anchor's step) ---------------------------------------------------
 
 
-def numpy_mlp_loss_and_grads(
-    X: np.ndarray, Y: np.ndarray, Yoh: np.ndarray, p: list[np.ndarray]
-) -> tuple[np.floating, tuple[np.ndarray, ...]]:
-    """The anchor's hand-written forward and backward: loss and (gw1, gb1, gw2, gb2, gw3, gb3)."""
+def numpy_mlp_forward(X: np.ndarray, Y: np.ndarray, p: list[np.ndarray]) -> tuple[np.floating, tuple]:
+    """The anchor's hand-written forward: the loss and what its backward needs."""
     B = X.shape[0]
     w1, c1, w2, c2, w3, c3 = p
     z1 = X @ w1 + c1
@@ -139,7 +137,13 @@ def numpy_mlp_loss_and_grads(
     e = np.exp(z3)
     s = e / e.sum(1, keepdims=True)
     loss = -np.log(s[np.arange(B), Y]).mean()
-    g3 = (s - Yoh) / B
+    return loss, (X, z1, h1, z2, h2, s, w2, w3)
+
+
+def numpy_mlp_backward(Yoh: np.ndarray, cache: tuple) -> tuple[np.ndarray, ...]:
+    """The anchor's hand-written backward: (gw1, gb1, gw2, gb2, gw3, gb3)."""
+    X, z1, h1, z2, h2, s, w2, w3 = cache
+    g3 = (s - Yoh) / X.shape[0]
     gw3 = h2.T @ g3
     gc3 = g3.sum(0)
     g2 = (g3 @ w3.T) * (z2 > 0)
@@ -148,7 +152,15 @@ def numpy_mlp_loss_and_grads(
     g1 = (g2 @ w2.T) * (z1 > 0)
     gw1 = X.T @ g1
     gc1 = g1.sum(0)
-    return loss, (gw1, gc1, gw2, gc2, gw3, gc3)
+    return gw1, gc1, gw2, gc2, gw3, gc3
+
+
+def numpy_mlp_loss_and_grads(
+    X: np.ndarray, Y: np.ndarray, Yoh: np.ndarray, p: list[np.ndarray]
+) -> tuple[np.floating, tuple[np.ndarray, ...]]:
+    """The anchor's hand-written forward and backward: loss and (gw1, gb1, gw2, gb2, gw3, gb3)."""
+    loss, cache = numpy_mlp_forward(X, Y, p)
+    return loss, numpy_mlp_backward(Yoh, cache)
 
 
 def make_numpy_mlp(data: MLPData, lr: float = LR) -> Step:
