@@ -342,7 +342,7 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
     else:
         res = [_wrap_op(o if type(o) is _ndarray else _fix_output(o)) for o in out]
     if _ACTIVE:
-        _record(prim, args, params, res)
+        _record(prim, args, params, res, datas)
     return res
 
 
@@ -446,7 +446,7 @@ def _on_variable_read(var: Variable) -> None:
                 tape._watch_variable(var)
 
 
-def _record(prim: Primitive, args: tuple, params: dict, res: Any) -> None:
+def _record(prim: Primitive, args: tuple, params: dict, res: Any, datas: list | None = None) -> None:
     if _DEBUG:
         _debug_hook(prim, args, res)
     if _WATCHERS:
@@ -469,7 +469,7 @@ def _record(prim: Primitive, args: tuple, params: dict, res: Any) -> None:
             _note_exported_operands(tape, args, res)
         if hit:
             if node is None:
-                node = _make_node(prim, args, params, res)
+                node = _make_node(prim, args, params, res, datas)
             tape._nodes.append(node)
             if single:
                 tt.add(res._id)
@@ -685,7 +685,7 @@ def _own(a: Any) -> Any:
     return a
 
 
-def _make_node(prim: Primitive, args: tuple, params: dict, res: Any) -> Node:
+def _make_node(prim: Primitive, args: tuple, params: dict, res: Any, datas: list | None = None) -> Node:
     node = _new(Node)
     node.prim = prim
     node.params = params
@@ -711,11 +711,14 @@ def _make_node(prim: Primitive, args: tuple, params: dict, res: Any) -> Node:
     node.casts = casts
     # Residuals are raw arrays (for a Variable, the array it holds now: a later
     # assign swaps or copies it, never mutates what is saved here).
+    # Constants are saved as the forward used them (lists as arrays, host arrays
+    # moved to the op's GPU), so the VJP sees the same operands.
+    consts = datas if datas is not None else args
     s = prim.save
     if s is True:
-        saved = [a._data if isinstance(a, Tensor) else _own(a) for a in args]
+        saved = [a._data if isinstance(a, Tensor) else _own(c) for a, c in zip(args, consts)]
     elif s:
-        saved = [args[i]._data if isinstance(args[i], Tensor) else _own(args[i]) for i in s]
+        saved = [args[i]._data if isinstance(args[i], Tensor) else _own(consts[i]) for i in s]
     else:
         saved = []
     if single:
