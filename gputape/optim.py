@@ -437,12 +437,48 @@ class Optimizer:
         raw = self._clip(raw)
         lr = self.learning_rate
         step = self.iterations + 1
-        for g, v in raw:
-            if self.weight_decay:
-                v.assign_sub(_wrap(v._data * (lr * self.weight_decay)))
-            self._update(v, g, lr, self._slots_for(v), step)
+        kind = self._fused_kind()
+        if kind is not None and (self._fused_on_cpu or all(backend.is_gpu_array(v._data) for _, v in raw)):
+            self._apply_fused(kind, raw, lr, step)
+        else:
+            for g, v in raw:
+                if self.weight_decay:
+                    v.assign_sub(_wrap(v._data * (lr * self.weight_decay)))
+                self._update(v, g, lr, self._slots_for(v), step)
         self.iterations = step
         return step
+
+    # On GPU arrays, SGD/Adam/AdamW update every parameter in one kernel launch
+    # (gputape.kernels.FusedOptimizer, same Keras rules) using this optimizer's
+    # own slot arrays, so get_state()/set_state() see the same state either way.
+    _fused_on_cpu = False  # tests set it to run the same dispatch on the numpy reference
+
+    def _fused_kind(self) -> str | None:
+        return None
+
+    def _apply_fused(self, kind: str, raw: list[tuple[Any, Variable]], lr: float, step: int) -> None:
+        from . import kernels
+
+        fused = self.__dict__.get("_fused")
+        if fused is None:
+            fused = kernels.FusedOptimizer(kind, lr, **self._fused_hyper())
+            self._fused = fused
+            self._fused_at = None
+        fused.learning_rate = lr  # a device-side fill on a GPU: no synchronisation
+        params = [v for _, v in raw]
+        slots = []
+        for v in params:
+            sl = self._slots_for(v)
+            slots.append((sl.get("momentum"), sl.get("velocity")))
+        if self._fused_at != step - 1:  # first use, or iterations restored by set_state()
+            if fused._step is None:
+                fused._init_state(params[0]._data)
+            fused.iterations = step - 1
+        fused.update(params, [g for g, _ in raw], slots=slots)
+        self._fused_at = step
+
+    def _fused_hyper(self) -> dict[str, Any]:
+        return {}
 
     def _clip(self, raw: list[tuple[Any, Variable]]) -> list[tuple[Any, Variable]]:
         if self.clipnorm is not None:
@@ -514,6 +550,12 @@ class SGD(Optimizer):
         self.momentum, self.nesterov = float(momentum), bool(nesterov)
         self.slot_names = ("momentum",) if self.momentum else ()
 
+    def _fused_kind(self) -> str | None:
+        return None if self.weight_decay else "sgd"
+
+    def _fused_hyper(self) -> dict[str, Any]:
+        return {"momentum": self.momentum, "nesterov": self.nesterov}
+
     def _update(self, var: Variable, g: Any, lr: float, slots: dict[str, Any], step: int) -> None:
         if not self.momentum:
             var.assign_sub(_wrap(g * lr))
@@ -553,6 +595,19 @@ class Adam(Optimizer):
         super().__init__(learning_rate, **kw)
         self.beta_1, self.beta_2, self.epsilon, self.amsgrad = float(beta_1), float(beta_2), float(epsilon), amsgrad
         self.slot_names = ("momentum", "velocity", "velocity_hat") if amsgrad else ("momentum", "velocity")
+
+    def _fused_kind(self) -> str | None:
+        if self.amsgrad:
+            return None
+        if type(self) is AdamW:
+            return "adamw"
+        return None if self.weight_decay else "adam"
+
+    def _fused_hyper(self) -> dict[str, Any]:
+        hyper: dict[str, Any] = {"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon}
+        if type(self) is AdamW:
+            hyper["weight_decay"] = self.weight_decay
+        return hyper
 
     def _update(self, var: Variable, g: Any, lr: float, slots: dict[str, Any], step: int) -> None:
         xp = backend.xp_of(g)
