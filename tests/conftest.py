@@ -3,6 +3,21 @@ import pytest
 import gputape.tape
 
 
+@pytest.fixture(autouse=True)
+def _no_leaked_tapes():
+    """Every test must leave this thread with no recording tape, no paused tape, no watcher
+    and no global recording/debug count: a leak would slow down every later op."""
+    tls = gputape.tape._tls
+
+    def state():
+        t = gputape.tape
+        return (list(tls.recording), list(tls.paused), len(tls.watchers), t._ACTIVE, t._DEBUG, t._NUMERICS)
+
+    before = state()
+    yield
+    assert state() == before
+
+
 @pytest.fixture
 def fresh_warnings():
     """gputape warns once per process per dtype key; forget what was already warned."""

@@ -14,14 +14,6 @@ def c(v, dtype=np.float64):
     return gt.constant(np.asarray(v, dtype=dtype))
 
 
-@pytest.fixture(autouse=True)
-def _no_leaked_tapes():
-    before = (list(gt.tape._tls.recording), len(gt.tape._tls.watchers), gt.tape._ACTIVE)
-    yield
-    after = (list(gt.tape._tls.recording), len(gt.tape._tls.watchers), gt.tape._ACTIVE)
-    assert after == before
-
-
 def _recorded(persistent=False):
     x = c([1.0, 2.0])
     t = gt.GradientTape(persistent=persistent)

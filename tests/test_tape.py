@@ -17,15 +17,6 @@ def c(v, dtype=np.float64):
     return gt.constant(np.asarray(v, dtype=dtype))
 
 
-@pytest.fixture(autouse=True)
-def _no_leaked_tapes():
-    """Every test must leave this thread with no recording tape and no op-recording overhead."""
-    before = (list(gt.tape._tls.recording), len(gt.tape._tls.watchers), gt.tape._ACTIVE)
-    yield
-    after = (list(gt.tape._tls.recording), len(gt.tape._tls.watchers), gt.tape._ACTIVE)
-    assert after == before
-
-
 # --------------------------------------------------------------------------------------
 # persistent / non-persistent, re-entering
 
