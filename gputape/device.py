@@ -74,12 +74,6 @@ def _resolve(dev: str | None) -> str:
     return backend.parse_device(dev) if dev is not None else current_device()
 
 
-def _pool(dev: str) -> Any:
-    cp = backend.xp_for_device(dev)  # raises with the reason when the GPU is unusable
-    with cp.cuda.Device(backend.device_index(dev)):
-        return cp.get_default_memory_pool()
-
-
 def tape_bytes(dev: str | None = None) -> int:
     """Bytes of the residuals that live tapes hold on ``dev`` (every device when None).
 
@@ -340,11 +334,12 @@ def tensor_to(t: Any, device: str) -> Any:
     >>> tensor_to(x, "cpu") is x
     True
     """
-    from .tensor import _wrap
+    from .tensor import Variable, _wrap
 
     dev = backend.parse_device(device)
     if backend.device_of(t._data) == dev:
-        return t
+        # a Variable is mutable: hand out a snapshot of its value, never the variable
+        return t.value() if type(t) is Variable else t
     return _wrap(backend.to_device(t._data, dev))
 
 

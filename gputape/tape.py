@@ -1642,7 +1642,7 @@ def custom_gradient(f: Callable[..., Any]) -> Callable[..., Any]:
                     "'variables' and return (input_gradients, variable_gradients)"
                 )
         flat_r, r_spec = _flatten(result)
-        outs = [_wrap(as_tensor(r)._data) for r in flat_r]
+        outs = [_wrap_op(as_tensor(r)._data) for r in flat_r]  # op outputs: even ids (explain)
         inputs = [a if isinstance(a, Tensor) else None for a in args]
         tensor_args = tuple(a if a is not None else 0.0 for a in inputs) + tuple(variables)
         params = {

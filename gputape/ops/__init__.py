@@ -221,13 +221,9 @@ def _astype_m(self, dtype):
 
 def _to_m(self, device):
     """A copy on ``device`` (GPU to GPU peer to peer); the same value when already there."""
-    from .. import backend
-    from ..tensor import _wrap
+    from ..device import tensor_to
 
-    dev = backend.parse_device(device)
-    if dev == self.device:
-        return _same(self)
-    return _wrap(backend.to_device(self._data, dev))
+    return tensor_to(self, device)
 
 
 _T = Tensor

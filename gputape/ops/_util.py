@@ -35,12 +35,6 @@ def norm_axis(axis: int, ndim: int, op: str) -> int:
     return a % ndim
 
 
-def shape_of(x: Any) -> tuple[int, ...]:
-    if isinstance(x, Tensor):
-        return x._data.shape
-    return getattr(x, "shape", ())
-
-
 def sum_to(F: Any, x: Any, shape: tuple[int, ...], nb: int = 0) -> Any:
     """Reduce (or broadcast) a cotangent ``x`` to ``shape``: undoing broadcasting, in one place.
 
