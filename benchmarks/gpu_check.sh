@@ -12,8 +12,8 @@
 # this checkout (PYTHONPATH), nothing is installed. If a folder .whl/ of wheels is present
 # (see /work/.library/device/README.md), they are installed to /tmp/site first, offline.
 #
-# Writes RESULTS_DIR/gpu_check.txt (the whole log), gpu_bench.json, pytest_gpu.xml.
-# Time: at most 60 + 250 + 150 s of commands (the timeouts), so under 8 minutes.
+# Writes RESULTS_DIR/gpu_check.txt (the whole log), gpu_probe.json, gpu_bench.json, pytest_gpu.xml.
+# Time: at most 60 + 60 + 250 + 150 s of commands (the timeouts), so under 8 minutes.
 # Exit status: 0 when every GPU test passed and the benchmarks ran; 2 when no GPU answers
 # (it says why, and runs nothing that could pass for a GPU result); 1 otherwise.
 set -uo pipefail
@@ -54,6 +54,10 @@ if [ -n "$WHY" ]; then
   say "gpu_check: --dry-run: running the remaining steps anyway (they must skip or refuse)"
 fi
 "$PY" -c 'import pytest' 2>/dev/null || fail "pytest is not importable here (carry it as a wheel in .whl/)"
+
+say ""
+say "== what CuPy allows under graph capture: python benchmarks/gpu_probe.py"
+run timeout 60 "$PY" benchmarks/gpu_probe.py --json "$DIR/gpu_probe.json" || say "(gpu_probe failed: see above)"
 
 say ""
 say "== GPU tests: python -m pytest -m gpu tests"

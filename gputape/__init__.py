@@ -12,6 +12,7 @@ on CuPy arrays on NVIDIA GPUs and numpy arrays everywhere else.
 from . import data, debug, nn, optim, profiler, random, testing
 from .checkpoint import load, save
 from .device import current_device, device, empty_cache, from_dlpack, memory_info, reset_peak_memory, set_memory_limit
+from .function import Function, TracingError, function
 from .module import Module
 from .ops import *  # the op library is the public namespace
 from .ops import __all__ as _ops_all
@@ -68,6 +69,9 @@ __all__ = [
     "device",
     "empty_cache",
     "float16",
+    "function",
+    "Function",
+    "TracingError",
     "float32",
     "float64",
     "from_dlpack",

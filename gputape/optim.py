@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from . import backend
+from . import tape as _tape
 from .ops import maximum, sqrt, square, where
 from .ops import sum as _sum
 from .tape import GputapeWarning, GradientTape
@@ -433,6 +434,14 @@ class Optimizer:
                 GputapeWarning,
                 stacklevel=2,
             )
+        tr = _tape._TRACE
+        if tr is not None and tr.owned():
+            # inside gt.function's trace: update now, and record the update as one replay
+            # step, so replays rerun the learning-rate schedule and the step count
+            return tr.optimizer_step(self, live)
+        return self._apply_live(live)
+
+    def _apply_live(self, live: list[tuple[Any, Variable]]) -> int:
         raw = [(_raw(g, v), v) for g, v in live]
         raw = self._clip(raw)
         lr = self.learning_rate

@@ -62,8 +62,9 @@ def normal(
     >>> gt.random.normal((2, 3)).shape
     (2, 3)
     """
-    a = _rng.normal(mean, stddev, _shape(shape)).astype(dtype)
-    return _place(a, device)
+    t = _place(_rng.normal(mean, stddev, _shape(shape)).astype(dtype), device)
+    _traced(_draw, ("normal", (mean, stddev, _shape(shape)), dtype, t.device), t)
+    return t
 
 
 def uniform(
@@ -75,5 +76,18 @@ def uniform(
     >>> bool((gt.random.uniform((100,)).numpy() < 1).all())
     True
     """
-    a = _rng.uniform(minval, maxval, _shape(shape)).astype(dtype)
-    return _place(a, device)
+    t = _place(_rng.uniform(minval, maxval, _shape(shape)).astype(dtype), device)
+    _traced(_draw, ("uniform", (minval, maxval, _shape(shape)), dtype, t.device), t)
+    return t
+
+
+def _traced(fn: Any, args: tuple, t: Tensor) -> None:
+    from . import tape
+
+    if tape._TRACE is not None:  # a gt.function replay draws fresh numbers each call
+        tape.traced(fn, args, t._data)
+
+
+def _draw(kind: str, args: tuple, dtype: Any, device: str) -> Any:
+    a = getattr(_rng, kind)(*args).astype(dtype)
+    return a if device == "cpu" else backend.asarray_on(a, device)

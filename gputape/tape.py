@@ -28,6 +28,7 @@ import contextlib
 import enum
 import inspect
 import logging
+import operator
 import sys
 import threading
 import warnings
@@ -54,6 +55,9 @@ _WATCHERS = 0  # custom_gradient variable watchers active in any thread
 _DEBUG = 0
 _NUMERICS = 0  # check_numerics contexts/switches active
 _LOCATIONS = 0  # capture the user's file:line for every recorded op
+# The gt.function trace being recorded (gputape.function._Trace), or None. While
+# one is set _ACTIVE counts it, so the ops' fast paths reach the hooks below.
+_TRACE: Any = None
 _active_lock = threading.Lock()
 
 
@@ -437,6 +441,8 @@ _same_ops: dict[Primitive, Callable[[Any], Tensor]] = {}
 
 def _on_variable_read(var: Variable) -> None:
     """A variable was read outside an op (``.value()``): watch it like an op read would."""
+    if _TRACE is not None:
+        _TRACE.read_variable(var)
     st = _tls
     for w in st.watchers:
         w.setdefault(var._id, var)
@@ -447,6 +453,8 @@ def _on_variable_read(var: Variable) -> None:
 
 
 def _record(prim: Primitive, args: tuple, params: dict, res: Any, datas: list | None = None) -> None:
+    if _TRACE is not None:
+        _TRACE.forward(prim, args, params, datas, res)
     if _DEBUG:
         _debug_hook(prim, args, res)
     if _WATCHERS:
@@ -501,6 +509,17 @@ def _note_untracked(tapes: list, name: str, args: tuple, res: Any) -> None:
             _note_edge(tape, name, args, res)
 
 
+def traced(fn: Callable[..., Any], args: tuple, out: Any) -> None:
+    """Tell a running ``gt.function`` trace that ``out = fn(*args)`` just ran on arrays.
+
+    Code that computes arrays outside the primitives (comparisons, random draws,
+    the gradient's final reshapes) calls this so that replays recompute ``out``
+    instead of freezing the traced value. A no-op when nothing is being traced.
+    """
+    if _TRACE is not None:
+        _TRACE.call(fn, args, out)
+
+
 def note_nondiff(name: str, args: tuple, res: Tensor) -> None:
     """Hook for ops outside the registry that return integer/bool results (comparisons, argmax)."""
     if _DEBUG:
@@ -534,6 +553,8 @@ def _watch_on_read(tape: GradientTape, t: Tensor) -> bool:
 
 def _record1(prim: Primitive, x: Tensor, res: Tensor) -> None:
     """``_record`` for apply1: one tensor input, no parameters, one output."""
+    if _TRACE is not None:
+        _TRACE.forward1(prim, (x,), res)
     if _DEBUG:
         _debug_hook(prim, (x,), res)
     if _WATCHERS:
@@ -573,6 +594,8 @@ def _record1(prim: Primitive, x: Tensor, res: Tensor) -> None:
 
 def _record2(prim: Primitive, x: Any, y: Any, res: Tensor) -> None:
     """``_record`` for apply2: two inputs (a tensor and a tensor or Python scalar)."""
+    if _TRACE is not None:
+        _TRACE.forward1(prim, (x, y), res)
     if _DEBUG:
         _debug_hook(prim, (x, y), res)
     if _WATCHERS:
@@ -650,6 +673,8 @@ def _numerics() -> Any:
 
 def _note_export(t: Tensor, array: Any) -> None:
     """A tensor's value leaves as a host array or number (.numpy(), np.asarray, float())."""
+    if _TRACE is not None:
+        _TRACE.exported(t)
     if _ACTIVE:
         where = None
         for tape in _tls.recording:
@@ -681,8 +706,15 @@ def _own(a: Any) -> Any:
     """A raw array operand is copied when saved: the caller may refill its buffer
     before gradient() runs, and the gradient must use the value the op saw."""
     if type(a) is _ndarray or (hasattr(a, "copy") and hasattr(a, "shape") and not isinstance(a, np.generic)):
-        return a.copy()
+        b = a.copy()
+        if _TRACE is not None:
+            _TRACE.call(_copy, (a,), b)
+        return b
     return a
+
+
+def _copy(a: Any) -> Any:
+    return a.copy()
 
 
 def _make_node(prim: Primitive, args: tuple, params: dict, res: Any, datas: list | None = None) -> Node:
@@ -791,7 +823,6 @@ def _sweep(
                             rel.update(node.out)
                         break
     grads = dict(seeds)
-    nb = len(lead)
     if diff:
         F = _DIFF_F
     else:
@@ -830,27 +861,55 @@ def _sweep(
         saved = node.saved
         if diff:  # rebuild tensors with their original ids so outer tapes track them
             saved = [_wrap_id(v, i) if i else v for v, i in zip(saved, node.saved_ids())]
-        if nb and not node.prim.batchable:
-            in_grads = _unbatched_vjp(F, g, needs, node, saved, lead)
-        else:
-            in_grads = node.prim.vjp(F, g, needs, nb, node, *saved)
-        if _NUMERICS:
-            _numerics().check_backward(node, g, saved, [gi if n else None for gi, n in zip(in_grads, needs)])
-        shapes = node.shapes
-        casts = node.casts
+        in_grads = _node_grads(F, node, needs, lead, g, *saved)
+        if _TRACE is not None and not diff:  # (in diff mode the VJP's own ops were traced)
+            _TRACE.vjp(F, node, needs, lead, g, saved, in_grads)
         for k in range(len(ids)):
             gi = in_grads[k]
-            if gi is None or not needs[k]:
+            if gi is None:
                 continue
-            shp = shapes[k] if not nb else lead + shapes[k]
-            if gi.shape != shp:
-                gi = F.sum_to(gi, shp, nb)
-            if casts is not None and casts[k] is not None:
-                gi = gi.astype(casts[k])
             i = ids[k]
             prev = grads.get(i)
-            grads[i] = gi if prev is None else prev + gi
+            if prev is None:
+                grads[i] = gi
+            else:
+                grads[i] = acc = prev + gi
+                if _TRACE is not None and not diff:
+                    _TRACE.call(_add, (prev, gi), acc)
     return grads
+
+
+_add = operator.add
+
+
+def _node_grads(F: Any, node: Node, needs: Any, lead: tuple, g: Any, *saved: Any) -> list:
+    """One node's input cotangents, reduced to the input shapes and cast to the input dtypes.
+
+    ``None`` for inputs that need none. One function so that a ``gt.function``
+    trace can replay a node's whole backward step as one call.
+    """
+    nb = len(lead)
+    if nb and not node.prim.batchable:
+        in_grads = _unbatched_vjp(F, g, needs, node, saved, lead)
+    else:
+        in_grads = node.prim.vjp(F, g, needs, nb, node, *saved)
+    if _NUMERICS:
+        _numerics().check_backward(node, g, saved, [gi if n else None for gi, n in zip(in_grads, needs)])
+    shapes = node.shapes
+    casts = node.casts
+    out = []
+    for k in range(len(needs)):
+        gi = in_grads[k]
+        if gi is None or not needs[k]:
+            out.append(None)
+            continue
+        shp = shapes[k] if not nb else lead + shapes[k]
+        if gi.shape != shp:
+            gi = F.sum_to(gi, shp, nb)
+        if casts is not None and casts[k] is not None:
+            gi = gi.astype(casts[k])
+        out.append(gi)
+    return out
 
 
 _NEED1 = (True,)
@@ -1354,7 +1413,11 @@ class GradientTape:
             for s in flat_s:
                 g = grads.get(s._id)
                 if g is not None:
-                    g = _DIFF_F.reshape(g, tshape + s.shape) if diff else g.reshape(tshape + s.shape)
+                    if diff:
+                        g = _DIFF_F.reshape(g, tshape + s.shape)
+                    else:
+                        g0, g = g, g.reshape(tshape + s.shape)
+                        traced(_reshape, (g0, tshape + s.shape), g)
                 out.append(_result(g, s, unconnected, diff, tshape))
         finally:
             self._finish_backprop()
@@ -1400,8 +1463,11 @@ class GradientTape:
                 grads = _sweep(self, seeds, [source._id], diff, lead=(ny,)) if seeds else {}
             g = grads.get(source._id)
             if g is not None:
-                F = _DIFF_F if diff else (np if type(g) is _ndarray else backend.xp_of(g))
-                g = F.reshape(F.moveaxis(g, 0, 1), (b,) + ts[1:] + ss[1:])
+                if diff:
+                    g = _DIFF_F.reshape(_DIFF_F.moveaxis(g, 0, 1), (b,) + ts[1:] + ss[1:])
+                else:
+                    g0, g = g, _batch_jacobian_layout(g, (b,) + ts[1:] + ss[1:])
+                    traced(_batch_jacobian_layout, (g0, (b,) + ts[1:] + ss[1:]), g)
             out = _result(g, source, unconnected, diff, ts[1:], batch=True)
         finally:
             self._finish_backprop()
@@ -1451,7 +1517,8 @@ def _seeds(flat_t: list, flat_og: list, diff: bool, lead: Any) -> dict[int, Any]
                         f"GradientTape.gradient: output_gradients shape {g.shape} does not match target shape {d.shape}"
                     )
                 if g.dtype != d.dtype:
-                    g = g.astype(d.dtype)
+                    g0, g = g, g.astype(d.dtype)
+                    traced(_astype, (g0, d.dtype), g)
                 if diff and isinstance(og, Tensor):
                     g = og if og._data.dtype == d.dtype else og.astype(d.dtype)
         elif lead[0] == "jacobian":
@@ -1494,8 +1561,26 @@ def _result(g: Any, s: Tensor, unconnected: UnconnectedGradients, diff: bool, ts
     if diff:
         return g
     if not g.flags.c_contiguous:  # broadcast views and transposes: hand out a real array
-        g = (np if type(g) is _ndarray else backend.xp_of(g)).ascontiguousarray(g)
+        g0, g = g, (np if type(g) is _ndarray else backend.xp_of(g)).ascontiguousarray(g)
+        traced(_contiguous, (g0,), g)
     return _wrap(g)
+
+
+def _astype(a: Any, dtype: Any) -> Any:
+    return a.astype(dtype)
+
+
+def _contiguous(a: Any) -> Any:
+    return (np if type(a) is _ndarray else backend.xp_of(a)).ascontiguousarray(a)
+
+
+def _reshape(a: Any, shape: tuple) -> Any:
+    return a.reshape(shape)
+
+
+def _batch_jacobian_layout(g: Any, shape: tuple) -> Any:
+    F = np if type(g) is _ndarray else backend.xp_of(g)
+    return F.reshape(F.moveaxis(g, 0, 1), shape)
 
 
 # ---------------------------------------------------------------------------------
@@ -1680,3 +1765,4 @@ def _custom_multi(n: int) -> Primitive:
 
 
 _tensor_mod._export_hook = _note_export
+_tensor_mod._tape_mod = sys.modules[__name__]

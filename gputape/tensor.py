@@ -46,6 +46,7 @@ FLOAT_DTYPES = frozenset((float16, float32, float64))
 # Set by gputape.tape: tells recording tapes that a value left as a host array
 # or number (so tape.explain() can say 'left_tape').
 _export_hook: Any = None
+_tape_mod: Any = None  # gputape.tape, set when it loads (it imports this module)
 
 
 def _wrap(data: Any) -> Tensor:
@@ -211,14 +212,17 @@ class Tensor:
         return float(self._data)
 
     def __int__(self) -> int:
+        _export_hook(self, None)
         return int(self._data)
 
     def __index__(self) -> int:
         if self._data.dtype.kind not in "iub":
             raise TypeError(f"only integer tensors can be used as an index, not {self._data.dtype}")
+        _export_hook(self, None)
         return int(self._data)
 
     def __bool__(self) -> bool:
+        _export_hook(self, None)
         return bool(self._data)
 
     def __len__(self) -> int:
@@ -387,6 +391,8 @@ class Variable(Tensor):
             self._data[...] = arr
         else:
             self._data = arr.copy()
+        if _tape_mod._TRACE is not None:
+            _tape_mod._TRACE.assign(self, "assign", arr)
         return self
 
     def assign_add(self, delta: Any) -> Variable:
@@ -401,6 +407,8 @@ class Variable(Tensor):
             backend.xp_of(self._data).add(self._data, arr, out=self._data)
         else:
             self._data = self._data + arr
+        if _tape_mod._TRACE is not None:
+            _tape_mod._TRACE.assign(self, "assign_add", arr)
         return self
 
     def assign_sub(self, delta: Any) -> Variable:
@@ -415,6 +423,8 @@ class Variable(Tensor):
             backend.xp_of(self._data).subtract(self._data, arr, out=self._data)
         else:
             self._data = self._data - arr
+        if _tape_mod._TRACE is not None:
+            _tape_mod._TRACE.assign(self, "assign_sub", arr)
         return self
 
     def __repr__(self) -> str:

@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import backend
 from .. import random as _random
+from .. import tape as _tape
 from ..device import current_device
 from ..module import Module, _snake
 from ..ops import cast, matmul, reshape
@@ -251,12 +252,16 @@ class Dropout(Layer):
         x = as_tensor(inputs)
         if not training or self.rate == 0.0:
             return x
-        rng = self._rng if self._rng is not None else _random.generator()
         dtype = x.dtype if x.dtype in FLOAT_DTYPES else np.dtype(np.float32)
-        mask = (rng.random(x.shape) >= self.rate).astype(dtype) * dtype.type(1.0 / (1.0 - self.rate))
-        if x.device != "cpu":
-            mask = backend.asarray_on(mask, x.device)
+        mask = self._mask(x.shape, dtype, x.device)
+        # a gt.function replay draws a fresh mask every call
+        _tape.traced(self._mask, (x.shape, dtype, x.device), mask)
         return x * _wrap(mask)
+
+    def _mask(self, shape: tuple, dtype: Any, device: str) -> Any:
+        rng = self._rng if self._rng is not None else _random.generator()
+        mask = (rng.random(shape) >= self.rate).astype(dtype) * dtype.type(1.0 / (1.0 - self.rate))
+        return mask if device == "cpu" else backend.asarray_on(mask, device)
 
 
 class Flatten(Layer):

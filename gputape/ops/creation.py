@@ -136,6 +136,7 @@ def _nondiff(name: str, nargs: int) -> Any:
             raise ValueError(f"gt.{name}: cannot apply to inputs of shapes {shapes}: {exc}") from exc
         res = _wrap_op(np.asarray(r) if isinstance(r, np.generic) else r)
         if _tape._ACTIVE:
+            _tape.traced(_fixed(getattr(xp, name)), tuple(args), res._data)
             _tape.note_nondiff(name, args, res)
         return res
 
@@ -171,7 +172,7 @@ def argmax(x: Any, axis: Any = None) -> Tensor:
     >>> gt.argmax(gt.constant([[1.0, 3.0], [4.0, 2.0]]), axis=1).numpy().tolist()
     [1, 0]
     """
-    return _index_result("argmax", x, backend.xp_of(_like(x)).argmax(_like(x), axis=axis))
+    return _index_result("argmax", x, axis, backend.xp_of(_like(x)).argmax(_like(x), axis=axis))
 
 
 def argmin(x: Any, axis: Any = None) -> Tensor:
@@ -181,11 +182,22 @@ def argmin(x: Any, axis: Any = None) -> Tensor:
     >>> gt.argmin(gt.constant([[1.0, 3.0], [4.0, 2.0]]), axis=1).numpy().tolist()
     [0, 1]
     """
-    return _index_result("argmin", x, backend.xp_of(_like(x)).argmin(_like(x), axis=axis))
+    return _index_result("argmin", x, axis, backend.xp_of(_like(x)).argmin(_like(x), axis=axis))
 
 
-def _index_result(name: str, x: Any, r: Any) -> Tensor:
+def _index_result(name: str, x: Any, axis: Any, r: Any) -> Tensor:
     res = _wrap_op(np.asarray(r) if isinstance(r, np.generic) else r)
     if _tape._ACTIVE and isinstance(x, Tensor):
+        _tape.traced(_fixed(getattr(backend.xp_of(res._data), name)), (x, axis), res._data)
         _tape.note_nondiff(name, (x,), res)
     return res
+
+
+def _fixed(fn: Any) -> Any:
+    """``fn`` with numpy scalar results made 0-d arrays, as tensors hold (for gt.function replays)."""
+
+    def call(*args: Any) -> Any:
+        r = fn(*args)
+        return np.asarray(r) if isinstance(r, np.generic) else r
+
+    return call

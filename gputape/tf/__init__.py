@@ -10,7 +10,7 @@ TensorFlow's names and order (``reduce_sum(input_tensor, axis, keepdims)``,
 ``argmax``'s default ``axis=0``); ``name=`` is accepted and ignored.
 
 Differences that remain: tensors' ``.shape`` is a plain tuple (no
-``as_list()``); ``tf.function`` runs eagerly (see its docstring); Keras'
+``as_list()``); ``tf.function`` is ``gt.function`` (traced once, replayed); Keras'
 ``compile``/``fit`` are absent.
 
 >>> import gputape.tf as tf
@@ -222,15 +222,15 @@ def function(
     reduce_retracing: bool = False,
     **kwargs: Any,
 ) -> Any:
-    """``@tf.function`` and ``@tf.function(...)``: runs the function EAGERLY, unchanged.
+    """``@tf.function`` and ``@tf.function(...)``: :func:`gputape.function` under TensorFlow's name.
 
-    gputape has no graph compiler yet (compiled training steps are separate
-    work, ``gt.function``), so this decorator only keeps TensorFlow code
-    running: the result is a plain Python call with the same values and
-    gradients as TensorFlow's, at eager speed. Its arguments
-    (``input_signature``, ``jit_compile``, ...) are accepted and have no
-    effect; no tracing happens, so Python side effects run on every call.
-    The original function is at ``.python_function``.
+    The function is traced once per input signature and replayed afterwards
+    (see :mod:`gputape.function` for the rules: Python side effects run at
+    trace time only, a tensor's value used in a Python ``if`` raises
+    ``gt.TracingError``). ``input_signature``, ``autograph``, ``jit_compile``
+    and ``reduce_retracing`` are accepted and have no effect: shapes are not
+    generalised, every new signature is a new trace. The original function is
+    at ``.python_function``.
 
     >>> import gputape.tf as tf
     >>> @tf.function
@@ -242,16 +242,11 @@ def function(
     >>> f(tf.constant(2.0)).numpy().tolist(), g(tf.constant(2.0)).numpy().tolist(), f.python_function(3)
     (4.0, 3.0, 6)
     """
+    from ..function import Function
 
-    def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(f)
-        def eager(*args: Any, **kw: Any) -> Any:
-            return f(*args, **kw)
-
-        eager.python_function = f  # type: ignore[attr-defined]
-        return eager
-
-    return wrap(func) if func is not None else wrap
+    if func is None:
+        return Function
+    return Function(func)
 
 
 class TensorSpec:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import tape as _tape
 from ...backend import to_host
 from ...tensor import Tensor, constant
 
@@ -64,6 +65,15 @@ class Metric:
         >>> m = tf.keras.metrics.Mean(); m.update_state([1.0, 3.0], sample_weight=[3.0, 1.0]); float(m.result())
         1.5
         """
+        tr = _tape._TRACE
+        if tr is not None and tr.owned():
+            # inside a tf.function trace: update now and again on every replay, with that call's values
+            tr.python_step(self._update_raw, (*args, sample_weight))
+            return
+        self._update_raw(*args, sample_weight)
+
+    def _update_raw(self, *args: Any) -> None:
+        *args, sample_weight = args
         v = np.asarray(self._values(*args), np.float64)
         w = np.broadcast_to(_np(sample_weight).astype(np.float64), v.shape) if sample_weight is not None else None
         self.total += float(np.sum(v * w)) if w is not None else float(np.sum(v))

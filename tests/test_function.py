@@ -1,0 +1,315 @@
+"""gt.function: compiled steps equal eager ones (bitwise on the CPU), retracing, trace-time errors.
+
+Every equivalence test feeds NEW data on every call, so a value frozen at trace
+time (a computation the trace failed to record) would show as a difference.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import gputape as gt
+import gputape.tf as tf
+from gputape.tape import GputapeWarning
+
+
+def _mlp_params(seed: int, sizes=(12, 16, 16, 5), dtype=np.float32) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for a, b in itertools.pairwise(sizes):
+        out += [(rng.standard_normal((a, b)) / np.sqrt(a)).astype(dtype), (0.1 * rng.standard_normal(b)).astype(dtype)]
+    return out
+
+
+def _batches(n: int, batch: int = 8, d: int = 12, classes: int = 5, seed: int = 1, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    return [
+        (rng.standard_normal((batch, d)).astype(dtype), rng.integers(0, classes, batch).astype(np.int64))
+        for _ in range(n)
+    ]
+
+
+def _loss(params, x, y):
+    w1, b1, w2, b2, w3, b3 = params
+    h = gt.nn.relu(x @ w1 + b1)
+    h = gt.tanh(h @ w2 + b2)
+    logits = h @ w3 + b3
+    return gt.mean(gt.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+
+
+OPTIMIZERS = {
+    "sgd": lambda: gt.optim.SGD(0.1),
+    "momentum-nesterov": lambda: gt.optim.SGD(0.05, momentum=0.9, nesterov=True),
+    "adam-schedule": lambda: gt.optim.Adam(gt.optim.ExponentialDecay(0.01, 2, 0.5)),
+    "adamw-clip": lambda: gt.optim.AdamW(0.01, global_clipnorm=0.5),
+    "rmsprop": lambda: gt.optim.RMSprop(0.01),
+}
+
+
+def _train(compiled: bool, make_opt, steps: int = 6, dtype=np.float32):
+    params = [gt.Variable(a) for a in _mlp_params(0, dtype=dtype)]
+    opt = make_opt()
+
+    def step(x, y):
+        with gt.GradientTape() as tape:
+            loss = _loss(params, x, y)
+        grads = tape.gradient(loss, params)
+        opt.apply_gradients(zip(grads, params))
+        return loss
+
+    f = gt.function(step) if compiled else step
+    losses = [f(x, y).numpy() for x, y in _batches(steps, dtype=dtype)]
+    return losses, [p.numpy() for p in params], (f.tracing_count if compiled else None)
+
+
+@pytest.mark.parametrize("opt", sorted(OPTIMIZERS))
+def test_compiled_training_steps_equal_eager_bitwise(opt):
+    eager_losses, eager_params, _ = _train(False, OPTIMIZERS[opt])
+    comp_losses, comp_params, traces = _train(True, OPTIMIZERS[opt])
+    assert traces == 1
+    for a, b in zip(eager_losses, comp_losses):
+        assert np.array_equal(a, b)
+    for a, b in zip(eager_params, comp_params):
+        assert np.array_equal(a, b), "compiled parameters differ from eager ones"
+    assert not np.array_equal(eager_params[0], _mlp_params(0)[0]), "the steps must have changed the weights"
+
+
+def test_compiled_float64_training_equals_eager():
+    e, ep, _ = _train(False, OPTIMIZERS["adam-schedule"], dtype=np.float64)
+    c, cp, _ = _train(True, OPTIMIZERS["adam-schedule"], dtype=np.float64)
+    assert all(np.array_equal(a, b) for a, b in zip(e + ep, c + cp))
+
+
+def _module_run(compiled: bool):
+    gt.random.seed(3)
+    model = gt.nn.Sequential(
+        [gt.nn.Dense(16, activation="relu"), gt.nn.Dropout(0.3), gt.nn.Dense(5)],
+    )
+    model(gt.constant(np.zeros((1, 12), np.float32)))  # build
+    for v, a in zip(model.trainable_variables, _mlp_params(5, sizes=(12, 16, 5))):
+        v.assign(a)
+    opt = gt.optim.Adam(0.01)
+    lossf = gt.nn.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def step(x, y):
+        with gt.GradientTape() as tape:
+            loss = lossf(y, model(x, training=True))
+        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        acc = gt.mean(gt.cast(gt.equal(gt.argmax(model(x), axis=1), y), "float32"))
+        return {"loss": loss, "acc": acc}
+
+    f = gt.function(step) if compiled else step
+    outs = [f(x, y) for x, y in _batches(5)]
+    return [(o["loss"].numpy(), o["acc"].numpy()) for o in outs], [v.numpy() for v in model.trainable_variables]
+
+
+def test_module_with_dropout_and_accuracy_equals_eager():
+    """Dropout masks are drawn anew by each replay, from the same generator, in the same order."""
+    e_out, e_params = _module_run(False)
+    c_out, c_params = _module_run(True)
+    for (el, ea), (cl, ca) in zip(e_out, c_out):
+        assert np.array_equal(el, cl) and np.array_equal(ea, ca)
+    for a, b in zip(e_params, c_params):
+        assert np.array_equal(a, b)
+    assert len({float(a) for _, a in c_out}) > 1 or len({float(lo) for lo, _ in c_out}) > 1
+
+
+def test_random_draws_are_not_frozen():
+    f = gt.function(lambda x: x + gt.random.normal((3,)))
+    x = gt.constant(np.zeros(3, np.float32))
+    a, b = f(x).numpy(), f(x).numpy()
+    assert not np.array_equal(a, b)
+
+
+def test_jacobian_and_batch_jacobian_compiled_equal_eager():
+    rng = np.random.default_rng(0)
+    W = gt.constant(rng.standard_normal((6, 6)).astype(np.float32))
+
+    def jac(x):
+        with gt.GradientTape(persistent=True) as tape:
+            tape.watch(x)
+            y = gt.tanh(x @ W)
+        return tape.jacobian(y, x), tape.batch_jacobian(y, x)
+
+    f = gt.function(jac)
+    for _ in range(3):
+        x = gt.constant(rng.standard_normal((4, 6)).astype(np.float32))
+        (j1, b1), (j2, b2) = jac(x), f(x)
+        assert np.array_equal(j1.numpy(), j2.numpy()) and np.array_equal(b1.numpy(), b2.numpy())
+    assert f.tracing_count == 1
+
+
+def test_second_order_inside_a_compiled_function():
+    def hvp(x, v):
+        with gt.GradientTape() as outer:
+            outer.watch(x)
+            with gt.GradientTape() as inner:
+                inner.watch(x)
+                y = gt.sum(gt.sin(x) * x * x)
+            g = inner.gradient(y, x)
+            gv = gt.sum(g * v)
+        return outer.gradient(gv, x)
+
+    f = gt.function(hvp)
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        x = gt.constant(rng.standard_normal(5))
+        v = gt.constant(rng.standard_normal(5))
+        assert np.array_equal(hvp(x, v).numpy(), f(x, v).numpy())
+
+
+def test_variable_assignments_replay():
+    counter = gt.Variable(0.0)
+    total = gt.Variable(np.zeros(2, np.float32))
+
+    @gt.function
+    def f(x):
+        counter.assign_add(1.0)
+        total.assign(total * 0.5 + x)
+        return total.value() * 1.0
+
+    for i in range(4):
+        out = f(gt.constant(np.full(2, i, np.float32)))
+    assert float(counter.numpy()) == 4.0
+    assert np.allclose(out.numpy(), [0.25 * 0 + 0.5 * 1 * 0.5 + 0.5 * 2 + 3] * 2)
+    assert f.tracing_count == 1
+
+
+def test_python_side_effects_run_at_trace_time_only():
+    calls = []
+
+    @tf.function
+    def f(x):
+        calls.append(1)
+        return x * 2.0
+
+    for _ in range(3):
+        f(tf.constant([1.0]))
+    assert len(calls) == 1 and f.experimental_get_tracing_count() == 1
+
+
+def test_retracing_on_new_signatures_is_counted_and_warned():
+    f = gt.function(lambda x, k: x * k)
+    f(gt.constant([1.0]), 2.0)
+    f(gt.constant([5.0]), 2.0)  # same signature: replay
+    assert f.tracing_count == 1
+    assert float(f(gt.constant([5.0]), 3.0)[0]) == 15.0  # a new Python value
+    f(gt.constant([1.0, 2.0]), 3.0)  # a new shape
+    f(gt.constant([1.0, 2.0], dtype="float64"), 3.0)  # a new dtype
+    assert f.tracing_count == 4
+    with pytest.warns(GputapeWarning, match=r"traced 5 times.*tensor\(3,\):float32"):
+        f(gt.constant([1.0, 2.0, 3.0]), 3.0)
+    assert f.tracing_count == 5
+    f(gt.constant([1.0, 2.0, 3.0]), 3.0)
+    assert f.tracing_count == 5
+
+
+def test_aliased_arguments_are_a_different_signature():
+    f = gt.function(lambda a, b: a * b)
+    x, y = gt.constant([2.0]), gt.constant([3.0])
+    assert float(f(x, x)[0]) == 4.0
+    assert float(f(x, y)[0]) == 6.0
+    assert f.tracing_count == 2
+
+
+@pytest.mark.parametrize(
+    "body, what",
+    [
+        ("if gt.sum(x) > 0:\n        x = x * 2.0", "bool"),
+        ("x = x * float(gt.sum(x))", "float"),
+        ("x = x + x.numpy()", "numpy"),
+        ("x = x * float(w.numpy()[0])", "variable"),
+    ],
+)
+def test_value_dependent_python_is_a_clear_trace_time_error(body, what):
+    w = gt.Variable([1.0])
+    ns = {"gt": gt, "w": w}
+    src = f"def f(x):\n    {body}\n    return x\n"
+    exec(compile(src, "user_step.py", "exec"), ns)
+    f = gt.function(ns["f"])
+    with pytest.raises(gt.TracingError, match=r"gt.function\(f\).*user_step.py:2.*gt.where"):
+        f(gt.constant([1.0, 2.0]))
+    assert f.tracing_count == 0  # nothing cached: the next call traces again
+    assert isinstance(gt.TracingError("x"), TypeError)
+
+
+def test_shape_dependent_python_is_fine():
+    @gt.function
+    def f(x):
+        if x.shape[0] > 2:
+            return x * 2.0
+        return x
+
+    assert f(gt.constant([1.0, 2.0, 3.0])).numpy().tolist() == [2.0, 4.0, 6.0]
+    assert f(gt.constant([1.0])).numpy().tolist() == [1.0]
+
+
+def test_called_under_an_outer_tape_runs_eagerly_and_is_differentiable():
+    f = gt.function(lambda x: gt.sin(x) * x)
+    x = gt.constant([0.5, 1.0])
+    with gt.GradientTape() as tape:
+        tape.watch(x)
+        y = gt.sum(f(x))
+    g = tape.gradient(y, x).numpy()
+    assert np.allclose(g, np.cos([0.5, 1.0]) * [0.5, 1.0] + np.sin([0.5, 1.0]))
+    assert f.tracing_count == 0
+
+
+def test_results_of_earlier_calls_are_not_overwritten():
+    f = gt.function(lambda x: x * 2.0)
+    a = f(gt.constant([1.0]))
+    b = f(gt.constant([5.0]))
+    assert a.numpy().tolist() == [2.0] and b.numpy().tolist() == [10.0]
+
+
+def test_nested_arguments_kwargs_and_python_outputs():
+    @gt.function
+    def f(batch, *, scale=1.0):
+        return {"sum": (batch["a"] + batch["b"][0]) * scale, "tag": "ok", "n": None}
+
+    for k in range(3):
+        out = f({"a": gt.constant([1.0 * k]), "b": [np.array([2.0], np.float32)]}, scale=2.0)
+        assert out["sum"].numpy().tolist() == [2.0 * (k + 2)] and out["tag"] == "ok" and out["n"] is None
+    assert f.tracing_count == 1
+
+
+def test_an_error_while_tracing_propagates_and_caches_nothing():
+    state = {"fail": True}
+
+    @gt.function
+    def f(x):
+        if state["fail"]:
+            raise RuntimeError("boom")
+        return x + 1.0
+
+    with pytest.raises(RuntimeError, match="boom"):
+        f(gt.constant([1.0]))
+    state["fail"] = False
+    assert f(gt.constant([1.0])).numpy().tolist() == [2.0]
+    assert gt.tape._TRACE is None and gt.tape._ACTIVE == 0
+
+
+def test_methods_trace_per_instance():
+    class Model(gt.Module):
+        def __init__(self, k):
+            super().__init__()
+            self.w = gt.Variable([k])
+
+        @gt.function
+        def __call__(self, x):
+            return x * self.w
+
+    m1, m2 = Model(2.0), Model(3.0)
+    x = gt.constant([1.0])
+    assert float(m1(x)[0]) == 2.0 and float(m2(x)[0]) == 3.0
+    m1.w.assign([4.0])
+    assert float(m1(x)[0]) == 4.0
+
+
+def test_the_replay_source_is_readable():
+    f = gt.function(lambda x: gt.exp(x) + 1.0)
+    f(gt.constant([0.0]))
+    assert f.code.startswith("def replay(s0):") and "return" in f.code
