@@ -243,15 +243,21 @@ def numpy_mlp(X: np.ndarray, Y: np.ndarray, init: list[np.ndarray]) -> Callable[
     return step
 
 
-def gputape_mlp(X: np.ndarray, Y: np.ndarray, init: list[np.ndarray], device: str, fused: bool) -> Callable[[], Any]:
-    """The step as a user writes it: a tape, sparse softmax cross-entropy, an optimizer."""
+def gputape_mlp(
+    X: np.ndarray, Y: np.ndarray, init: list[np.ndarray], device: str, fused: bool, compiled: Any = None
+) -> Callable[[], Any]:
+    """The step as a user writes it: a tape, sparse softmax cross-entropy, an optimizer.
+
+    ``compiled``: None for eager; else ``gt.function(step, graphs=compiled)`` (True: CUDA
+    graphs between the cuBLAS calls; False: the replay without graphs).
+    """
     params = [gt.Variable(backend.to_device(a, device), name=f"p{i}") for i, a in enumerate(init)]
-    x = gt.constant(backend.to_device(X, device))
-    y = gt.constant(backend.to_device(Y, device))
+    x0 = gt.constant(backend.to_device(X, device))
+    y0 = gt.constant(backend.to_device(Y, device))
     opt: Any = K.FusedOptimizer("adam", LR) if fused else gt.optim.Adam(LR)
     w1, b1, w2, b2, w3, b3 = params
 
-    def step() -> Any:
+    def train(x: Any, y: Any) -> Any:
         with gt.GradientTape() as tape:
             h = gt.nn.relu(x @ w1 + b1)
             h = gt.nn.relu(h @ w2 + b2)
@@ -263,7 +269,16 @@ def gputape_mlp(X: np.ndarray, Y: np.ndarray, init: list[np.ndarray], device: st
             opt.apply_gradients(zip(grads, params))
         return loss
 
+    f = train if compiled is None else gt.function(train, graphs=compiled)
+    FUNCTIONS.append(f)
+
+    def step() -> Any:
+        return f(x0, y0)
+
     return step
+
+
+FUNCTIONS: list[Any] = []  # the compiled ones report their CUDA-graph plan
 
 
 def torch_mlp(X: np.ndarray, Y: np.ndarray, init: list[np.ndarray], device: str, fused: bool) -> Callable[[], Any]:
@@ -296,8 +311,11 @@ def mlp_systems(device: str, batch: int) -> dict[str, Callable[[], Any]]:
         "numpy by hand (CPU)": numpy_mlp(X, Y, init),
         "gputape (CPU)": gputape_mlp(X, Y, init, "cpu", fused=False),
     }
+    out["gputape compiled (CPU)"] = gputape_mlp(X, Y, init, "cpu", fused=False, compiled=True)
     if device != "cpu":
         out[f"gputape ({device}, gt.optim.Adam)"] = gputape_mlp(X, Y, init, device, fused=False)
+        out[f"gputape compiled ({device}, no graphs)"] = gputape_mlp(X, Y, init, device, fused=False, compiled=False)
+        out[f"gputape compiled ({device}, CUDA graphs)"] = gputape_mlp(X, Y, init, device, fused=False, compiled=True)
         out[f"gputape ({device}, fused Adam)"] = gputape_mlp(X, Y, init, device, fused=True)
     try:
         import torch
@@ -337,7 +355,10 @@ def mlp_bench(cp: Any, device: str, batch: int) -> dict[str, Any]:
         reps = 5 if "CPU" in name else 50
         t = time_wall(fn, sync, reps)
         rows.append({"system": name, "ms_per_step": t * 1e3, "losses_first_5_steps": check[name]})
-    return {"batch": batch, "layers": [D, H, H, C], "optimizer": "Adam", "rows": rows}
+    plans = [f.graph_report for f in FUNCTIONS if isinstance(f, gt.Function) and f.graph_report]
+    for p in plans[-1:]:
+        print(f"CUDA-graph plan of the compiled step: {p}", flush=True)
+    return {"batch": batch, "layers": [D, H, H, C], "optimizer": "Adam", "rows": rows, "graph_plans": plans}
 
 
 # -- main -------------------------------------------------------------------------------------------

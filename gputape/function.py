@@ -57,7 +57,9 @@ What a user of ``tf.function`` should know:
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import threading
 import warnings
 from collections.abc import Callable
@@ -73,6 +75,7 @@ from .tensor import Tensor, Variable, _new, _wrap
 __all__ = ["Function", "TracingError", "function"]
 
 _RETRACE_WARN_AT = 5
+_log = logging.getLogger("gputape")
 
 
 class TracingError(TypeError):
@@ -94,7 +97,8 @@ class _Trace:
         self.thread = threading.get_ident()
         self.slot_of: dict[int, int] = {}
         self.keep: list[Any] = []
-        self.steps: list[tuple[Any, Any, Any]] = []  # (fn | Variable, refs, outs)
+        # (fn | Variable, refs, outs, kind): kind says whether a CUDA graph may capture the step
+        self.steps: list[tuple[Any, Any, Any, str]] = []
         self.nslots = 0
         self.consts: list[Any] = []
         self.paused = 0
@@ -133,19 +137,19 @@ class _Trace:
             return [None if o is None else self._slot(o._data if isinstance(o, Tensor) else o) for o in out]
         return self._slot(out._data if isinstance(out, Tensor) else out)
 
-    def _step(self, fn: Any, refs: list, out: Any) -> None:
-        self.steps.append((fn, refs, self.outs(out)))
+    def _step(self, fn: Any, refs: list, out: Any, kind: str = "host") -> None:
+        self.steps.append((fn, refs, self.outs(out), kind))
 
     # hooks called by the tape, tensors, optimizers and random draws
     def read_variable(self, var: Variable) -> int:
         if not self.owned():
             return -1
         k = self._slot(var._data)
-        self.steps.append((var, None, k))
+        self.steps.append((var, None, k, "var"))
         return k
 
     def forward(self, prim: Any, args: tuple, params: dict, datas: list | None, res: Any) -> None:
-        if not self.owned():
+        if not self.owned() or prim.fwd is _tape._custom_fwd:  # (custom: its inner ops were recorded)
             return
         first = next(a._data for a in args if isinstance(a, Tensor))
         xp = np if type(first) is np.ndarray else backend.xp_of(first)
@@ -157,7 +161,7 @@ class _Trace:
                 refs.append(self.ref(a))  # raw arrays too: an argument's array is a slot
             elif id(a) in self.slot_of:  # a traced host array the op moved to its GPU
                 dev = backend.device_of(c)
-                self._step(functools.partial(_to_device, dev=dev), [self.ref(a)], c)
+                self._step(functools.partial(_to_device, dev=dev), [self.ref(a)], c, "host")
                 refs.append(self.ref(c))
             else:
                 refs.append(self.const(c))
@@ -166,7 +170,7 @@ class _Trace:
                 fn = _fixed(fn)
         else:
             fn = _fixed_multi(fn)
-        self._step(fn, refs, res)
+        self._step(fn, refs, res, _kind(prim))
 
     def forward1(self, prim: Any, args: tuple, res: Tensor) -> None:
         """The ops' fast paths: one or two operands, no parameters, ``prim.cpu`` on host arrays."""
@@ -180,22 +184,46 @@ class _Trace:
             fn = functools.partial(prim.fwd, np if type(d) is np.ndarray else backend.xp_of(d))
         if res._data.ndim == 0:
             fn = _fixed(fn)
-        self._step(fn, [self.ref(a) if isinstance(a, Tensor) else self.const(a) for a in args], res)
+        self._step(fn, [self.ref(a) if isinstance(a, Tensor) else self.const(a) for a in args], res, _kind(prim))
 
-    def vjp(self, F: Any, node: Node, needs: Any, lead: tuple, g: Any, saved: Any, in_grads: list) -> None:
-        if not self.owned():
-            return
+    def node_grads(self, F: Any, node: Node, needs: Any, lead: tuple, g: Any, saved: Any) -> list:
+        """A node's backward step, run now and recorded: the VJP as one call, then a reduce/cast per input."""
+        own = self.owned()
+        self.paused += 1  # a custom gradient's own ops are inside this one step
+        try:
+            raw = _tape._vjp_raw(F, node, needs, lead, g, saved)
+            out = _tape._fit_all(F, node, needs, lead, raw)
+        finally:
+            self.paused -= 1
+        if own:
+            self._vjp(F, node, needs, lead, g, saved, raw, out)
+        return out
+
+    def _vjp(self, F: Any, node: Node, needs: Any, lead: tuple, g: Any, saved: Any, raw: Any, out: list) -> None:
         static = _new(Node)  # the node without its residuals: the replay passes its own
         for name in Node.__slots__:
             setattr(static, name, getattr(node, name, None))
         static.saved = None
-        fn = functools.partial(_tape._node_grads, F, static, needs, lead)
-        self._step(fn, [self.ref(g)] + [self.ref(s) for s in saved], list(in_grads))
+        nb = len(lead)
+        # vjp(F, g, needs, nb, node, *saved), called from the replay's code with no wrapper
+        fn = _unbatched if nb and not node.prim.batchable else node.prim.vjp
+        refs = [self.const(F), self.ref(g), self.const(needs), self.const(nb if fn is not _unbatched else lead)]
+        refs += [self.const(static)] + [self.ref(s) for s in saved]
+        # unused results are bound to nothing, so their arrays die at once
+        kept = [r if (n and r is not None) else None for r, n in zip(raw, needs)]
+        self._step(fn, refs, kept, _kind(node.prim))
+        casts = node.casts
+        for k, (r, o) in enumerate(zip(kept, out)):
+            if r is not None and o is not r:
+                shape = node.shapes[k] if not nb else lead + node.shapes[k]
+                fit = functools.partial(_tape._fit, F, shape=shape, nb=nb, cast=None if casts is None else casts[k])
+                self._step(fit, [self.ref(r)], o, "device")
 
-    def call(self, fn: Callable[..., Any], args: tuple, out: Any) -> None:
+    def call(self, fn: Callable[..., Any], args: tuple, out: Any, pure: bool = False) -> None:
+        """``out = fn(*args)`` ran; ``pure``: array work only (no host state, no transfers)."""
         if not self.owned():
             return
-        self._step(fn, [self.ref(a) for a in args], out)
+        self._step(fn, [self.ref(a) for a in args], out, "device" if pure else "host")
 
     def assign(self, var: Variable, op: str, arr: Any) -> None:
         if not self.owned():
@@ -212,18 +240,19 @@ class _Trace:
         self._step(_OptimizerStep(opt, variables), [self.ref(g) for g, _ in live], [v._data for v in variables])
         return n
 
-    def python_step(self, fn: Callable[..., Any], args: tuple) -> None:
+    def python_step(self, fn: Callable[..., Any], args: tuple, wrap: bool = True) -> None:
         """Run host-side Python ``fn(*args)`` now and again on every replay with that call's values.
 
         For stateful Python that reads tensor values (running metrics): arrays
-        reach ``fn`` as tensors, other arguments as they were.
+        reach ``fn`` as tensors (raw arrays with ``wrap=False``), other arguments
+        as they were.
         """
         self.paused += 1
         try:
             fn(*args)
         finally:
             self.paused -= 1
-        self._step(_PythonStep(fn), [self.ref(a) for a in args], None)
+        self._step(_PythonStep(fn) if wrap else fn, [self.ref(a) for a in args], None)
 
     def exported(self, t: Tensor) -> None:
         if not self.owned():
@@ -243,7 +272,7 @@ class _Trace:
     def compile(self, arg_slots: list[int], out_refs: list[Any]) -> tuple[Callable[..., Any], str]:
         """Straight-line Python source for the record; each slot deleted after its last use."""
         last: dict[int, int] = {}
-        for i, (_fn, refs, _) in enumerate(self.steps):
+        for i, (_fn, refs, _, _kind) in enumerate(self.steps):
             if refs is not None:
                 for k in _slots_in(refs):
                     last[k] = i
@@ -253,7 +282,7 @@ class _Trace:
         dead_args = [k for k in arg_slots if k not in last and k not in returned]
         if dead_args:
             lines.append(f"    del {', '.join(f's{k}' for k in dead_args)}")
-        for i, (fn, refs, outs) in enumerate(self.steps):
+        for i, (fn, refs, outs, _kind) in enumerate(self.steps):
             if isinstance(fn, Variable):
                 ns[f"V{i}"] = fn
                 lines.append(f"    s{outs} = V{i}._data")
@@ -273,6 +302,18 @@ class _Trace:
         src = "\n".join(lines) + "\n"
         exec(compile(src, f"<gt.function {self.name}>", "exec"), ns)
         return ns["replay"], src
+
+
+# Primitives whose forward or VJP calls cuBLAS/cuSOLVER: CuPy refuses those during stream
+# capture (measured: "calling cuBLAS API during stream capture is currently unsupported").
+_HOST_PRIMS = {"matmul", "einsum", "tensordot", "dot", "inner", "solve", "inv", "det", "cholesky", "svd", "qr"}
+
+
+def _kind(prim: Any) -> str:
+    """ "device" when a CUDA graph may capture the primitive's work; "host" otherwise."""
+    if prim.name in _HOST_PRIMS or prim.fwd is _tape._custom_fwd:
+        return "host"  # custom gradients run user Python
+    return "device"
 
 
 def _slots_in(refs: Any) -> list[int]:
@@ -322,6 +363,10 @@ def _fixed_multi(fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
+def _unbatched(F: Any, g: Any, needs: Any, lead: tuple, node: Node, *saved: Any) -> list:
+    return _tape._unbatched_vjp(F, g, needs, node, list(saved), lead)
+
+
 def _to_device(a: Any, dev: str) -> Any:
     return backend.to_device(a, dev)
 
@@ -350,6 +395,286 @@ class _OptimizerStep:
         variables = self.variables
         self.opt._apply_live([(_wrap(g), v) for g, v in zip(grads, variables)])
         return [v._data for v in variables]
+
+
+# -- CUDA-graph replay ------------------------------------------------------------------------
+
+
+class _Segment:
+    __slots__ = ("capture", "end", "graph", "ins", "live_outs", "start")
+
+    def __init__(self, start: int, end: int, capture: bool) -> None:
+        self.start, self.end, self.capture = start, end, capture
+        self.graph: Any = None
+        self.ins: list[int] = []  # slots read in the segment, made before it
+        self.live_outs: list[int] = []  # slots made in the segment and read after it
+
+
+class _GraphRunner:
+    """Replays a record on the GPU as CUDA graphs between the steps a graph cannot hold.
+
+    CuPy refuses cuBLAS calls during stream capture, and host work (optimizer
+    bookkeeping, random draws, variable reads) cannot be captured, so the record
+    is cut into segments: runs of device-only steps become one graph each; the
+    rest run as ordinary launches in between. A graph reads and writes fixed
+    addresses, so every value that crosses into a graph lives in a buffer this
+    runner owns ("static"): arguments and host-step results are copied into it
+    on each call, graph results are read from it, and returned values are
+    copied out. Call 1 after the trace runs eagerly (kernels compile, pools
+    fill); call 2 captures; later calls launch. A step that fails to capture
+    is moved out of the graphs and the segments are captured anew.
+    """
+
+    def __init__(self, trace: _Trace, arg_slots: list[int], out_refs: list[Any], backend_: Any) -> None:
+        self.steps = trace.steps
+        self.consts = trace.consts
+        self.nslots = trace.nslots
+        self.arg_slots = arg_slots
+        self.out_refs = out_refs
+        self.backend = backend_
+        self.calls = 0
+        self.host_only: set[int] = {i for i, st in enumerate(self.steps) if st[3] != "device"}
+        self.returned = set(_slots_in(out_refs))
+        n = len(self.steps)
+        self.last: dict[int, int] = {}
+        for i, st in enumerate(self.steps):
+            if st[1] is not None:
+                for k in _slots_in(st[1]):
+                    self.last[k] = i
+        for k in self.returned:
+            self.last[k] = n
+        self.dead_after: list[list[int]] = [[] for _ in range(n)]
+        for i, st in enumerate(self.steps):
+            made = [st[2]] if isinstance(st[2], int) else [o for o in st[2] or () if o is not None]
+            for k in made:
+                if k not in self.last:
+                    self.dead_after[i].append(k)
+        for k, i in self.last.items():
+            if i < n:
+                self.dead_after[i].append(k)
+        self.dead_args = [k for k in arg_slots if k not in self.last]
+        self.captures = 0
+        self.failures: list[str] = []
+        self._plan()
+
+    # planning
+    def _plan(self) -> None:
+        segs: list[_Segment] = []
+        for i in range(len(self.steps)):
+            cap = i not in self.host_only
+            if segs and segs[-1].capture == cap:
+                segs[-1].end = i + 1
+            else:
+                segs.append(_Segment(i, i + 1, cap))
+        made_in: dict[int, int] = {k: -1 for k in self.arg_slots}
+        for si, seg in enumerate(segs):
+            for i in range(seg.start, seg.end):
+                st = self.steps[i]
+                made = [st[2]] if isinstance(st[2], int) else [o for o in st[2] or () if o is not None]
+                for k in made:
+                    made_in[k] = si
+        for si, seg in enumerate(segs):
+            if not seg.capture:
+                continue
+            ins: set[int] = set()
+            for i in range(seg.start, seg.end):
+                refs = self.steps[i][1]
+                for k in _slots_in(refs or ()):
+                    if made_in.get(k, -1) != si:
+                        ins.add(k)
+            seg.ins = sorted(ins)
+            seg.live_outs = sorted(k for k, where in made_in.items() if where == si and self.last.get(k, -1) >= seg.end)
+        self.segments = segs
+        self.static: dict[int, Any] = {}
+
+    # running
+    def _resolve(self, r: Any, env: list) -> Any:
+        if r is None:
+            return None
+        if r[0] == "s":
+            return env[r[1]]
+        if r[0] == "c":
+            return self.consts[r[1]]
+        return [self._resolve(e, env) for e in r[1]]
+
+    def _exec(self, seg: _Segment, env: list, capturing: bool = False) -> None:
+        steps = self.steps
+        for i in range(seg.start, seg.end):
+            fn, refs, outs, kind = steps[i]
+            if capturing:
+                self._current = i
+                self.backend.before_capture_step(i, fn)
+            if kind == "var":
+                env[outs] = fn._data
+            else:
+                res = fn(*[self._resolve(r, env) for r in refs])
+                if isinstance(outs, int):
+                    env[outs] = res
+                elif outs is not None:
+                    for k, o in zip(outs, res):
+                        if k is not None:
+                            env[k] = o
+            for k in self.dead_after[i]:
+                env[k] = None
+
+    def __call__(self, *arrays: Any) -> tuple:
+        b = self.backend
+        env: list[Any] = [None] * self.nslots
+        for k, a in zip(self.arg_slots, arrays):
+            env[k] = a
+        for k in self.dead_args:
+            env[k] = None
+        eager = self.calls == 0  # the first replay compiles kernels and fills the pools
+        self.calls += 1
+        replan = False
+        static = self.static
+        with b.on_stream():
+            for seg in self.segments:
+                if not seg.capture or eager:
+                    self._exec(seg, env)
+                    continue
+                for k in seg.ins:
+                    st = static.get(k)
+                    v = env[k]
+                    if st is None:
+                        # buffers of our own: the caller's arrays, variables' arrays (which
+                        # others may share) and host results are copied in on every call
+                        st = static[k] = b.own(v)
+                    elif v is not st:
+                        b.copy(st, v)
+                    env[k] = st
+                if seg.graph is None and not self._capture(seg, env):
+                    eager = replan = True  # the segment ran without a graph; so does the rest of this call
+                    continue
+                b.launch(seg.graph)
+                for k in seg.live_outs:
+                    env[k] = static[k]
+                end = seg.end
+                for k in seg.ins:
+                    if self.last.get(k, -1) < end:
+                        env[k] = None
+            out = []
+            for r in self.out_refs:
+                v = self._resolve(r, env)
+                if r is not None and r[0] == "s" and static.get(r[1]) is v:
+                    v = b.own(v)  # the next call overwrites the graph's buffer
+                out.append(v)
+        if replan:
+            self._plan()  # without the refused step; the next call captures anew
+        return tuple(out)
+
+    def _capture(self, seg: _Segment, env: list) -> bool:
+        b = self.backend
+        self._current = seg.start
+        ins = [(k, env[k]) for k in seg.ins]
+        try:
+            seg.graph = b.capture(lambda: self._exec(seg, env, capturing=True), self, seg)
+        except Exception as exc:
+            bad = self._current
+            self.failures.append(f"step {bad} ({_step_name(self.steps[bad][0])}): {type(exc).__name__}: {exc}")
+            _log.debug("gt.function: CUDA graph capture refused %s", self.failures[-1])
+            self.host_only.add(bad)
+            for k, v in ins:
+                env[k] = v
+            self._exec(seg, env)  # nothing of the segment ran: run it now
+            return False
+        self.captures += 1
+        for k in seg.live_outs:
+            self.static[k] = env[k]
+        return True
+
+    def emulated_launch(self, seg: _Segment) -> None:
+        """CPU tests: a "graph" recomputes its segment from the captured buffers into them."""
+        env: list[Any] = [None] * self.nslots
+        for k in seg.ins:
+            env[k] = self.static[k]
+        self._exec(seg, env)
+        for k in seg.live_outs:
+            np.copyto(self.static[k], env[k])
+
+
+def _step_name(fn: Any) -> str:
+    if isinstance(fn, functools.partial):
+        fn = fn.func
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+
+
+class _CudaGraphs:
+    """The real backend: a private non-blocking stream and memory pool per compiled signature."""
+
+    def __init__(self, device: str) -> None:
+        cp = backend.cupy_module()
+        self.cp = cp
+        with cp.cuda.Device(backend.device_index(device)):
+            self.stream = cp.cuda.Stream(non_blocking=True)
+            self.pool = cp.cuda.MemoryPool()  # graph buffers: nothing else allocates from it
+        self.device = device
+
+    @contextlib.contextmanager
+    def on_stream(self) -> Any:
+        cp = self.cp
+        caller = cp.cuda.get_current_stream()
+        self.stream.wait_event(caller.record())  # the caller's writes to the inputs come first
+        try:
+            with self.stream:
+                yield
+        finally:
+            caller.wait_event(self.stream.record())  # and the caller sees the results
+
+    def before_capture_step(self, i: int, fn: Any) -> None:
+        pass
+
+    def capture(self, run: Callable[[], None], runner: _GraphRunner, seg: _Segment) -> Any:
+        cp = self.cp
+        with cp.cuda.using_allocator(self.pool.malloc):
+            self.stream.begin_capture()
+            try:
+                run()
+            except BaseException:
+                try:
+                    self.stream.end_capture()
+                except Exception:
+                    pass
+                raise
+            return self.stream.end_capture()
+
+    def launch(self, graph: Any) -> None:
+        graph.launch(stream=self.stream)
+
+    def copy(self, dst: Any, src: Any) -> None:
+        self.cp.copyto(dst, src)
+
+    def own(self, a: Any) -> Any:
+        return a.copy()
+
+
+class _EmulatedGraphs:
+    """CPU stand-in for tests: same buffers and copies; a "graph" recomputes into the captured buffers."""
+
+    def __init__(self, refuse: Callable[[Any], bool] | None = None) -> None:
+        self.refuse = refuse
+        self.launches = 0
+
+    def on_stream(self) -> Any:
+        return contextlib.nullcontext()
+
+    def before_capture_step(self, i: int, fn: Any) -> None:
+        if self.refuse is not None and self.refuse(fn):
+            raise RuntimeError("emulated capture refusal")
+
+    def capture(self, run: Callable[[], None], runner: _GraphRunner, seg: _Segment) -> Any:
+        run()  # (a real capture runs nothing: the launch that follows does the work)
+        return functools.partial(runner.emulated_launch, seg)
+
+    def launch(self, graph: Any) -> None:
+        self.launches += 1
+        graph()
+
+    def copy(self, dst: Any, src: Any) -> None:
+        np.copyto(dst, src)
+
+    def own(self, a: Any) -> Any:
+        return np.array(a, copy=True)
 
 
 # -- the decorator ---------------------------------------------------------------------------
@@ -427,9 +752,10 @@ class Function:
     ([0.0, 1.5232], 1)
     """
 
-    def __init__(self, python_function: Callable[..., Any], name: str | None = None) -> None:
+    def __init__(self, python_function: Callable[..., Any], name: str | None = None, graphs: Any = None) -> None:
         self.python_function = python_function
         self.name = name or getattr(python_function, "__name__", "function")
+        self.graphs = graphs
         self._cache: dict[Any, _Concrete] = {}
         self._keys: list[Any] = []
         self._lock = threading.Lock()
@@ -454,7 +780,7 @@ class Function:
             return self
         bound = obj.__dict__.get(f"__gt_function_{self.name}")
         if bound is None:
-            bound = Function(self.python_function.__get__(obj, objtype), self.name)
+            bound = Function(self.python_function.__get__(obj, objtype), self.name, self.graphs)
             obj.__dict__[f"__gt_function_{self.name}"] = bound
         return bound
 
@@ -512,6 +838,9 @@ class Function:
             else:
                 out_refs.append(tr.const(x))
         replay, src = tr.compile(arg_slots, out_refs)
+        runner = self._graph_runner(tr, arg_slots, out_refs)
+        if runner is not None:
+            replay = runner
         tr.keep.clear()
         tr.slot_of.clear()
         self._cache[key] = _Concrete(replay, src, positions, out_spec, len(out_refs))
@@ -528,6 +857,33 @@ class Function:
                 stacklevel=3,
             )
         return out
+
+    def _graph_runner(self, tr: _Trace, arg_slots: list[int], out_refs: list[Any]) -> _GraphRunner | None:
+        if self.graphs is False:
+            return None
+        if self.graphs == "emulate":  # tests: the graph logic on the CPU
+            return _GraphRunner(tr, arg_slots, out_refs, _EmulatedGraphs(self._refuse))
+        gpu = next((a for a in tr.keep if backend.is_gpu_array(a)), None)
+        if gpu is None:
+            return None
+        return _GraphRunner(tr, arg_slots, out_refs, _CudaGraphs(backend.device_of(gpu)))
+
+    _refuse: Callable[[Any], bool] | None = None  # tests: steps the emulated capture refuses
+
+    @property
+    def graph_report(self) -> dict[str, Any]:
+        """For the latest trace: graph segments, captures, host steps, refused steps (empty on the CPU)."""
+        conc = self._cache[self._keys[-1]] if self._keys else None
+        r = conc.replay if conc is not None else None
+        if not isinstance(r, _GraphRunner):
+            return {}
+        return {
+            "graphs": sum(1 for s in r.segments if s.capture),
+            "host_steps": len(r.host_only),
+            "steps": len(r.steps),
+            "captures": r.captures,
+            "refused": list(r.failures),
+        }
 
 
 def _describe(key: Any) -> str:
@@ -561,5 +917,5 @@ def function(func: Callable[..., Any] | None = None, **kwargs: Any) -> Any:
     (12.0, 2)
     """
     if func is None:
-        return lambda f: Function(f)
-    return Function(func)
+        return lambda f: Function(f, graphs=kwargs.get("graphs"))
+    return Function(func, graphs=kwargs.get("graphs"))

@@ -30,6 +30,7 @@ This module never imports cupy: it asks :mod:`gputape.backend` for it.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections import OrderedDict
@@ -782,6 +783,15 @@ class FusedOptimizer:
 
     def update(self, params: list[Any], grads: list[Any], slots: list[tuple[Any, Any]] | None = None) -> None:
         """Apply one update to ``params`` (in place) from ``grads``; ``slots`` overrides the kept ones."""
+        from . import tape as _tape
+
+        tr = _tape._TRACE
+        if tr is not None and tr.owned():  # inside gt.function's trace: every replay updates too
+            tr.python_step(functools.partial(self._update_raw, list(params), slots=slots), tuple(grads), wrap=False)
+            return
+        self._update_raw(params, *grads, slots=slots)
+
+    def _update_raw(self, params: list[Any], *grads: Any, slots: list[tuple[Any, Any]] | None = None) -> None:
         params = list(params)
         arrays = self._arrays(params)
         gs = [g._data if hasattr(g, "_data") else g for g in grads]

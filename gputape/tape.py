@@ -509,15 +509,16 @@ def _note_untracked(tapes: list, name: str, args: tuple, res: Any) -> None:
             _note_edge(tape, name, args, res)
 
 
-def traced(fn: Callable[..., Any], args: tuple, out: Any) -> None:
+def traced(fn: Callable[..., Any], args: tuple, out: Any, pure: bool = False) -> None:
     """Tell a running ``gt.function`` trace that ``out = fn(*args)`` just ran on arrays.
 
     Code that computes arrays outside the primitives (comparisons, random draws,
     the gradient's final reshapes) calls this so that replays recompute ``out``
-    instead of freezing the traced value. A no-op when nothing is being traced.
+    instead of freezing the traced value. ``pure``: ``fn`` is device array work
+    only (a CUDA graph may capture it). A no-op when nothing is being traced.
     """
     if _TRACE is not None:
-        _TRACE.call(fn, args, out)
+        _TRACE.call(fn, args, out, pure)
 
 
 def note_nondiff(name: str, args: tuple, res: Tensor) -> None:
@@ -708,7 +709,7 @@ def _own(a: Any) -> Any:
     if type(a) is _ndarray or (hasattr(a, "copy") and hasattr(a, "shape") and not isinstance(a, np.generic)):
         b = a.copy()
         if _TRACE is not None:
-            _TRACE.call(_copy, (a,), b)
+            _TRACE.call(_copy, (a,), b, True)
         return b
     return a
 
@@ -862,8 +863,6 @@ def _sweep(
         if diff:  # rebuild tensors with their original ids so outer tapes track them
             saved = [_wrap_id(v, i) if i else v for v, i in zip(saved, node.saved_ids())]
         in_grads = _node_grads(F, node, needs, lead, g, *saved)
-        if _TRACE is not None and not diff:  # (in diff mode the VJP's own ops were traced)
-            _TRACE.vjp(F, node, needs, lead, g, saved, in_grads)
         for k in range(len(ids)):
             gi = in_grads[k]
             if gi is None:
@@ -875,7 +874,7 @@ def _sweep(
             else:
                 grads[i] = acc = prev + gi
                 if _TRACE is not None and not diff:
-                    _TRACE.call(_add, (prev, gi), acc)
+                    _TRACE.call(_add, (prev, gi), acc, True)
     return grads
 
 
@@ -885,31 +884,45 @@ _add = operator.add
 def _node_grads(F: Any, node: Node, needs: Any, lead: tuple, g: Any, *saved: Any) -> list:
     """One node's input cotangents, reduced to the input shapes and cast to the input dtypes.
 
-    ``None`` for inputs that need none. One function so that a ``gt.function``
-    trace can replay a node's whole backward step as one call.
+    ``None`` for inputs that need none.
     """
+    if _TRACE is not None and F is not _DIFF_F:
+        return _TRACE.node_grads(F, node, needs, lead, g, saved)
+    return _fit_all(F, node, needs, lead, _vjp_raw(F, node, needs, lead, g, saved))
+
+
+def _vjp_raw(F: Any, node: Node, needs: Any, lead: tuple, g: Any, saved: Any) -> Any:
     nb = len(lead)
     if nb and not node.prim.batchable:
-        in_grads = _unbatched_vjp(F, g, needs, node, saved, lead)
+        raw = _unbatched_vjp(F, g, needs, node, saved, lead)
     else:
-        in_grads = node.prim.vjp(F, g, needs, nb, node, *saved)
+        raw = node.prim.vjp(F, g, needs, nb, node, *saved)
     if _NUMERICS:
-        _numerics().check_backward(node, g, saved, [gi if n else None for gi, n in zip(in_grads, needs)])
+        _numerics().check_backward(node, g, saved, [gi if n else None for gi, n in zip(raw, needs)])
+    return raw
+
+
+def _fit_all(F: Any, node: Node, needs: Any, lead: tuple, raw: Any) -> list:
+    nb = len(lead)
     shapes = node.shapes
     casts = node.casts
     out = []
     for k in range(len(needs)):
-        gi = in_grads[k]
+        gi = raw[k]
         if gi is None or not needs[k]:
             out.append(None)
             continue
-        shp = shapes[k] if not nb else lead + shapes[k]
-        if gi.shape != shp:
-            gi = F.sum_to(gi, shp, nb)
-        if casts is not None and casts[k] is not None:
-            gi = gi.astype(casts[k])
-        out.append(gi)
+        out.append(_fit(F, gi, shapes[k] if not nb else lead + shapes[k], nb, None if casts is None else casts[k]))
     return out
+
+
+def _fit(F: Any, gi: Any, shape: tuple, nb: int, cast: Any) -> Any:
+    """A cotangent reduced over broadcast dimensions to ``shape`` and cast to the input's dtype."""
+    if gi.shape != shape:
+        gi = F.sum_to(gi, shape, nb)
+    if cast is not None:
+        gi = gi.astype(cast)
+    return gi
 
 
 _NEED1 = (True,)
@@ -1417,7 +1430,7 @@ class GradientTape:
                         g = _DIFF_F.reshape(g, tshape + s.shape)
                     else:
                         g0, g = g, g.reshape(tshape + s.shape)
-                        traced(_reshape, (g0, tshape + s.shape), g)
+                        traced(_reshape, (g0, tshape + s.shape), g, True)
                 out.append(_result(g, s, unconnected, diff, tshape))
         finally:
             self._finish_backprop()
@@ -1467,7 +1480,7 @@ class GradientTape:
                     g = _DIFF_F.reshape(_DIFF_F.moveaxis(g, 0, 1), (b,) + ts[1:] + ss[1:])
                 else:
                     g0, g = g, _batch_jacobian_layout(g, (b,) + ts[1:] + ss[1:])
-                    traced(_batch_jacobian_layout, (g0, (b,) + ts[1:] + ss[1:]), g)
+                    traced(_batch_jacobian_layout, (g0, (b,) + ts[1:] + ss[1:]), g, True)
             out = _result(g, source, unconnected, diff, ts[1:], batch=True)
         finally:
             self._finish_backprop()
@@ -1518,7 +1531,7 @@ def _seeds(flat_t: list, flat_og: list, diff: bool, lead: Any) -> dict[int, Any]
                     )
                 if g.dtype != d.dtype:
                     g0, g = g, g.astype(d.dtype)
-                    traced(_astype, (g0, d.dtype), g)
+                    traced(_astype, (g0, d.dtype), g, True)
                 if diff and isinstance(og, Tensor):
                     g = og if og._data.dtype == d.dtype else og.astype(d.dtype)
         elif lead[0] == "jacobian":
@@ -1562,7 +1575,7 @@ def _result(g: Any, s: Tensor, unconnected: UnconnectedGradients, diff: bool, ts
         return g
     if not g.flags.c_contiguous:  # broadcast views and transposes: hand out a real array
         g0, g = g, (np if type(g) is _ndarray else backend.xp_of(g)).ascontiguousarray(g)
-        traced(_contiguous, (g0,), g)
+        traced(_contiguous, (g0,), g, True)
     return _wrap(g)
 
 

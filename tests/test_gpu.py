@@ -9,6 +9,7 @@ reason (no cupy, no driver, no device) when no GPU answers. Run them with
 from __future__ import annotations
 
 import gc
+import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -150,10 +151,13 @@ def test_activation_backward_kernel(cp, name, dtype):
     saved = K.ref_activation_forward(name, x) if K.BACKWARD_SAVES[name] == "y" else x
     got = K.activation_backward(name, cp.asarray(saved), cp.asarray(g))
     assert isinstance(got, cp.ndarray) and got.dtype == np.dtype(dtype)
-    np.testing.assert_allclose(got.get(), K.ref_activation_backward(name, saved, g), **TOL[dtype])
+    # float32: derivatives such as gelu_tanh's cancel to ~0 near their roots, where the GPU's
+    # tanhf and numpy's tanh differ by a few ulps of the O(1) terms (seen on an H200: 3.6e-6)
+    tol = dict(TOL[dtype], atol=1e-5) if dtype == "float32" else TOL[dtype]
+    np.testing.assert_allclose(got.get(), K.ref_activation_backward(name, saved, g), **tol)
     gb = rng.standard_normal((3, 257, 129)).astype(dtype)  # a batch of cotangents (jacobian)
     got = K.activation_backward(name, cp.asarray(saved), cp.asarray(gb))
-    np.testing.assert_allclose(got.get(), K.ref_activation_backward(name, saved, gb), **TOL[dtype])
+    np.testing.assert_allclose(got.get(), K.ref_activation_backward(name, saved, gb), **tol)
 
 
 def test_alpha_and_float16_in_activation_backward(cp):
@@ -291,8 +295,10 @@ def test_a_thousand_persistent_tape_steps_return_the_pool_to_its_baseline(cp):
     pool = cp.get_default_memory_pool()
     x = gt.constant(cp.asarray(rng.standard_normal((64, 128)).astype("float32")))
     ws = [gt.Variable(cp.asarray(rng.standard_normal(s).astype("float32") * 0.05)) for s in ((128, 128), (128, 64))]
-    for _ in range(3):
+    for _ in range(3):  # warm up every kernel and buffer the loop below uses (the update too)
         tape, loss, g1, g2 = _mlp_step(x, ws)
+        for w, g in zip(ws, g1):
+            w.assign_sub(0.001 * g)
         del tape, loss, g1, g2
     gc.collect()
     cp.cuda.Device().synchronize()
@@ -383,3 +389,61 @@ def test_python_m_gputape_info_on_the_gpu():
         [sys.executable, "-m", "gputape", "info"], cwd=ROOT, capture_output=True, text=True, timeout=300, check=True
     ).stdout
     assert "cuda:0" in out and "available" in out and "compute capability" in out
+
+
+# -- gt.function on the GPU: replay with and without CUDA graphs against eager -----------------------
+
+
+def _gpu_train(cp, compiled, steps=6, optimizer="adam"):
+    r = np.random.default_rng(11)
+    sizes = (20, 32, 32, 4)
+    params = []
+    for a, b in itertools.pairwise(sizes):
+        params += [
+            gt.Variable(cp.asarray(r.standard_normal((a, b)).astype(np.float32) / np.sqrt(a))),
+            gt.Variable(cp.asarray(np.zeros(b, np.float32))),
+        ]
+    opt = gt.optim.Adam(gt.optim.ExponentialDecay(0.01, 2, 0.5)) if optimizer == "adam" else gt.optim.RMSprop(0.01)
+
+    def step(x, y):
+        with gt.GradientTape() as tape:
+            h = gt.nn.relu(x @ params[0] + params[1])
+            h = gt.tanh(h @ params[2] + params[3])
+            loss = gt.mean(gt.nn.sparse_softmax_cross_entropy_with_logits(y, h @ params[4] + params[5]))
+        opt.apply_gradients(zip(tape.gradient(loss, params), params))
+        return loss
+
+    f = step if compiled is None else gt.function(step, graphs=compiled)
+    losses = []
+    for _ in range(steps):
+        x = gt.constant(cp.asarray(r.standard_normal((16, 20)).astype(np.float32)))
+        y = gt.constant(cp.asarray(r.integers(0, 4, 16)))
+        losses.append(float(f(x, y)))
+    return losses, [cp.asnumpy(p._data) for p in params], f
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "rmsprop"])
+def test_compiled_step_on_the_gpu_with_and_without_graphs_equals_eager(cp, optimizer):
+    e_l, e_p, _ = _gpu_train(cp, None, optimizer=optimizer)
+    for graphs in (False, True):
+        c_l, c_p, f = _gpu_train(cp, graphs, optimizer=optimizer)
+        np.testing.assert_allclose(c_l, e_l, rtol=1e-5, atol=1e-6)
+        for a, b in zip(c_p, e_p):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        if graphs:
+            rep = f.graph_report
+            assert rep["graphs"] >= 2 and rep["captures"] >= 2, rep
+
+
+def test_compiled_gpu_graphs_follow_variables_and_fresh_inputs(cp):
+    w = gt.Variable(cp.ones(8, dtype=cp.float32))
+    f = gt.function(lambda x: gt.tanh(x * w) + gt.sum(x), graphs=True)
+    outs = []
+    for k in range(5):
+        w.assign(cp.full(8, k, dtype=cp.float32))
+        x = gt.constant(cp.asarray(rng.standard_normal(8).astype(np.float32)))
+        outs.append((cp.asnumpy(f(x)._data), np.tanh(cp.asnumpy(x._data) * k) + cp.asnumpy(x._data).sum()))
+    for got, want in outs:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    first = outs[0][0]
+    assert not np.allclose(first, outs[-1][0])  # results of earlier calls were not overwritten

@@ -136,7 +136,7 @@ def _nondiff(name: str, nargs: int) -> Any:
             raise ValueError(f"gt.{name}: cannot apply to inputs of shapes {shapes}: {exc}") from exc
         res = _wrap_op(np.asarray(r) if isinstance(r, np.generic) else r)
         if _tape._ACTIVE:
-            _tape.traced(_fixed(getattr(xp, name)), tuple(args), res._data)
+            _tape.traced(_fixed(getattr(xp, name)), tuple(args), res._data, True)
             _tape.note_nondiff(name, args, res)
         return res
 
@@ -188,7 +188,7 @@ def argmin(x: Any, axis: Any = None) -> Tensor:
 def _index_result(name: str, x: Any, axis: Any, r: Any) -> Tensor:
     res = _wrap_op(np.asarray(r) if isinstance(r, np.generic) else r)
     if _tape._ACTIVE and isinstance(x, Tensor):
-        _tape.traced(_fixed(getattr(backend.xp_of(res._data), name)), (x, axis), res._data)
+        _tape.traced(_fixed(getattr(backend.xp_of(res._data), name)), (x, axis), res._data, True)
         _tape.note_nondiff(name, (x,), res)
     return res
 
