@@ -18,6 +18,7 @@ as GPU results. ``python benchmarks/gpu_bench.py --json OUT.json``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import statistics
@@ -244,7 +245,13 @@ def numpy_mlp(X: np.ndarray, Y: np.ndarray, init: list[np.ndarray]) -> Callable[
 
 
 def gputape_mlp(
-    X: np.ndarray, Y: np.ndarray, init: list[np.ndarray], device: str, fused: bool, compiled: Any = None
+    X: np.ndarray,
+    Y: np.ndarray,
+    init: list[np.ndarray],
+    device: str,
+    fused: bool,
+    compiled: Any = None,
+    capture_gemm: Any = None,
 ) -> Callable[[], Any]:
     """The step as a user writes it: a tape, sparse softmax cross-entropy, an optimizer.
 
@@ -269,7 +276,7 @@ def gputape_mlp(
             opt.apply_gradients(zip(grads, params))
         return loss
 
-    f = train if compiled is None else gt.function(train, graphs=compiled)
+    f = train if compiled is None else gt.function(train, graphs=compiled, capture_gemm=capture_gemm)
     FUNCTIONS.append(f)
 
     def step() -> Any:
@@ -315,6 +322,9 @@ def mlp_systems(device: str, batch: int) -> dict[str, Callable[[], Any]]:
     if device != "cpu":
         out[f"gputape ({device}, gt.optim.Adam)"] = gputape_mlp(X, Y, init, device, fused=False)
         out[f"gputape compiled ({device}, no graphs)"] = gputape_mlp(X, Y, init, device, fused=False, compiled=False)
+        out[f"gputape compiled ({device}, graphs, GEMMs between)"] = gputape_mlp(
+            X, Y, init, device, fused=False, compiled=True, capture_gemm=False
+        )
         out[f"gputape compiled ({device}, CUDA graphs)"] = gputape_mlp(X, Y, init, device, fused=False, compiled=True)
         out[f"gputape ({device}, fused Adam)"] = gputape_mlp(X, Y, init, device, fused=True)
     try:
@@ -337,8 +347,6 @@ def losses_after(systems: dict[str, Callable[[], Any]], steps: int) -> dict[str,
 def mlp_bench(cp: Any, device: str, batch: int) -> dict[str, Any]:
     check = losses_after(mlp_systems(device, batch), 5)
     systems = mlp_systems(device, batch)
-    import contextlib
-
     torch_sync: Callable[[], None] = lambda: None
     with contextlib.suppress(ImportError):
         import torch
@@ -359,6 +367,60 @@ def mlp_bench(cp: Any, device: str, batch: int) -> dict[str, Any]:
     for p in plans[-1:]:
         print(f"CUDA-graph plan of the compiled step: {p}", flush=True)
     return {"batch": batch, "layers": [D, H, H, C], "optimizer": "Adam", "rows": rows, "graph_plans": plans}
+
+
+# -- 3. the 100-link elementwise chain's gradient -----------------------------------------------
+
+
+def chain_bench(cp: Any, device: str, sizes: tuple[int, ...] = (16, 1 << 20)) -> list[dict[str, Any]]:
+    """d sum(chain(x)) / dx: eager, compiled (CUDA graphs) with and without the fused backward,
+    and PyTorch CUDA eager; ms per gradient and the largest difference from gputape eager."""
+    from benchmarks.workloads import K as LINKS
+    from benchmarks.workloads import chain_data, gputape_chain_grad
+
+    rows = []
+    for n in sizes:
+        x0 = chain_data(n)
+        x = gt.constant(backend.to_device(x0, device))
+        systems: dict[str, Callable[[], Any]] = {"gputape eager": lambda x=x: gputape_chain_grad(x)}
+        for fuse in (False, True):
+            f = gt.function(gputape_chain_grad, fuse=fuse)
+            systems[f"gputape compiled, graphs{', fused backward' if fuse else ''}"] = lambda f=f, x=x: f(x)
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                xt = torch.tensor(x0, device=device)
+
+                def torch_chain(xt: Any = xt) -> Any:
+                    xg = xt.clone().requires_grad_()
+                    y = xg
+                    for i in range(LINKS):
+                        y = torch.tanh(y) * 1.01 if i % 2 else y * y * 0.5 + 0.1
+                    y.sum().backward()
+                    return xg.grad
+
+                systems["torch eager"] = torch_chain
+        except ImportError:
+            pass
+        want = cp.asnumpy(systems["gputape eager"]()._data)
+
+        def sync() -> None:
+            cp.cuda.Device().synchronize()
+            with contextlib.suppress(ImportError):
+                import torch
+
+                torch.cuda.synchronize()
+
+        for name, fn in systems.items():
+            out = fn()
+            got = out.detach().cpu().numpy() if hasattr(out, "detach") else cp.asnumpy(out._data)
+            t = time_wall(fn, sync, reps=20)
+            rows.append({"n": n, "system": name, "ms": t * 1e3, "max_abs_diff": float(np.max(np.abs(got - want)))})
+            print(
+                f"  chain N={n:<8d} {name:44s} {t * 1e3:8.3f} ms  max|diff| {rows[-1]['max_abs_diff']:.1e}", flush=True
+            )
+    return rows
 
 
 # -- main -------------------------------------------------------------------------------------------
@@ -390,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--elements", type=int, default=1 << 25, help="elements per array (default 2**25)")
     ap.add_argument("--batch", type=int, default=1024, help="MLP batch (default 1024)")
     ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--no-bandwidth", action="store_true", help="skip the bandwidth section")
     args = ap.parse_args(argv)
     why = backend.cuda_unavailable_reason(args.device)
     if why is not None:
@@ -403,10 +466,19 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         K.compile_all(backend.device_index(args.device))
         print(f"compiled every kernel in {time.perf_counter() - t0:.1f} s", flush=True)
-        bw = bandwidth(cp, args.elements)
+        bw = [] if args.no_bandwidth else bandwidth(cp, args.elements)
         gt.empty_cache(args.device)
         mlp = mlp_bench(cp, args.device, args.batch)
-    result = {"device": props, "versions": backend.versions(), "elements": args.elements, "bandwidth": bw, "mlp": mlp}
+        print("\n== 100-link elementwise chain, gradient", flush=True)
+        chain = chain_bench(cp, args.device)
+    result = {
+        "device": props,
+        "versions": backend.versions(),
+        "elements": args.elements,
+        "bandwidth": bw,
+        "mlp": mlp,
+        "chain": chain,
+    }
     print(_fmt_table(bw, mlp), flush=True)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

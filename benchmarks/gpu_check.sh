@@ -13,7 +13,9 @@
 # (see /work/.library/device/README.md), they are installed to /tmp/site first, offline.
 #
 # Writes RESULTS_DIR/gpu_check.txt (the whole log), gpu_probe.json, gpu_bench.json, pytest_gpu.xml.
-# Time: at most 60 + 60 + 250 + 150 s of commands (the timeouts), so under 8 minutes.
+# GPU_CHECK_PROBE=0 skips the capture probe; GPU_BENCH_ARGS passes options to gpu_bench.py
+# (e.g. --no-bandwidth).
+# Time: at most 60 + 60 + 60 + 250 + 150 s of commands (the timeouts), so under 8 minutes.
 # Exit status: 0 when every GPU test passed and the benchmarks ran; 2 when no GPU answers
 # (it says why, and runs nothing that could pass for a GPU result); 1 otherwise.
 set -uo pipefail
@@ -55,9 +57,18 @@ if [ -n "$WHY" ]; then
 fi
 "$PY" -c 'import pytest' 2>/dev/null || fail "pytest is not importable here (carry it as a wheel in .whl/)"
 
+if [ "${GPU_CHECK_PROBE:-1}" = 1 ]; then
+  say ""
+  say "== what CuPy allows under graph capture: python benchmarks/gpu_probe.py"
+  run timeout 60 "$PY" benchmarks/gpu_probe.py --json "$DIR/gpu_probe.json" || say "(gpu_probe failed: see above)"
+fi
+
 say ""
-say "== what CuPy allows under graph capture: python benchmarks/gpu_probe.py"
-run timeout 60 "$PY" benchmarks/gpu_probe.py --json "$DIR/gpu_probe.json" || say "(gpu_probe failed: see above)"
+say "== direct cuBLAS for CUDA graphs: python benchmarks/gpu_cublas_smoke.py"
+if ! run timeout 60 "$PY" benchmarks/gpu_cublas_smoke.py; then
+  export GPUTAPE_CAPTURE_GEMM=0
+  say "gpu_check: direct cuBLAS failed: the rest runs with GPUTAPE_CAPTURE_GEMM=0 (matrix products outside the graphs)"
+fi
 
 say ""
 say "== GPU tests: python -m pytest -m gpu tests"
@@ -71,7 +82,7 @@ say "gpu_check: GPU tests exit status $TESTS ($([ $TESTS -eq 0 ] && echo passed 
 
 say ""
 say "== GPU benchmarks: python benchmarks/gpu_bench.py"
-run timeout 150 "$PY" benchmarks/gpu_bench.py --json "$DIR/gpu_bench.json"
+run timeout 150 "$PY" benchmarks/gpu_bench.py --json "$DIR/gpu_bench.json" ${GPU_BENCH_ARGS:-}
 BENCH=$?
 say "gpu_check: benchmarks exit status $BENCH ($([ $BENCH -eq 0 ] && echo ran || echo FAILED))"
 

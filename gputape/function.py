@@ -60,7 +60,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import threading
+import types
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -75,6 +77,10 @@ from .tensor import Tensor, Variable, _new, _wrap
 __all__ = ["Function", "TracingError", "function"]
 
 _RETRACE_WARN_AT = 5
+# Matrix products inside the CUDA graphs through gputape.cublas (direct cuBLAS) by default;
+# gt.function(..., capture_gemm=False), or GPUTAPE_CAPTURE_GEMM=0 in the environment, keeps
+# them as ordinary launches between graphs.
+CAPTURE_GEMM = os.environ.get("GPUTAPE_CAPTURE_GEMM", "1") != "0"
 _log = logging.getLogger("gputape")
 
 
@@ -310,9 +316,11 @@ _HOST_PRIMS = {"matmul", "einsum", "tensordot", "dot", "inner", "solve", "inv", 
 
 
 def _kind(prim: Any) -> str:
-    """ "device" when a CUDA graph may capture the primitive's work; "host" otherwise."""
-    if prim.name in _HOST_PRIMS or prim.fwd is _tape._custom_fwd:
+    """'device' when a CUDA graph may capture the primitive's work; 'host...' otherwise."""
+    if prim.fwd is _tape._custom_fwd:
         return "host"  # custom gradients run user Python
+    if prim.name in _HOST_PRIMS:
+        return f"host:{prim.name}"  # (matmul: capturable through gputape.cublas, see _GraphRunner)
     return "device"
 
 
@@ -400,12 +408,98 @@ class _OptimizerStep:
 # -- CUDA-graph replay ------------------------------------------------------------------------
 
 
+# Elementwise VJPs as expressions both C (CUDA) and numpy read the same way: g is the
+# incoming cotangent, a0, a1 the saved operands in the registry's order (inputs, then the
+# output). Keyed by (primitive, which inputs need a gradient).
+_FUSE = {
+    ("tanh", (True,)): "g * (1 - a0 * a0)",
+    ("sigmoid", (True,)): "g * (a0 * (1 - a0))",
+    ("exp", (True,)): "g * a0",
+    ("expm1", (True,)): "g * (a0 + 1)",
+    ("relu", (True,)): "g * (a0 > 0)",
+    ("log", (True,)): "g / a0",
+    ("log1p", (True,)): "g / (1 + a0)",
+    ("sin", (True,)): "g * cos(a0)",
+    ("cos", (True,)): "-(g * sin(a0))",
+    ("square", (True,)): "g * (2 * a0)",
+    ("negative", (True,)): "-(g)",
+    ("identity", (True,)): "g",
+    ("multiply", (True, False)): "g * a1",
+    ("multiply", (False, True)): "g * a0",
+    ("add", (True, False)): "g",
+    ("add", (False, True)): "g",
+    ("subtract", (True, False)): "g",
+    ("subtract", (False, True)): "-(g)",
+}
+_FUSE_MAX = 16  # steps per kernel: each array operand is a kernel parameter
+# Fuse elementwise VJP chains into generated kernels in CUDA-graph replays (GPUTAPE_FUSE=0: off).
+FUSE_BACKWARD = os.environ.get("GPUTAPE_FUSE", "1") != "0"
+_FUSED_KERNELS: dict[tuple[str, int], Any] = {}
+
+
+def fused_kernel_source(expr: str, nparams: int, serial: int = 0) -> tuple[str, str, str, str]:
+    """``cupy.ElementwiseKernel`` arguments for ``out = expr`` over ``g`` and ``p0..p{n-1}``."""
+    params = ", ".join(["T g"] + [f"T p{i}" for i in range(nparams)])
+    return params, "T out", f"out = {expr}", f"gputape_fused_vjp_{serial}"
+
+
+def _fusable(step: tuple, consts: list) -> tuple | None:
+    """(template, g slot, operand refs, out slot) for a VJP step _FUSE knows, else None."""
+    fn, refs, outs, kind = step
+    if kind != "device" or not isinstance(outs, list) or len(refs) < 5:
+        return None
+    node = consts[refs[4][1]] if refs[4][0] == "c" else None
+    if not isinstance(node, Node) or fn is not node.prim.vjp or refs[3] != ("c", refs[3][1]):
+        return None
+    needs = tuple(consts[refs[2][1]]) if refs[2][0] == "c" else None
+    nb = consts[refs[3][1]]
+    template = _FUSE.get((node.prim.name, needs))
+    if template is None or nb != 0 or refs[1][0] != "s":
+        return None
+    done = [o for o in outs if o is not None]
+    if len(done) != 1:
+        return None
+    saved = refs[5:]
+    operands = []
+    for j in _operands_of(template):
+        r = saved[j]
+        if r[0] == "c" and not isinstance(consts[r[1]], (int, float)):
+            return None  # an array constant: keep kernels to slots and Python numbers
+        operands.append(r)
+    return template, refs[1][1], operands, done[0]
+
+
+def _operands_of(template: str) -> list[int]:
+    """The saved operands a template reads (a0, a1, ...), in order."""
+    return sorted({int(t[1:]) for t in template.replace("(", " ").replace(")", " ").split() if t[:1] == "a"})
+
+
+def compose(templates: list[str]) -> tuple[str, int]:
+    """One expression for a chain of VJP templates, first applied first: (expr, parameter count).
+
+    Each template's operands become the next free ``p{i}``, in the order the chain
+    passes them; ``g`` is the chain's incoming cotangent.
+
+    >>> compose(["g * (1 - a0 * a0)", "g * a1"])
+    ('(g * (1 - p0 * p0)) * p1', 2)
+    """
+    expr, n = "g", 0
+    for template in templates:
+        e = template
+        for j in _operands_of(template):
+            e = e.replace(f"a{j}", f"p{n}")
+            n += 1
+        expr = e.replace("g", f"({expr})") if expr != "g" else e
+    return expr, n
+
+
 class _Segment:
-    __slots__ = ("capture", "end", "graph", "ins", "live_outs", "start")
+    __slots__ = ("capture", "end", "graph", "ins", "live_outs", "start", "var_reads")
 
     def __init__(self, start: int, end: int, capture: bool) -> None:
         self.start, self.end, self.capture = start, end, capture
         self.graph: Any = None
+        self.var_reads: list[tuple[int, Variable]] = []  # done on the host before the launch
         self.ins: list[int] = []  # slots read in the segment, made before it
         self.live_outs: list[int] = []  # slots made in the segment and read after it
 
@@ -426,12 +520,18 @@ class _GraphRunner:
     """
 
     def __init__(self, trace: _Trace, arg_slots: list[int], out_refs: list[Any], backend_: Any) -> None:
-        self.steps = trace.steps
-        self.consts = trace.consts
+        self.backend = backend_
+        self.steps = list(trace.steps)
+        self.consts = list(trace.consts)
+        gemm = getattr(backend_, "gemm", None)
+        if gemm is not None:
+            self._capturable_gemms(gemm)
+        self.fused_chains: list[list[str]] = []
+        if getattr(backend_, "fuse", False):
+            self._fuse_backward(arg_slots, out_refs)
         self.nslots = trace.nslots
         self.arg_slots = arg_slots
         self.out_refs = out_refs
-        self.backend = backend_
         self.calls = 0
         self.host_only: set[int] = {i for i, st in enumerate(self.steps) if st[3] != "device"}
         self.returned = set(_slots_in(out_refs))
@@ -457,22 +557,95 @@ class _GraphRunner:
         self.failures: list[str] = []
         self._plan()
 
+    def _capturable_gemms(self, gemm: Any) -> None:
+        """Matrix products through a capturable GEMM (gputape.cublas): they join the graphs."""
+        from .ops.linalg import _matmul
+
+        F_gemm: dict[int, Any] = {}
+        for i, (fn, refs, outs, kind) in enumerate(self.steps):
+            if kind != "host:matmul":
+                continue
+            if isinstance(fn, functools.partial) and fn.func is _matmul.fwd:
+                self.steps[i] = (gemm.matmul, refs, outs, "device")
+            elif fn is _matmul.vjp and refs[0][0] == "c":
+                F = self.consts[refs[0][1]]
+                if id(F) not in F_gemm:
+                    ns = types.SimpleNamespace(**vars(F))
+                    ns.matmul = gemm.matmul
+                    self.consts.append(ns)
+                    F_gemm[id(F)] = ("c", len(self.consts) - 1)
+                self.steps[i] = (fn, [F_gemm[id(F)], *refs[1:]], outs, "device")
+
+    def _fuse_backward(self, arg_slots: list[int], out_refs: list[Any]) -> None:
+        """Chains of elementwise VJP steps, each feeding only the next, become one generated kernel.
+
+        A chain is cut where a cotangent has a second reader, where a reduction or
+        cast to an input's shape follows, or at a primitive without a template
+        (``_FUSE``). The fused step sits where the chain's last step was; every
+        input it reads is made earlier, so moving the first steps later is safe.
+        """
+        steps = self.steps
+        readers: dict[int, list[int]] = {}
+        for i, st in enumerate(steps):
+            for k in _slots_in(st[1] or ()):
+                readers.setdefault(k, []).append(i)
+        for k in _slots_in(out_refs):
+            readers.setdefault(k, []).append(len(steps))
+        links: dict[int, tuple] = {}  # step -> (template, g slot, operands, out slot)
+        for i, st in enumerate(steps):
+            link = _fusable(st, self.consts)
+            if link is not None:
+                links[i] = link
+        nxt: dict[int, int] = {}  # link -> the link that alone reads its cotangent
+        for i, (_t, _g, _ops, out) in links.items():
+            r = readers.get(out, [])
+            if len(r) == 1 and r[0] in links and links[r[0]][1] == out:
+                nxt[i] = r[0]
+        heads = sorted(set(nxt) - set(nxt.values()))
+        drop: set[int] = set()
+        for h in heads:
+            chain = [h]
+            while chain[-1] in nxt:
+                chain.append(nxt[chain[-1]])
+            for start in range(0, len(chain), _FUSE_MAX):
+                part = chain[start : start + _FUSE_MAX]
+                if len(part) < 2:
+                    continue
+                fn, refs, names = self._fused_step(part)
+                steps[part[-1]] = (fn, refs, links[part[-1]][3], "device")
+                drop.update(part[:-1])
+                self.fused_chains.append(names)
+        if drop:
+            self.steps = [st for i, st in enumerate(steps) if i not in drop]
+
+    def _fused_step(self, part: list[int]) -> tuple[Any, list, list[str]]:
+        links = [_fusable(self.steps[i], self.consts) for i in part]
+        expr, nparams = compose([t for t, _g, _ops, _out in links])
+        params = [r for _t, _g, ops, _out in links for r in ops]  # the kernel's inputs after g
+        kernel = self.backend.elementwise(expr, nparams)
+        return kernel, [("s", links[0][1]), *params], [t for t, *_ in links]
+
     # planning
     def _plan(self) -> None:
         segs: list[_Segment] = []
-        for i in range(len(self.steps)):
-            cap = i not in self.host_only
+        for i, st in enumerate(self.steps):
+            # A variable read launches nothing and no device step changes a variable, so a
+            # read inside a run of device steps is done before that run's graph: it does not
+            # cut the graph in two.
+            cap = i not in self.host_only or (st[3] == "var" and bool(segs) and segs[-1].capture)
             if segs and segs[-1].capture == cap:
                 segs[-1].end = i + 1
             else:
                 segs.append(_Segment(i, i + 1, cap))
+            if cap and st[3] == "var":
+                segs[-1].var_reads.append((st[2], st[0]))
         made_in: dict[int, int] = {k: -1 for k in self.arg_slots}
         for si, seg in enumerate(segs):
             for i in range(seg.start, seg.end):
                 st = self.steps[i]
                 made = [st[2]] if isinstance(st[2], int) else [o for o in st[2] or () if o is not None]
                 for k in made:
-                    made_in[k] = si
+                    made_in[k] = -1 if st[3] == "var" and seg.capture else si
         for si, seg in enumerate(segs):
             if not seg.capture:
                 continue
@@ -497,16 +670,18 @@ class _GraphRunner:
             return self.consts[r[1]]
         return [self._resolve(e, env) for e in r[1]]
 
-    def _exec(self, seg: _Segment, env: list, capturing: bool = False) -> None:
+    def _exec(self, seg: _Segment, env: list, capturing: bool = False, graph: bool = False) -> None:
+        """Run the segment's steps; ``graph``: as a graph does (variables were read before it)."""
         steps = self.steps
         for i in range(seg.start, seg.end):
             fn, refs, outs, kind = steps[i]
-            if capturing:
-                self._current = i
-                self.backend.before_capture_step(i, fn)
             if kind == "var":
-                env[outs] = fn._data
+                if not graph:
+                    env[outs] = fn._data
             else:
+                if capturing:
+                    self._current = i
+                    self.backend.before_capture_step(i, fn)
                 res = fn(*[self._resolve(r, env) for r in refs])
                 if isinstance(outs, int):
                     env[outs] = res
@@ -533,6 +708,8 @@ class _GraphRunner:
                 if not seg.capture or eager:
                     self._exec(seg, env)
                     continue
+                for k, var in seg.var_reads:
+                    env[k] = var._data
                 for k in seg.ins:
                     st = static.get(k)
                     v = env[k]
@@ -568,7 +745,7 @@ class _GraphRunner:
         self._current = seg.start
         ins = [(k, env[k]) for k in seg.ins]
         try:
-            seg.graph = b.capture(lambda: self._exec(seg, env, capturing=True), self, seg)
+            seg.graph = b.capture(lambda: self._exec(seg, env, capturing=True, graph=True), self, seg)
         except Exception as exc:
             bad = self._current
             self.failures.append(f"step {bad} ({_step_name(self.steps[bad][0])}): {type(exc).__name__}: {exc}")
@@ -588,7 +765,7 @@ class _GraphRunner:
         env: list[Any] = [None] * self.nslots
         for k in seg.ins:
             env[k] = self.static[k]
-        self._exec(seg, env)
+        self._exec(seg, env, graph=True)
         for k in seg.live_outs:
             np.copyto(self.static[k], env[k])
 
@@ -602,13 +779,29 @@ def _step_name(fn: Any) -> str:
 class _CudaGraphs:
     """The real backend: a private non-blocking stream and memory pool per compiled signature."""
 
-    def __init__(self, device: str) -> None:
+    def __init__(self, device: str, capture_gemm: bool, fuse: bool) -> None:
         cp = backend.cupy_module()
         self.cp = cp
         with cp.cuda.Device(backend.device_index(device)):
             self.stream = cp.cuda.Stream(non_blocking=True)
             self.pool = cp.cuda.MemoryPool()  # graph buffers: nothing else allocates from it
         self.device = device
+        self.gemm = None
+        if capture_gemm:
+            from . import cublas
+
+            self.gemm = cublas.gemm_for(backend.device_index(device))
+        self.fuse = fuse
+
+    def elementwise(self, expr: str, nparams: int) -> Any:
+        """The generated kernel ``out = expr`` (cached by expression; CuPy specialises it per
+        dtype and broadcast layout and caches that too)."""
+        key = (expr, nparams)
+        k = _FUSED_KERNELS.get(key)
+        if k is None:
+            k = self.cp.ElementwiseKernel(*fused_kernel_source(expr, nparams, len(_FUSED_KERNELS)))
+            _FUSED_KERNELS[key] = k
+        return k
 
     @contextlib.contextmanager
     def on_stream(self) -> Any:
@@ -651,9 +844,20 @@ class _CudaGraphs:
 class _EmulatedGraphs:
     """CPU stand-in for tests: same buffers and copies; a "graph" recomputes into the captured buffers."""
 
-    def __init__(self, refuse: Callable[[Any], bool] | None = None) -> None:
+    def __init__(self, refuse: Callable[[Any], bool] | None = None, gemm: bool = False, fuse: bool = False) -> None:
         self.refuse = refuse
         self.launches = 0
+        self.gemm = types.SimpleNamespace(matmul=np.matmul) if gemm else None
+        self.fuse = fuse  # (off by default: the fused numpy evaluation is not bitwise eager's)
+
+    def elementwise(self, expr: str, nparams: int) -> Any:
+        code = compile(expr, "<fused vjp>", "eval")
+
+        def run(g: Any, *ps: Any) -> Any:
+            env = {"g": g, "cos": np.cos, "sin": np.sin, **{f"p{i}": p for i, p in enumerate(ps)}}
+            return np.asarray(eval(code, env), dtype=g.dtype)
+
+        return run
 
     def on_stream(self) -> Any:
         return contextlib.nullcontext()
@@ -752,10 +956,19 @@ class Function:
     ([0.0, 1.5232], 1)
     """
 
-    def __init__(self, python_function: Callable[..., Any], name: str | None = None, graphs: Any = None) -> None:
+    def __init__(
+        self,
+        python_function: Callable[..., Any],
+        name: str | None = None,
+        graphs: Any = None,
+        capture_gemm: Any = None,
+        fuse: Any = None,
+    ) -> None:
         self.python_function = python_function
         self.name = name or getattr(python_function, "__name__", "function")
         self.graphs = graphs
+        self.capture_gemm = CAPTURE_GEMM if capture_gemm is None else bool(capture_gemm)
+        self.fuse = FUSE_BACKWARD if fuse is None else bool(fuse)
         self._cache: dict[Any, _Concrete] = {}
         self._keys: list[Any] = []
         self._lock = threading.Lock()
@@ -780,7 +993,9 @@ class Function:
             return self
         bound = obj.__dict__.get(f"__gt_function_{self.name}")
         if bound is None:
-            bound = Function(self.python_function.__get__(obj, objtype), self.name, self.graphs)
+            bound = Function(
+                self.python_function.__get__(obj, objtype), self.name, self.graphs, self.capture_gemm, self.fuse
+            )
             obj.__dict__[f"__gt_function_{self.name}"] = bound
         return bound
 
@@ -862,13 +1077,15 @@ class Function:
         if self.graphs is False:
             return None
         if self.graphs == "emulate":  # tests: the graph logic on the CPU
-            return _GraphRunner(tr, arg_slots, out_refs, _EmulatedGraphs(self._refuse))
+            emu = _EmulatedGraphs(self._refuse, self.capture_gemm, self._fuse_emulated)
+            return _GraphRunner(tr, arg_slots, out_refs, emu)
         gpu = next((a for a in tr.keep if backend.is_gpu_array(a)), None)
         if gpu is None:
             return None
-        return _GraphRunner(tr, arg_slots, out_refs, _CudaGraphs(backend.device_of(gpu)))
+        return _GraphRunner(tr, arg_slots, out_refs, _CudaGraphs(backend.device_of(gpu), self.capture_gemm, self.fuse))
 
     _refuse: Callable[[Any], bool] | None = None  # tests: steps the emulated capture refuses
+    _fuse_emulated = False  # tests: fuse backward chains in the emulated graphs
 
     @property
     def graph_report(self) -> dict[str, Any]:
@@ -883,6 +1100,7 @@ class Function:
             "steps": len(r.steps),
             "captures": r.captures,
             "refused": list(r.failures),
+            "fused_chains": [len(c) for c in r.fused_chains],
         }
 
 
@@ -905,7 +1123,19 @@ def function(func: Callable[..., Any] | None = None, **kwargs: Any) -> Any:
 
     ``@gt.function`` and ``@gt.function(...)`` both work. Keyword arguments of
     ``tf.function`` (``input_signature``, ``jit_compile``, ``reduce_retracing``,
-    ``autograph``) are accepted and have no effect.
+    ``autograph``) are accepted and have no effect. On cupy arrays:
+
+    * ``graphs`` (default on): replay as CUDA graphs; ``False`` replays the same
+      steps as ordinary launches.
+    * ``capture_gemm`` (default on, ``GPUTAPE_CAPTURE_GEMM=0`` turns it off):
+      matrix products join the graphs through direct cuBLAS calls
+      (:mod:`gputape.cublas`) instead of running between them.
+    * ``fuse`` (default on, ``GPUTAPE_FUSE=0``): chains of elementwise VJPs in
+      the backward pass become one generated kernel each (up to 16 ops).
+
+    On the CPU a replay is the recorded steps as straight-line Python, bitwise
+    equal to eager; nothing is fused there (a fused numpy expression would not
+    round identically).
 
     >>> import gputape as gt
     >>> @gt.function
@@ -916,6 +1146,7 @@ def function(func: Callable[..., Any] | None = None, **kwargs: Any) -> Any:
     >>> float(f(gt.constant([1.0, 2.0]), 4.0)), f.tracing_count  # a new Python value: a new trace
     (12.0, 2)
     """
+    opts = {k: kwargs.get(k) for k in ("graphs", "capture_gemm", "fuse")}
     if func is None:
-        return lambda f: Function(f, graphs=kwargs.get("graphs"))
-    return Function(func, graphs=kwargs.get("graphs"))
+        return lambda f: Function(f, **opts)
+    return Function(func, **opts)

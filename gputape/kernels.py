@@ -168,7 +168,17 @@ def elementwise_harness(name: str, ctype: str) -> str:
     True
     """
     ins, outs, body = ELEMENTWISE[name]
-    lines = [source("activations.cuh"), f'extern "C" __global__ void {name}_harness(void* const* args, long long n) {{']
+    return harness(name, ins, outs, body, ctype, source("activations.cuh"))
+
+
+def harness(name: str, ins: str, outs: str, body: str, ctype: str, prelude: str = "") -> str:
+    """The translation unit of :func:`elementwise_harness` for any ElementwiseKernel spec
+    (``gt.function``'s generated backward kernels are checked with it too).
+
+    >>> "out = g * 2;" in harness("k", "T g", "T out", "out = g * 2", "float")
+    True
+    """
+    lines = [prelude, f'extern "C" __global__ void {name}_harness(void* const* args, long long n) {{']
     lines.append(f"  typedef {ctype} T;")
     lines.append("  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;")
     lines.append("  if (i >= n) return;")

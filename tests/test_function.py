@@ -341,7 +341,7 @@ def test_custom_gradient_inside_a_compiled_function():
 # buffers captured at capture time into them, so a value the runner failed to refresh shows.
 
 
-def _train_graphs(make_opt, refuse=None, steps=7):
+def _train_graphs(make_opt, refuse=None, steps=7, capture_gemm=True):
     params = [gt.Variable(a) for a in _mlp_params(0)]
     opt = make_opt()
 
@@ -351,18 +351,22 @@ def _train_graphs(make_opt, refuse=None, steps=7):
         opt.apply_gradients(zip(tape.gradient(loss, params), params))
         return loss, tape  # (the tape is a Python value: returned as it was)
 
-    f = gt.Function(step, graphs="emulate")
+    f = gt.Function(step, graphs="emulate", capture_gemm=capture_gemm)
     f._refuse = refuse
     losses = [f(x, y)[0].numpy() for x, y in _batches(steps)]
     return losses, [p.numpy() for p in params], f
 
 
+@pytest.mark.parametrize("capture_gemm", [False, True])
 @pytest.mark.parametrize("opt", ["sgd", "adam-schedule", "rmsprop"])
-def test_graph_replay_logic_equals_eager(opt):
+def test_graph_replay_logic_equals_eager(opt, capture_gemm):
     e_losses, e_params, _ = _train(False, OPTIMIZERS[opt], steps=7)
-    g_losses, g_params, f = _train_graphs(OPTIMIZERS[opt])
+    g_losses, g_params, f = _train_graphs(OPTIMIZERS[opt], capture_gemm=capture_gemm)
     rep = f.graph_report
-    assert rep["graphs"] >= 3 and rep["captures"] == rep["graphs"] and rep["host_steps"] > 0
+    # matrix products outside the graphs cut the step into several; captured, it is one graph
+    # (forward and backward) before the optimizer's host step
+    assert rep["graphs"] == 1 if capture_gemm else rep["graphs"] >= 3
+    assert rep["captures"] == rep["graphs"] and rep["host_steps"] > 0
     assert f._cache[f._keys[-1]].replay.backend.launches >= 4 * rep["graphs"]
     for a, b in zip(e_losses + e_params, g_losses + g_params):
         assert np.array_equal(a, b)
@@ -419,3 +423,78 @@ def test_fused_optimizer_updates_replay():
     for k in range(4):
         ref.update([w2], [np.full(3, (k + 1.0) ** 2, np.float32)])
     assert np.array_equal(w.numpy(), w2.numpy()) and f.tracing_count == 1
+
+
+@pytest.mark.parametrize("layout_a", ["C", "F", "strided"])
+@pytest.mark.parametrize("layout_b", ["C", "F", "strided"])
+@pytest.mark.parametrize("shape", [(5, 3, 4), (1, 7, 2), (6, 1, 5), (4, 4, 1)])
+def test_direct_cublas_plan_matches_a_column_major_gemm(layout_a, layout_b, shape):
+    """The layout logic of gputape.cublas (what a wrong leading dimension would break), on the CPU."""
+    from gputape import cublas
+
+    m, k, n = shape
+    r = np.random.default_rng(m * 100 + k * 10 + n)
+
+    def make(rows, cols, layout):
+        if layout == "C":
+            return r.standard_normal((rows, cols))
+        if layout == "F":
+            return r.standard_normal((cols, rows)).T
+        return r.standard_normal((rows, 2 * cols))[:, ::2]
+
+    a, b = make(m, k, layout_a), make(k, n, layout_b)
+    p = cublas.plan(a, b)
+    assert p.first.flags.c_contiguous or p.first.flags.f_contiguous
+    np.testing.assert_allclose(cublas.reference_gemm(p), a @ b, rtol=1e-12)
+
+
+def test_graph_replay_captures_matrix_products_when_a_capturable_gemm_exists():
+    plans = {}
+    for capture in (False, True):
+        params = [gt.Variable(a) for a in _mlp_params(0)]
+        opt = gt.optim.SGD(0.1)
+
+        def step(x, y, params=params, opt=opt):
+            with gt.GradientTape() as tape:
+                loss = _loss(params, x, y)
+            opt.apply_gradients(zip(tape.gradient(loss, params), params))
+            return loss
+
+        f = gt.Function(step, graphs="emulate", capture_gemm=capture)
+        plans[capture] = ([float(f(x, y)) for x, y in _batches(5)], f.graph_report)
+    assert plans[True][0] == plans[False][0]
+    assert plans[True][1]["host_steps"] < plans[False][1]["host_steps"]
+    assert plans[True][1]["graphs"] < plans[False][1]["graphs"]
+
+
+def test_backward_fusion_turns_elementwise_chains_into_generated_kernels():
+    """The 100-link chain's backward: one kernel per run of up to 16 fusable VJPs (emulated on
+    the CPU by evaluating the same expression with numpy; the CUDA source is NVRTC-checked)."""
+    from benchmarks.workloads import chain_data, gputape_chain_grad
+
+    x0 = chain_data()
+    want = gputape_chain_grad(gt.constant(x0)).numpy()
+    f = gt.Function(gputape_chain_grad, graphs="emulate")
+    f._fuse_emulated = True
+    for _ in range(3):
+        got = f(gt.constant(x0)).numpy()
+        np.testing.assert_allclose(got, want, rtol=2e-5)
+    rep = f.graph_report
+    assert rep["fused_chains"] and max(rep["fused_chains"]) == 16
+    assert sum(rep["fused_chains"]) == 250  # every elementwise VJP of the chain's 250 ops
+    assert rep["steps"] == 502 - 250 + 16  # 16 kernels in place of 250 backward steps
+
+
+def test_backward_fusion_respects_cotangents_with_two_readers():
+    def f(x):
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            a = gt.tanh(x)
+            y = gt.sum(gt.exp(a) + gt.sin(a))  # a's cotangent is the sum of two VJPs
+        return tape.gradient(y, x)
+
+    x = gt.constant(np.linspace(-1, 1, 7))
+    cf = gt.Function(f, graphs="emulate")
+    cf._fuse_emulated = True
+    for _ in range(3):
+        np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-12)

@@ -148,3 +148,27 @@ def test_nvrtc_is_the_pip_wheel(nvrtc):
         pytest.skip("GPUTAPE_NVRTC points at a chosen libnvrtc")
     assert "site-packages" in nvrtc.path or "dist-packages" in nvrtc.path, nvrtc.path
     assert nvrtc.version[0] >= 12
+
+
+# gt.function's generated backward kernels: each elementwise VJP template alone, and all of
+# them composed into one chain (the longest expression a fused kernel can hold).
+def _fused_cases():
+    from gputape.function import _FUSE, compose
+
+    out = []
+    for (prim, needs), template in sorted(_FUSE.items()):
+        out.append((f"{prim}{''.join('1' if n else '0' for n in needs)}", *compose([template])))
+    out.append(("chain_of_all", *compose(list(_FUSE.values()))))
+    return out
+
+
+@pytest.mark.parametrize("ctype", CTYPES)
+@pytest.mark.parametrize(("name", "expr", "nparams"), _fused_cases(), ids=[c[0] for c in _fused_cases()])
+def test_generated_backward_kernels_compile(nvrtc, name, expr, nparams, ctype):
+    from gputape.function import fused_kernel_source
+
+    ins, outs, body, kname = fused_kernel_source(expr, nparams)
+    src = kernels.harness(kname, ins, outs, body, ctype)
+    ok, log, cubin = nvrtc.compile(src, f"{name}.cu", "sm_90")
+    _assert_clean(ok, log, f"generated backward kernel {name} (T={ctype})")
+    assert f"{kname}_harness".encode() in cubin
