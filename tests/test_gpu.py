@@ -400,7 +400,7 @@ def _gpu_train(cp, compiled, steps=6, optimizer="adam", capture_gemm=None):
     params = []
     for a, b in itertools.pairwise(sizes):
         params += [
-            gt.Variable(cp.asarray(r.standard_normal((a, b)).astype(np.float32) / np.sqrt(a))),
+            gt.Variable(cp.asarray((r.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32))),
             gt.Variable(cp.asarray(np.zeros(b, np.float32))),
         ]
     opt = gt.optim.Adam(gt.optim.ExponentialDecay(0.01, 2, 0.5)) if optimizer == "adam" else gt.optim.RMSprop(0.01)
