@@ -824,6 +824,7 @@ def _sweep(
                             rel.update(node.out)
                         break
     grads = dict(seeds)
+    nb = len(lead)
     if diff:
         F = _DIFF_F
     else:
@@ -862,36 +863,46 @@ def _sweep(
         saved = node.saved
         if diff:  # rebuild tensors with their original ids so outer tapes track them
             saved = [_wrap_id(v, i) if i else v for v, i in zip(saved, node.saved_ids())]
-        in_grads = _node_grads(F, node, needs, lead, g, *saved)
+        if _TRACE is not None and not diff:
+            # (in diff mode the VJP's own ops are traced one by one)
+            for i, gi in zip(ids, _TRACE.node_grads(F, node, needs, lead, g, saved)):
+                if gi is not None:
+                    prev = grads.get(i)
+                    if prev is None:
+                        grads[i] = gi
+                    else:
+                        grads[i] = acc = prev + gi
+                        _TRACE.call(_add, (prev, gi), acc, True)
+            continue
+        # _node_grads inlined: this loop is the eager backward's per-op cost
+        if nb and not node.prim.batchable:
+            in_grads = _unbatched_vjp(F, g, needs, node, saved, lead)
+        else:
+            in_grads = node.prim.vjp(F, g, needs, nb, node, *saved)
+        if _NUMERICS:
+            _numerics().check_backward(node, g, saved, [gi if n else None for gi, n in zip(in_grads, needs)])
+        shapes = node.shapes
+        casts = node.casts
         for k in range(len(ids)):
             gi = in_grads[k]
-            if gi is None:
+            if gi is None or not needs[k]:
                 continue
+            shp = shapes[k] if not nb else lead + shapes[k]
+            if gi.shape != shp:
+                gi = F.sum_to(gi, shp, nb)
+            if casts is not None and casts[k] is not None:
+                gi = gi.astype(casts[k])
             i = ids[k]
             prev = grads.get(i)
-            if prev is None:
-                grads[i] = gi
-            else:
-                grads[i] = acc = prev + gi
-                if _TRACE is not None and not diff:
-                    _TRACE.call(_add, (prev, gi), acc, True)
+            grads[i] = gi if prev is None else prev + gi
     return grads
 
 
 _add = operator.add
 
 
-def _node_grads(F: Any, node: Node, needs: Any, lead: tuple, g: Any, *saved: Any) -> list:
-    """One node's input cotangents, reduced to the input shapes and cast to the input dtypes.
-
-    ``None`` for inputs that need none.
-    """
-    if _TRACE is not None and F is not _DIFF_F:
-        return _TRACE.node_grads(F, node, needs, lead, g, saved)
-    return _fit_all(F, node, needs, lead, _vjp_raw(F, node, needs, lead, g, saved))
-
-
 def _vjp_raw(F: Any, node: Node, needs: Any, lead: tuple, g: Any, saved: Any) -> Any:
+    """A node's VJP as the sweep calls it (gt.function's trace records it as one step)."""
     nb = len(lead)
     if nb and not node.prim.batchable:
         raw = _unbatched_vjp(F, g, needs, node, saved, lead)
@@ -903,6 +914,7 @@ def _vjp_raw(F: Any, node: Node, needs: Any, lead: tuple, g: Any, saved: Any) ->
 
 
 def _fit_all(F: Any, node: Node, needs: Any, lead: tuple, raw: Any) -> list:
+    """The VJP's cotangents reduced to the input shapes and cast to the input dtypes (None: not needed)."""
     nb = len(lead)
     shapes = node.shapes
     casts = node.casts
