@@ -7,8 +7,14 @@ the loss, train and test accuracy and the gradients' mean global norm; at the
 end it checks the output layer's gradient against finite differences, saves
 a checkpoint (model and optimizer) and reloads it into a fresh model.
 
+With --distributed, under an MPI launcher, every process (rank) trains the
+same model on its half (third, ...) of each batch and the ranks average their
+gradients before each step (gt.distributed); rank 0 prints and saves:
+
     pip install -e ".[examples]"
     python examples/train_mlp.py --epochs 20 --seed 0 --device cpu
+    pip install -e ".[examples,mpi]"
+    mpirun -n 2 python examples/train_mlp.py --distributed
 """
 
 from __future__ import annotations
@@ -57,48 +63,82 @@ def main() -> float:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, help="where to save the model and optimizer")
+    ap.add_argument(
+        "--distributed",
+        action="store_true",
+        help="data-parallel over the ranks of `mpirun -n N` (--batch-size is global)",
+    )
     args = ap.parse_args()
+    if args.distributed:
+        gt.distributed.init()  # also makes an uncaught error on any rank end the whole job
+    rank, ranks = gt.distributed.rank(), gt.distributed.world_size()
+    lead = rank == 0
 
     digits = load_digits()
     x = (digits.data / 16.0).astype(np.float32)  # pixel intensities are 0..16
     y = digits.target.astype(np.int64)
     x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=0.2, stratify=y, random_state=args.seed)
 
-    with gt.device(args.device or gt.current_device()) as dev:
+    device = args.device or gt.current_device()
+    if args.distributed and device.lower() != "cpu":
+        device = f"cuda:{gt.distributed.local_rank()}"  # NCCL needs one GPU per rank
+    with gt.device(device) as dev:
         gt.random.seed(args.seed)  # initial weights and dropout masks
         model = make_model(args.hidden)
-        loader = gt.data.DataLoader(x_train, y_train, batch_size=args.batch_size, shuffle=True, seed=args.seed)
+        if args.distributed:
+            model.build((None, x.shape[1]))
+            gt.distributed.broadcast_variables(model.variables)  # every rank starts from rank 0's weights
+            gt.random.seed(args.seed + 1 + rank)  # each rank its own dropout masks
+        # the same seed everywhere: with shard=True the ranks cut the same shuffled batches
+        loader = gt.data.DataLoader(
+            x_train, y_train, batch_size=args.batch_size, shuffle=True, seed=args.seed, shard=args.distributed
+        )
         steps = args.epochs * len(loader)
         schedule = gt.optim.CosineDecay(args.lr, decay_steps=steps, alpha=0.05)
         opt = gt.optim.Adam(learning_rate=schedule)
         x_test_t = gt.constant(x_test, device=dev)
-        print(
-            f"gputape {gt.__version__} on {dev}: digits, {len(y_train)} train / {len(y_test)} test images, "
-            f"{args.epochs} epochs of {len(loader)} batches"
-        )
+        if lead:
+            print(
+                f"gputape {gt.__version__} on {dev}: digits, {len(y_train)} train / {len(y_test)} test images, "
+                f"{args.epochs} epochs of {len(loader)} batches"
+            )
+            if args.distributed:
+                print(
+                    f"distributed: {ranks} ranks ({gt.distributed.backend(dev)}), each taking "
+                    f"{args.batch_size // ranks} rows of every batch of {args.batch_size}"
+                )
 
         start = time.perf_counter()
-        bar = tqdm(total=steps, unit="step", disable=None, leave=False)
+        bar = tqdm(total=steps, unit="step", disable=None if lead else True, leave=False)
         for epoch in range(1, args.epochs + 1):
-            losses, norms, correct = [], [], 0
+            losses, norms, correct, seen = [], [], 0, 0
             for xb, yb in loader:
                 with gt.GradientTape() as tape:
                     logits = model(xb, training=True)
                     loss = gt.mean(gt.nn.sparse_softmax_cross_entropy_with_logits(yb, logits))
                 grads = tape.gradient(loss, model.trainable_variables)
+                if args.distributed:
+                    grads = gt.distributed.average_gradients(grads)  # the whole batch's gradient, on every rank
                 norms.append(float(gt.global_norm(grads)))
                 opt.apply_gradients(zip(grads, model.trainable_variables))
                 losses.append(float(loss))
                 correct += int(gt.sum(gt.argmax(logits, axis=1) == yb))
+                seen += len(yb)
                 bar.update(1)
-            bar.set_postfix(loss=f"{np.mean(losses):.3f}")
-            tqdm.write(
-                f"epoch {epoch:3d}  loss {np.mean(losses):.4f}  train acc {correct / len(y_train):.3f}  "
-                f"test acc {accuracy(model, x_test_t, y_test):.3f}  grad norm {np.mean(norms):.3f}  "
-                f"lr {opt.learning_rate:.2e}"
-            )
+            # each rank saw its own rows: add up the epoch's figures (one small reduction per epoch)
+            loss_sum, correct, seen = gt.distributed.all_reduce([np.array([np.sum(losses), correct, seen])], "sum")[0]
+            mean_loss = loss_sum / (len(losses) * ranks)
+            bar.set_postfix(loss=f"{mean_loss:.3f}")
+            if lead:
+                tqdm.write(
+                    f"epoch {epoch:3d}  loss {mean_loss:.4f}  train acc {correct / seen:.3f}  "
+                    f"test acc {accuracy(model, x_test_t, y_test):.3f}  grad norm {np.mean(norms):.3f}  "
+                    f"lr {opt.learning_rate:.2e}"
+                )
         bar.close()
         elapsed = time.perf_counter() - start
+        if not lead:
+            return accuracy(model, x_test_t, y_test)  # rank 0 checks, saves and reports
 
         # The output layer's gradient, as the loop computes it, against finite
         # differences in float64, to second order.

@@ -9,7 +9,7 @@ on CuPy arrays on NVIDIA GPUs and numpy arrays everywhere else.
 [2.0, 4.0]
 """
 
-from . import data, debug, nn, optim, profiler, random, testing
+from . import data, debug, distributed, nn, optim, profiler, random, testing
 from .checkpoint import load, save
 from .device import current_device, device, empty_cache, from_dlpack, memory_info, reset_peak_memory, set_memory_limit
 from .function import Function, TracingError, function
@@ -67,6 +67,7 @@ __all__ = [
     "data",
     "debug",
     "device",
+    "distributed",
     "empty_cache",
     "float16",
     "function",

@@ -68,6 +68,47 @@ def cupy_module() -> Any:
     return cp or None
 
 
+_nccl: Any = None  # cupy.cuda.nccl once imported, False when unavailable
+_nccl_error: str | None = None
+
+
+def nccl_module() -> Any:
+    """``cupy.cuda.nccl`` when cupy and an NCCL library are installed, else None (no exception).
+
+    ``gt.distributed`` reduces GPU arrays with it. ``nccl_unavailable_reason()``
+    says why it is None.
+
+    >>> nccl_module() is None or hasattr(nccl_module(), "NcclCommunicator")
+    True
+    """
+    global _nccl, _nccl_error
+    if _nccl is None:
+        cp = _load_cupy()
+        if not cp:
+            _nccl, _nccl_error = False, _cupy_error or f"cupy is not installed ({INSTALL_HINT})"
+        else:
+            try:
+                from cupy.cuda import nccl
+
+                # cupy ships a stand-in module with available=False when libnccl is missing
+                if getattr(nccl, "available", True):
+                    _nccl = nccl
+                else:
+                    _nccl, _nccl_error = False, "cupy was built without NCCL (cupy.cuda.nccl.available is False)"
+            except Exception as exc:  # ImportError: libnccl is not installed (pip install nvidia-nccl-cu12/cu13)
+                _nccl, _nccl_error = False, f"cupy.cuda.nccl is not importable ({type(exc).__name__}: {exc})"
+    return _nccl or None
+
+
+def nccl_unavailable_reason() -> str | None:
+    """Why ``nccl_module()`` is None, or None when NCCL is usable.
+
+    >>> nccl_unavailable_reason() is None or isinstance(nccl_unavailable_reason(), str)
+    True
+    """
+    return None if nccl_module() is not None else _nccl_error
+
+
 def xp_of(a: Any) -> Any:
     """Return the array module (numpy or cupy) that owns array ``a``.
 

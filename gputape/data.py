@@ -35,6 +35,12 @@ class DataLoader:
     - ``shuffle``: a new permutation each epoch, from ``np.random.default_rng(seed)``.
     - ``drop_remainder``: skip the last batch when it is smaller than ``batch_size``.
     - ``device``: where batches live (default: the current device when the loader is made).
+    - ``shard``: in a ``gt.distributed`` job, yield only this rank's contiguous
+      block of each global batch of ``batch_size`` rows (``batch_size // world_size``
+      rows each; the last ``batch_size % world_size`` rows of a batch, and a batch
+      smaller than the world, are skipped on every rank: see
+      ``gt.distributed.shard_range``). Every rank must shuffle alike: pass the same
+      ``seed`` everywhere; without one, rank 0 draws a seed and sends it to the others.
 
     >>> import gputape as gt, numpy as np
     >>> loader = gt.data.DataLoader(np.arange(5), batch_size=2, drop_remainder=True)
@@ -50,6 +56,7 @@ class DataLoader:
         seed: int | None = None,
         drop_remainder: bool = False,
         device: str | None = None,
+        shard: bool = False,
     ) -> None:
         if not arrays:
             raise ValueError("DataLoader: pass at least one array")
@@ -65,6 +72,11 @@ class DataLoader:
         self.batch_size = int(batch_size)
         self.shuffle = bool(shuffle)
         self.drop_remainder = bool(drop_remainder)
+        self.shard = bool(shard)
+        if self.shard and seed is None and self.shuffle:
+            from . import distributed
+
+            seed = distributed._shared_seed()  # a per-rank random seed would give every rank other rows
         self._rng = np.random.default_rng(seed)
 
     def _place(self, a: Any) -> Any:
@@ -75,17 +87,39 @@ class DataLoader:
             data = backend.asarray_on(backend.to_host(data), self.device)
         return data
 
-    def __len__(self) -> int:
+    def _bounds(self) -> list[tuple[int, int]]:
+        """``(lo, hi)`` of each global batch of an epoch, before sharding."""
         full, rest = divmod(self.n, self.batch_size)
-        return full if self.drop_remainder or not rest else full + 1
+        count = full if self.drop_remainder or not rest else full + 1
+        return [(i * self.batch_size, min((i + 1) * self.batch_size, self.n)) for i in range(count)]
+
+    def _local_bounds(self) -> list[tuple[int, int]]:
+        """This rank's ``(lo, hi)`` in each batch it takes part in."""
+        bounds = self._bounds()
+        if not self.shard:
+            return bounds
+        from . import distributed
+
+        r, w = distributed.rank(), distributed.world_size()
+        out = []
+        for lo, hi in bounds:
+            rows = distributed.shard_range(hi - lo, r, w)
+            if len(rows):
+                out.append((lo + rows.start, lo + rows.stop))
+        return out
+
+    def __len__(self) -> int:
+        if not self.shard:
+            full, rest = divmod(self.n, self.batch_size)
+            return full if self.drop_remainder or not rest else full + 1
+        return len(self._local_bounds())
 
     def __iter__(self) -> Iterator[Any]:
         order = self._rng.permutation(self.n) if self.shuffle else None
         xp = backend.xp_for_device(self.device)
         if order is not None and self.device != "cpu":
             order = backend.asarray_on(order, self.device)
-        for i in range(len(self)):
-            lo, hi = i * self.batch_size, min((i + 1) * self.batch_size, self.n)
+        for lo, hi in self._local_bounds():
             if order is None:
                 batch = [_wrap(a[lo:hi].copy()) for a in self.arrays]
             else:
