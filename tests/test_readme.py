@@ -79,3 +79,14 @@ def test_main_demo_trains_digits_and_checks_gradients(tmp_path):
     saved = gt.load(ckpt)  # the checkpoint it wrote is a valid gputape checkpoint
     assert "var:model/layers/0/kernel" in saved and "opt:optimizer:iterations" in saved
     assert int(saved["array:epoch"]) == 20
+
+
+def test_readme_compiled_step_example_runs():
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", README, flags=re.S) if "@gt.function" in b]
+    assert len(blocks) == 1, "the README shows one gt.function example"
+    out = subprocess.run(
+        [sys.executable, "-c", blocks[0]], capture_output=True, text=True, timeout=120, cwd=ROOT, env=ENV
+    )
+    assert out.returncode == 0, out.stderr
+    loss, traces = out.stdout.split()
+    assert float(loss) > 0 and traces == "1"
