@@ -6,8 +6,8 @@ Three views per workload:
 
 1. **Phases**, timed without a profiler (medians over steps): the forward under the tape
    (the ops and their recording), ``tape.gradient`` (the backward sweep) and, for the MLP,
-   the ``assign_sub`` updates; beside the same phases of the hand-written numpy version, so
-   the difference is gputape's overhead per phase.
+   the optimizer update (``gt.optim.SGD.apply_gradients``); beside the same phases of the
+   hand-written numpy version, so the difference is gputape's overhead per phase.
 2. **Primitives**: time inside each primitive's forward and VJP (the array work), and what
    is left outside them (gputape's own Python), from timers wrapped around every
    ``gt.REGISTRY`` entry while measuring.
@@ -34,6 +34,8 @@ import gputape as gt
 from benchmarks import workloads as wk
 from benchmarks.compare import cpu_busy
 
+PROFILED = ("mlp", "chain")  # the workloads with phase breakdowns below
+
 # -- phase timing ---------------------------------------------------------------------------
 
 
@@ -41,6 +43,7 @@ def _phases_gputape_mlp(data: wk.MLPData) -> Callable[[], dict[str, float]]:
     x = gt.constant(data.X)
     y = data.Y
     params = [gt.Variable(a, name=n) for a, n in zip(data.init, wk.PARAM_NAMES)]
+    opt = gt.optim.SGD(wk.LR)
     w1, b1, w2, b2, w3, b3 = params
     B = data.B
     pc = time.perf_counter
@@ -55,8 +58,7 @@ def _phases_gputape_mlp(data: wk.MLPData) -> Callable[[], dict[str, float]]:
         t1 = pc()
         grads = tape.gradient(loss, params)
         t2 = pc()
-        for p, g in zip(params, grads):
-            p.assign_sub(wk.LR * g)
+        opt.apply_gradients(zip(grads, params))  # as workloads.gputape_mlp_train_step
         t3 = pc()
         return {"forward (+ recording)": t1 - t0, "gradient (backward sweep)": t2 - t1, "update": t3 - t2}
 
@@ -168,8 +170,8 @@ def primitive_table(workload: str, steps: int) -> str:
 
     Wraps every ``gt.REGISTRY`` primitive's ``fwd``/``cpu``/``vjp`` with a timer for the
     duration of the measurement (restored afterwards); what is not inside a primitive is
-    gputape's own Python: ``apply``/recording, the sweep's bookkeeping, wrapping,
-    ``assign_sub``. The timers add about a microsecond per call, counted as "inside".
+    gputape's own Python: ``apply``/recording, the sweep's bookkeeping, wrapping, the
+    optimizer update. The timers add about a microsecond per call, counted as "inside".
     """
     step = wk.build(workload, "gputape")
     assert step is not None
@@ -284,11 +286,11 @@ def profile_table(workload: str, steps: int, top: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.profile_gputape", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workload", choices=[*wk.WORKLOADS, "both"], default="both")
+    ap.add_argument("--workload", choices=[*PROFILED, "both"], default="both")
     ap.add_argument("--steps", type=int, default=200, help="steps per view (default 200)")
     ap.add_argument("--top", type=int, default=15, help="rows of the cProfile table (default 15)")
     args = ap.parse_args(argv)
-    for wl in wk.WORKLOADS if args.workload == "both" else [args.workload]:
+    for wl in PROFILED if args.workload == "both" else [args.workload]:
         cpu0, t0 = cpu_busy(), time.perf_counter()
         phases = phase_table(wl, args.steps)
         prims = primitive_table(wl, args.steps)

@@ -1,23 +1,37 @@
-"""The two benchmark workloads, as plain functions shared by the pytest-benchmark suite
+"""The benchmark workloads, as plain functions shared by the pytest-benchmark suite
 (``test_bench_core.py``), the side-by-side script (``compare.py``), the profiler
-(``profile.py``) and the correctness test (``tests/test_benchmark_workloads.py``).
+(``profile_gputape.py``) and the correctness tests (``tests/test_benchmark_workloads.py``).
 
 * ``mlp``: one SGD step of a 784-256-256-10 float32 MLP on a batch of ``B`` (default 128)
-  with softmax cross-entropy, written with gputape exactly as a user would, beside the
-  hand-written numpy step of ``shared/anchors/mlp_peers.py``.
+  with softmax cross-entropy, written with gputape exactly as a user would (a GradientTape
+  forward, ``tape.gradient``, ``gt.optim.SGD.apply_gradients``), beside the hand-written
+  numpy step of ``shared/anchors/mlp_peers.py``.
 * ``chain``: a 100-link chain of small elementwise ops on 16 float32 values, forward and
   backward, beside the hand-written numpy version of ``shared/anchors/op_overhead.py``.
+* ``jacobian``: the full Jacobian of one 64->64 tanh layer ``y = tanh(x @ W + b)`` with
+  respect to its input vector ``x`` (the anchors have no Jacobian workload; this one is
+  defined here). By hand, ``J = diag(1 - y**2) @ W.T``, written as the broadcast
+  ``(1 - y * y)[:, None] * W.T``. Every system computes the forward too.
+
+Systems: ``numpy`` (by hand, the baseline), ``gputape`` (eager), ``compiled`` (the same
+gputape function wrapped in ``gt.function``: traced on the first call, replayed after),
+``torch`` (PyTorch eager; ``torch.func.jacrev`` for the Jacobian), ``autograd`` (HIPS) and
+``jax`` (``jax.jit`` of the whole step).
 
 Every system is built by a factory ``make_<system>_<workload>(data)`` that returns a
 :class:`Step`: ``step.fn()`` runs one unit of work (one SGD step; one forward+backward of
-the chain) and returns the loss (mlp) or the gradient (chain) in the system's own type.
-The peers (PyTorch eager, HIPS autograd) are imported only inside their factories;
-:func:`build` returns None for a peer that is not installed.
+the chain; one Jacobian) and returns the loss (mlp), the gradient (chain) or the Jacobian
+in the system's own type. The peers are imported only inside their factories;
+:func:`build` returns None for a system that cannot run here (a peer that is not
+installed, or ``gt.function`` missing or raising NotImplementedError), or raises
+:class:`UnavailableError` with the reason when asked to.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,19 +43,30 @@ import gputape as gt
 D, H, C = 784, 256, 10  # MLP layer widths
 LR = 0.01  # SGD learning rate
 B_DEFAULT = 128  # MLP batch
+BATCHES = (32, 128, 1024)  # the MLP batches of the side-by-side suite
 K = 100  # chain links
 N_DEFAULT = 16  # chain vector length
+JAC_N = 64  # Jacobian layer width (64 -> 64)
 
-SYSTEMS = ("numpy", "gputape", "torch", "autograd")
-WORKLOADS = ("mlp", "chain")
+SYSTEMS = ("numpy", "gputape", "compiled", "torch", "autograd", "jax")
+WORKLOADS = ("mlp", "chain", "jacobian")
 PARAM_NAMES = ("w1", "b1", "w2", "b2", "w3", "b3")
 THREADS: int | None = None  # torch threads for peers built from now on; None: all cores, as the anchors
 
 
-class Step:
-    """One system's unit of work on one workload: call ``fn()``; ``params()`` reads the MLP weights."""
+class UnavailableError(Exception):
+    """A system cannot run here; the message says why (shown in the reports and test skips)."""
 
-    __slots__ = ("fn", "params", "system", "workload")
+
+class Step:
+    """One system's unit of work on one workload: call ``fn()``; ``params()`` reads the MLP weights.
+
+    ``release()``, where set, frees what the system keeps alive between steps besides its
+    weights (PyTorch's ``.grad`` tensors), so a memory measurement can start every system
+    from the same state.
+    """
+
+    __slots__ = ("fn", "params", "release", "system", "workload")
 
     def __init__(
         self,
@@ -49,17 +74,65 @@ class Step:
         system: str,
         fn: Callable[[], Any],
         params: Callable[[], list[np.ndarray]] | None = None,
+        release: Callable[[], None] | None = None,
     ) -> None:
         self.workload = workload
         self.system = system
         self.fn = fn
         self.params = params
+        self.release = release
 
     def __call__(self) -> Any:
         return self.fn()
 
     def __repr__(self) -> str:
         return f"<Step {self.workload}/{self.system}>"
+
+
+def to_numpy(out: Any) -> np.ndarray:
+    """A step's result (numpy, gt.Tensor, torch or jax array) as a numpy array, for comparisons."""
+    if isinstance(out, gt.Tensor):
+        return out.numpy()
+    if hasattr(out, "detach"):  # torch
+        return out.detach().cpu().numpy()
+    return np.asarray(out)
+
+
+# -- gt.function, guarded --------------------------------------------------------------------
+#
+# gt.function (issue 6) is written concurrently with this suite. The compiled variants are
+# written against its TensorFlow-like API -- ``step = gt.function(f)``, first call traces,
+# later calls replay -- and are skipped, with the reason, while it is missing or refuses.
+
+
+def compiled_reason() -> str | None:
+    """Why the ``compiled`` system cannot run (None when ``gt.function`` exists)."""
+    if not hasattr(gt, "function"):
+        return "gt.function does not exist in this gputape"
+    return None
+
+
+def _compiled(make: Callable[[], tuple[Callable[..., Any], tuple]], workload: str) -> Callable[[], Any]:
+    """``gt.function`` of the function that ``make()`` returns, called on the arguments it returns.
+
+    ``make`` is called twice: once to probe (wrap, trace, replay once: NotImplementedError
+    at any of these -> :class:`UnavailableError`), then for the step that is returned, untouched,
+    so its first call is the trace, from the same initial weights as every other system.
+    Any other exception is a bug in gt.function or in this suite, and propagates.
+    """
+    reason = compiled_reason()
+    if reason:
+        raise UnavailableError(reason)
+    fn, args = make()
+    try:
+        probe = gt.function(fn)
+        probe(*args)
+        probe(*args)
+    except NotImplementedError as e:
+        raise UnavailableError(f"gt.function raised NotImplementedError on the {workload} step: {e}") from None
+    fn, args = make()
+    compiled = gt.function(fn)
+    return lambda: compiled(*args)
 
 
 # =====================================================================================
@@ -95,8 +168,12 @@ def mlp_data(B: int = B_DEFAULT, seed: int = 0) -> MLPData:
 # -- gputape, as a user writes it ------------------------------------------------------
 
 
-def gputape_mlp_loss_and_grads(x: gt.Tensor, y: np.ndarray, params: list[gt.Variable]) -> tuple[gt.Tensor, list]:
-    """Forward under a tape and ``tape.gradient``: the loss and one gradient per parameter."""
+def gputape_mlp_loss_and_grads(x: gt.Tensor, y: Any, params: list[gt.Variable]) -> tuple[gt.Tensor, list]:
+    """Forward under a tape and ``tape.gradient``: the loss and one gradient per parameter.
+
+    ``y`` (the integer labels) may be a numpy array or a gt.Tensor: ``gt.function`` hands
+    its traced function tensors.
+    """
     w1, b1, w2, b2, w3, b3 = params
     B = x.shape[0]
     with gt.GradientTape() as tape:
@@ -107,18 +184,43 @@ def gputape_mlp_loss_and_grads(x: gt.Tensor, y: np.ndarray, params: list[gt.Vari
     return loss, tape.gradient(loss, params)
 
 
-def make_gputape_mlp(data: MLPData, lr: float = LR) -> Step:
-    x = gt.constant(data.X)
-    y = data.Y
-    params = [gt.Variable(a, name=n) for a, n in zip(data.init, PARAM_NAMES)]
+def gputape_mlp_train_step(params: list[gt.Variable], opt: Any) -> Callable[[Any, Any], gt.Tensor]:
+    """The training step a TensorFlow user writes: ``train_step(x, y)`` -> loss.
 
-    def step() -> gt.Tensor:
+    Forward under a GradientTape, ``tape.gradient``, ``opt.apply_gradients``. The eager
+    column calls it as is and the compiled column through ``gt.function``, so the two
+    measure the same code.
+    """
+
+    def train_step(x: Any, y: Any) -> gt.Tensor:
         loss, grads = gputape_mlp_loss_and_grads(x, y, params)
-        for p, g in zip(params, grads):
-            p.assign_sub(lr * g)
+        opt.apply_gradients(zip(grads, params))
         return loss
 
-    return Step("mlp", "gputape", step, lambda: [p.numpy() for p in params])
+    return train_step
+
+
+def _gputape_mlp_parts(data: MLPData, lr: float) -> tuple[Callable[..., Any], tuple, list[gt.Variable]]:
+    params = [gt.Variable(a, name=n) for a, n in zip(data.init, PARAM_NAMES)]
+    step = gputape_mlp_train_step(params, gt.optim.SGD(lr))
+    return step, (gt.constant(data.X), gt.constant(data.Y)), params
+
+
+def make_gputape_mlp(data: MLPData, lr: float = LR) -> Step:
+    train_step, (x, y), params = _gputape_mlp_parts(data, lr)
+    return Step("mlp", "gputape", lambda: train_step(x, y), lambda: [p.numpy() for p in params])
+
+
+def make_compiled_mlp(data: MLPData, lr: float = LR) -> Step:
+    box: dict[str, list[gt.Variable]] = {}
+
+    def make() -> tuple[Callable[..., Any], tuple]:
+        fn, args, box["params"] = _gputape_mlp_parts(data, lr)
+        return fn, args
+
+    fn = _compiled(make, "MLP")
+    params = box["params"]  # those of the second make(): the step that is timed
+    return Step("mlp", "compiled", fn, lambda: [p.numpy() for p in params])
 
 
 # -- numpy by hand (the anchor's step) ---------------------------------------------------
@@ -199,7 +301,10 @@ def make_torch_mlp(data: MLPData, lr: float = LR) -> Step:
         opt.step()
         return loss.detach()
 
-    return Step("mlp", "torch", step, lambda: [q.detach().numpy().copy() for q in ps])
+    def release() -> None:
+        opt.zero_grad(set_to_none=True)
+
+    return Step("mlp", "torch", step, lambda: [q.detach().numpy().copy() for q in ps], release)
 
 
 def make_autograd_mlp(data: MLPData, lr: float = LR) -> Step:
@@ -229,6 +334,34 @@ def make_autograd_mlp(data: MLPData, lr: float = LR) -> Step:
     return Step("mlp", "autograd", step, lambda: [a.copy() for a in p])
 
 
+def make_jax_mlp(data: MLPData, lr: float = LR) -> Step:
+    """The anchor's JAX step (``jax.jit`` of gradient + update); it also returns the loss, to check it."""
+    import jax
+    import jax.numpy as jnp
+
+    xs, ys, B = jnp.asarray(data.X), jnp.asarray(data.Y), data.B
+
+    def loss_fn(p: list) -> Any:
+        w1, c1, w2, c2, w3, c3 = p
+        h = jax.nn.relu(xs @ w1 + c1)
+        h = jax.nn.relu(h @ w2 + c2)
+        z = h @ w3 + c3
+        return -jnp.mean(jax.nn.log_softmax(z)[jnp.arange(B), ys])
+
+    @jax.jit
+    def upd(p: list) -> tuple[Any, list]:
+        loss, g = jax.value_and_grad(loss_fn)(p)
+        return loss, [a - lr * gg for a, gg in zip(p, g)]
+
+    st = {"p": [jnp.asarray(a) for a in data.init]}
+
+    def step() -> Any:
+        loss, st["p"] = upd(st["p"])
+        return jax.block_until_ready(loss)  # jax dispatches asynchronously: time the work, not the dispatch
+
+    return Step("mlp", "jax", step, lambda: [np.asarray(a) for a in st["p"]])
+
+
 # =====================================================================================
 # (b) 100-link elementwise chain, forward + backward
 
@@ -251,6 +384,10 @@ def gputape_chain_grad(x: gt.Tensor) -> gt.Tensor:
 def make_gputape_chain(x0: np.ndarray) -> Step:
     x = gt.constant(x0)
     return Step("chain", "gputape", lambda: gputape_chain_grad(x))
+
+
+def make_compiled_chain(x0: np.ndarray) -> Step:
+    return Step("chain", "compiled", _compiled(lambda: (gputape_chain_grad, (gt.constant(x0),)), "chain"))
 
 
 def numpy_chain_grad(x0: np.ndarray) -> np.ndarray:
@@ -302,6 +439,195 @@ def make_autograd_chain(x0: np.ndarray) -> Step:
     return Step("chain", "autograd", lambda: g(x0))
 
 
+def make_jax_chain(x0: np.ndarray) -> Step:
+    """``jax.jit(jax.grad(chain))``: XLA fuses the whole chain, forward and backward, into one program."""
+    import jax
+    import jax.numpy as jnp
+
+    def fn(x: Any) -> Any:
+        y = x
+        for i in range(K):
+            y = jnp.tanh(y) * 1.01 if i % 2 else y * y * 0.5 + 0.1
+        return jnp.sum(y)
+
+    g = jax.jit(jax.grad(fn))
+    xj = jnp.asarray(x0)
+    return Step("chain", "jax", lambda: jax.block_until_ready(g(xj)))
+
+
+# =====================================================================================
+# (c) Jacobian of a 64 -> 64 tanh layer
+
+
+@dataclass(frozen=True)
+class JacData:
+    """The layer ``y = tanh(x @ W + b)`` and the input vector ``x``."""
+
+    x: np.ndarray  # (n,) float32
+    W: np.ndarray  # (n, n) float32
+    b: np.ndarray  # (n,) float32
+
+
+def jac_data(n: int = JAC_N, seed: int = 0) -> JacData:
+    rng = np.random.default_rng(seed)
+    # Weights scaled by 1/sqrt(n) so that tanh is not saturated (a near-zero J checks nothing).
+    W = (rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32)
+    b = (rng.standard_normal(n) * 0.1).astype(np.float32)
+    x = rng.standard_normal(n).astype(np.float32)
+    return JacData(x, W, b)
+
+
+def numpy_tanh_jacobian(x: np.ndarray, W: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """By hand: ``J[i, j] = dy_i / dx_j = (1 - y_i**2) W[j, i]``, i.e. ``diag(1 - y**2) @ W.T``."""
+    y = np.tanh(x @ W + b)
+    return (1 - y * y)[:, None] * W.T
+
+
+def gputape_tanh_jacobian(x: gt.Tensor, W: gt.Tensor, b: gt.Tensor) -> gt.Tensor:
+    """``tape.jacobian`` of the layer w.r.t. its input, as a user writes it."""
+    with gt.GradientTape() as tape:
+        tape.watch(x)
+        y = gt.tanh(x @ W + b)
+    return tape.jacobian(y, x)
+
+
+def make_numpy_jacobian(d: JacData) -> Step:
+    return Step("jacobian", "numpy", lambda: numpy_tanh_jacobian(d.x, d.W, d.b))
+
+
+def make_gputape_jacobian(d: JacData) -> Step:
+    x, W, b = gt.constant(d.x), gt.constant(d.W), gt.constant(d.b)
+    return Step("jacobian", "gputape", lambda: gputape_tanh_jacobian(x, W, b))
+
+
+def make_compiled_jacobian(d: JacData) -> Step:
+    def make() -> tuple[Callable[..., Any], tuple]:
+        return gputape_tanh_jacobian, (gt.constant(d.x), gt.constant(d.W), gt.constant(d.b))
+
+    return Step("jacobian", "compiled", _compiled(make, "jacobian"))
+
+
+def make_torch_jacobian(d: JacData) -> Step:
+    import torch
+
+    torch.set_num_threads(THREADS or os.cpu_count() or 1)
+    x, W, b = (torch.from_numpy(a) for a in (d.x, d.W, d.b))
+    jac = torch.func.jacrev(lambda x: torch.tanh(x @ W + b))
+    return Step("jacobian", "torch", lambda: jac(x))
+
+
+def make_autograd_jacobian(d: JacData) -> Step:
+    import autograd.numpy as anp
+    from autograd import jacobian
+
+    jac = jacobian(lambda x: anp.tanh(anp.dot(x, d.W) + d.b))
+    return Step("jacobian", "autograd", lambda: jac(d.x))
+
+
+def make_jax_jacobian(d: JacData) -> Step:
+    import jax
+    import jax.numpy as jnp
+
+    x, W, b = (jnp.asarray(a) for a in (d.x, d.W, d.b))
+    jac = jax.jit(jax.jacrev(lambda x: jnp.tanh(x @ W + b)))
+    return Step("jacobian", "jax", lambda: jax.block_until_ready(jac(x)))
+
+
+# =====================================================================================
+# peak memory of a step
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Peak memory of one step (bytes), and how it was measured.
+
+    ``step_peak``: the high-water mark of live bytes during one step, above what was live
+    when the step began (so the parameters, data and optimizer state, which are live
+    already, do not count; a compiled step's buffers allocated at trace time do not
+    either). ``total_peak``: the same high-water mark counted from before the system was
+    built, so it includes the system's own copies of the weights and data, its optimizer
+    state and anything a compiled step keeps between calls; None where not measurable.
+    """
+
+    step_peak: int
+    total_peak: int | None
+    method: str
+
+
+TRACEMALLOC = "tracemalloc (numpy buffers and Python objects)"
+TORCH_PROFILER = "torch.profiler CPU allocator events (tensor storage only; .grad freed before the step)"
+
+
+def measure_memory(workload: str, system: str, data: Any, warm: int = 2) -> Memory:
+    """Build a fresh ``system`` step on ``data`` and measure one step's peak memory.
+
+    numpy-based systems (numpy, gputape eager and compiled, autograd): ``tracemalloc``,
+    which sees numpy's buffers (numpy reports them to it) and Python objects. Tracing
+    starts before the build, and ``warm`` steps run first so the measured step is a
+    steady-state one (caches filled, the compiled step traced). torch: its profiler's
+    allocator events over two steps (the first makes the second's frees of blocks it
+    allocated visible; the ``.grad`` tensors torch keeps between steps are released before
+    the measured step, which then re-creates them); they count tensor storage, not Python
+    objects. jax:
+    :class:`UnavailableError` (XLA's CPU allocator is invisible to tracemalloc and jax reports
+    no ``memory_stats()`` on the CPU).
+    """
+    if system == "jax":
+        raise UnavailableError("XLA allocates outside tracemalloc and jax's CPU device reports no memory_stats()")
+    if system == "torch":
+        return _torch_memory(workload, data, warm)
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        step = build(workload, system, data, strict=True)
+        assert step is not None
+        for _ in range(max(1, warm)):
+            step.fn()
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        step.fn()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+    return Memory(peak - before, peak - base, TRACEMALLOC)
+
+
+def _torch_memory(workload: str, data: Any, warm: int) -> Memory:
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    step = build(workload, "torch", data, strict=True)
+    assert step is not None
+    for _ in range(max(1, warm)):
+        step.fn()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step.fn()  # its allocations make the measured step's frees of them visible
+        if step.release is not None:
+            # Drop the .grad tensors torch keeps between steps, so the measured step starts,
+            # like numpy's and gputape's, with only weights and data alive.
+            step.release()
+        with record_function("gputape_bench_step"):
+            step.fn()
+    events = list(prof.profiler.kineto_results.events())
+    mark = [e for e in events if e.name() == "gputape_bench_step"]
+    if not mark:
+        raise UnavailableError(f"torch {torch.__version__}: the profiler recorded no step marker")
+    t0, t1 = mark[0].start_ns(), mark[0].end_ns()
+    live = peak = at_start = 0
+    for t, n in sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]"):
+        if t > t1:
+            break
+        live += n
+        if t < t0:
+            at_start = peak = live
+        else:
+            peak = max(peak, live)
+    return Memory(peak - at_start, None, TORCH_PROFILER)
+
+
 # =====================================================================================
 # registry
 
@@ -309,31 +635,49 @@ FACTORIES: dict[str, dict[str, Callable[..., Step]]] = {
     "mlp": {
         "numpy": make_numpy_mlp,
         "gputape": make_gputape_mlp,
+        "compiled": make_compiled_mlp,
         "torch": make_torch_mlp,
         "autograd": make_autograd_mlp,
+        "jax": make_jax_mlp,
     },
     "chain": {
         "numpy": make_numpy_chain,
         "gputape": make_gputape_chain,
+        "compiled": make_compiled_chain,
         "torch": make_torch_chain,
         "autograd": make_autograd_chain,
+        "jax": make_jax_chain,
+    },
+    "jacobian": {
+        "numpy": make_numpy_jacobian,
+        "gputape": make_gputape_jacobian,
+        "compiled": make_compiled_jacobian,
+        "torch": make_torch_jacobian,
+        "autograd": make_autograd_jacobian,
+        "jax": make_jax_jacobian,
     },
 }
 
-PEER_MODULES = {"torch": "torch", "autograd": "autograd"}
+PEER_MODULES = {"torch": "torch", "autograd": "autograd", "jax": "jax"}
 
 
 def make_data(workload: str, size: int | None = None, seed: int = 0) -> Any:
-    """The workload's inputs: :class:`MLPData` for ``mlp`` (``size`` = batch), the x0 vector for ``chain``."""
+    """The workload's inputs: :class:`MLPData` for ``mlp`` (``size`` = batch), the x0 vector for
+    ``chain`` (``size`` = its length), :class:`JacData` for ``jacobian`` (``size`` = layer width)."""
     if workload == "mlp":
         return mlp_data(size or B_DEFAULT, seed)
     if workload == "chain":
         return chain_data(size or N_DEFAULT, seed)
+    if workload == "jacobian":
+        return jac_data(size or JAC_N, seed)
     raise ValueError(f"unknown workload {workload!r}; choose from {WORKLOADS}")
 
 
 def peer_available(system: str) -> bool:
-    """True for numpy and gputape, and for a peer whose package imports."""
+    """True for numpy, gputape and compiled, and for a peer whose package imports.
+
+    (``compiled`` may still be unavailable: see :func:`compiled_reason`.)
+    """
     mod = PEER_MODULES.get(system)
     if mod is None:
         return True
@@ -344,22 +688,41 @@ def peer_available(system: str) -> bool:
     return True
 
 
-def build(workload: str, system: str, data: Any = None) -> Step | None:
-    """The :class:`Step` for ``system`` on ``workload``; None when that peer is not installed."""
+def peer_installed(system: str) -> bool:
+    """Like :func:`peer_available` without importing the peer (``compare.py`` keeps torch and jax,
+    and their thread pools, out of the process that times numpy)."""
+    mod = PEER_MODULES.get(system)
+    return mod is None or importlib.util.find_spec(mod) is not None
+
+
+def build(workload: str, system: str, data: Any = None, strict: bool = False) -> Step | None:
+    """The :class:`Step` for ``system`` on ``workload``.
+
+    When the system cannot run here (a peer that is not installed; ``gt.function`` missing
+    or raising NotImplementedError) it returns None, or with ``strict=True`` raises
+    :class:`UnavailableError` with the reason.
+    """
+    if workload not in FACTORIES:
+        raise ValueError(f"unknown workload {workload!r}; choose from {WORKLOADS}")
     if system not in FACTORIES[workload]:
         raise ValueError(f"unknown system {system!r}; choose from {SYSTEMS}")
-    if not peer_available(system):
+    try:
+        if not peer_available(system):
+            raise UnavailableError(f"{PEER_MODULES[system]} is not installed")
+        return FACTORIES[workload][system](make_data(workload) if data is None else data)
+    except UnavailableError:
+        if strict:
+            raise
         return None
-    return FACTORIES[workload][system](make_data(workload) if data is None else data)
 
 
 def version_of(system: str) -> str | None:
-    """The installed version of a system's package, or None."""
+    """The installed version of a system's package (without importing it), or None."""
     if system == "numpy":
         return np.__version__
-    if system == "gputape":
+    if system in ("gputape", "compiled"):
         return gt.__version__
-    if not peer_available(system):
+    if not peer_installed(system):
         return None
     from importlib.metadata import PackageNotFoundError, version
 

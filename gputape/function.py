@@ -61,6 +61,7 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import threading
 import types
 import warnings
@@ -289,9 +290,12 @@ class _Trace:
         if dead_args:
             lines.append(f"    del {', '.join(f's{k}' for k in dead_args)}")
         for i, (fn, refs, outs, _kind) in enumerate(self.steps):
+            inline = _inline_vjp(fn, refs, outs, self.consts)
             if isinstance(fn, Variable):
                 ns[f"V{i}"] = fn
                 lines.append(f"    s{outs} = V{i}._data")
+            elif inline is not None:
+                lines.extend(f"    {line}" for line in inline)
             else:
                 ns[f"f{i}"] = fn
                 lhs = _lhs(outs)
@@ -305,6 +309,7 @@ class _Trace:
         lines.append(f"    return ({''.join(_render(r) + ', ' for r in out_refs)})")
         for j, c in enumerate(self.consts):
             ns[f"c{j}"] = c
+        ns["np"] = np
         src = "\n".join(lines) + "\n"
         exec(compile(src, f"<gt.function {self.name}>", "exec"), ns)
         return ns["replay"], src
@@ -322,6 +327,48 @@ def _kind(prim: Any) -> str:
     if prim.name in _HOST_PRIMS:
         return f"host:{prim.name}"  # (matmul: capturable through gputape.cublas, see _GraphRunner)
     return "device"
+
+
+# The CPU replay writes these VJPs as expressions in its own code instead of calling them:
+# per output, the very expression the primitive's VJP evaluates on numpy arrays (same
+# operations in the same order, so the same bits), g the cotangent, a0/a1 the saved operands.
+# A Python call per backward op is most of what a compiled elementwise chain pays over numpy.
+_INLINE_CPU = {
+    "add": ("g", "g"),
+    "subtract": ("g", "-g"),
+    "multiply": ("g * a1", "g * a0"),
+    "square": ("g * (2 * a0)",),
+    "exp": ("g * a0",),
+    "expm1": ("g * (a0 + 1)",),
+    "tanh": ("g * (1 - a0 * a0)",),
+    "tan": ("g * (1 + a0 * a0)",),
+    "relu": ("g * (a0 > 0)",),
+    "sin": ("g * np.cos(a0)",),
+    "cos": ("-g * np.sin(a0)",),
+    "sinh": ("g * np.cosh(a0)",),
+    "cosh": ("g * np.sinh(a0)",),
+    "arctan": ("g / (1 + a0 * a0)",),
+}
+_TOKEN = re.compile(r"\b(g|a[0-9])\b")
+
+
+def _inline_vjp(fn: Any, refs: Any, outs: Any, consts: list) -> list[str] | None:
+    """Source lines for a VJP step of ``_INLINE_CPU`` on numpy arrays, else None."""
+    if refs is None or not isinstance(outs, list) or len(refs) < 5 or refs[4][0] != "c":
+        return None
+    node = consts[refs[4][1]]
+    if not isinstance(node, Node) or fn is not node.prim.vjp:
+        return None
+    templates = _INLINE_CPU.get(node.prim.name)
+    F = consts[refs[0][1]] if refs[0][0] == "c" else None
+    if templates is None or getattr(F, "xp", None) is not np or consts[refs[3][1]] != 0:
+        return None
+    names = {"g": _render(refs[1])} | {f"a{j}": _render(r) for j, r in enumerate(refs[5:])}
+    lines = []
+    for k, o in enumerate(outs):
+        if o is not None:
+            lines.append(f"s{o} = " + _TOKEN.sub(lambda m: names[m.group(1)], templates[k]))
+    return lines
 
 
 def _slots_in(refs: Any) -> list[int]:

@@ -56,18 +56,141 @@ def test_chain_gradient_matches_handwritten_numpy():
     np.testing.assert_allclose(g.numpy(), ref, rtol=RTOL, atol=ATOL)
 
 
-@pytest.mark.parametrize("system", ["torch", "autograd"])
+@pytest.mark.parametrize("system", ["compiled", "torch", "autograd", "jax"])
 def test_peers_agree_with_numpy(system, data):
-    if not wk.peer_available(system):
-        pytest.skip(f"{system} is not installed")
-    peer, ref = wk.build("mlp", system, data), wk.make_numpy_mlp(data)
+    try:
+        peer = wk.build("mlp", system, data, strict=True)
+    except wk.UnavailableError as e:
+        pytest.skip(str(e))
+    ref = wk.make_numpy_mlp(data)
     np.testing.assert_allclose(float(peer.fn()), float(ref.fn()), rtol=1e-5)
     for name, a, b in zip(wk.PARAM_NAMES, peer.params(), ref.params()):
         np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL, err_msg=name)
 
     x0 = wk.chain_data(seed=2)
     got = wk.build("chain", system, x0).fn()
-    np.testing.assert_allclose(np.asarray(got), wk.numpy_chain_grad(x0), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(wk.to_numpy(got), wk.numpy_chain_grad(x0), rtol=RTOL, atol=ATOL)
+
+    d = wk.jac_data(seed=3)
+    got = wk.build("jacobian", system, d).fn()
+    np.testing.assert_allclose(wk.to_numpy(got), wk.numpy_tanh_jacobian(d.x, d.W, d.b), rtol=RTOL, atol=ATOL)
+
+
+def test_jacobian_by_hand_is_the_jacobian():
+    """The numpy baseline is right: its J matches central differences of the layer (float64)."""
+    d = wk.jac_data(n=8, seed=4)
+    x, W, b = (a.astype(np.float64) for a in (d.x, d.W, d.b))
+    J = wk.numpy_tanh_jacobian(x, W, b)
+    eps = 1e-6
+    fd = np.stack([(np.tanh((x + e) @ W + b) - np.tanh((x - e) @ W + b)) / (2 * eps) for e in np.eye(8) * eps], 1)
+    np.testing.assert_allclose(J, fd, rtol=1e-6, atol=1e-8)
+    assert np.abs(J).max() > 0.1  # the layer is not saturated: the check is not vacuous
+
+
+def test_gputape_jacobian_matches_by_hand():
+    d = wk.jac_data(seed=5)
+    J = wk.gputape_tanh_jacobian(gt.constant(d.x), gt.constant(d.W), gt.constant(d.b))
+    assert J.shape == (wk.JAC_N, wk.JAC_N) and J.dtype == np.float32
+    np.testing.assert_allclose(J.numpy(), wk.numpy_tanh_jacobian(d.x, d.W, d.b), rtol=RTOL, atol=ATOL)
+
+
+def test_compiled_skipped_without_gt_function(monkeypatch):
+    monkeypatch.delattr(gt, "function", raising=False)
+    assert wk.build("mlp", "compiled", wk.mlp_data(B=8)) is None
+    with pytest.raises(wk.UnavailableError, match="does not exist"):
+        wk.build("jacobian", "compiled", strict=True)
+
+
+def test_compiled_skipped_when_gt_function_refuses(monkeypatch):
+    """NotImplementedError from gt.function (at wrapping or at the first call) means: skip, with the reason."""
+
+    def refuses_at_call(fn):
+        def call(*args):
+            raise NotImplementedError("no jacobian in traces yet")
+
+        return call
+
+    def refuses_at_wrap(fn):
+        raise NotImplementedError("not built")
+
+    monkeypatch.setattr(gt, "function", refuses_at_call, raising=False)
+    with pytest.raises(wk.UnavailableError, match="no jacobian in traces yet"):
+        wk.build("jacobian", "compiled", strict=True)
+    monkeypatch.setattr(gt, "function", refuses_at_wrap)
+    assert wk.build("chain", "compiled") is None
+
+
+def test_compiled_column_uses_gt_function(monkeypatch):
+    """The compiled step goes through gt.function: the probe and the timed step wrap it once each,
+    and the timed step starts from the initial weights (its first loss is numpy's first)."""
+    wrapped = []
+
+    def eager_function(fn):  # a stand-in gt.function that runs eagerly
+        wrapped.append(fn)
+        return fn
+
+    monkeypatch.setattr(gt, "function", eager_function, raising=False)
+    data = wk.mlp_data(B=16, seed=6)
+    step = wk.build("mlp", "compiled", data, strict=True)
+    assert len(wrapped) == 2
+    np.testing.assert_allclose(float(step.fn()), float(wk.make_numpy_mlp(data).fn()), rtol=1e-5)
+
+
+def test_compare_quick_run(monkeypatch, tmp_path, capsys):
+    """`python -m benchmarks.compare` end to end on tiny settings: tables, targets, memory, skips, --markdown."""
+    from benchmarks import compare
+
+    monkeypatch.delattr(gt, "function", raising=False)  # the compiled column must skip cleanly
+    out = tmp_path / "report.md"
+    argv = ["--rounds", "2", "--block-ms", "2", "--warmup", "1", "--batches", "8", "--one-process"]
+    argv += ["--systems", "numpy", "gputape", "compiled", "--workloads", "mlp", "jacobian", "memory"]
+    argv += ["--markdown", str(out)]
+    assert compare.main(argv) == 0
+    text = capsys.readouterr().out
+    assert out.read_text() == text
+    for expected in (
+        "| MLP SGD step, B=8 |",
+        "| jacobian 64->64 tanh |",
+        "| eager MLP step (B=128) <= 1.05x numpy | — | not measured",  # B=128 was not asked for
+        "gputape gt.function, all workloads: not measured: gt.function does not exist",
+        "| B=8 | gputape eager |",
+        "- machine: ",
+        "- BLAS: ",
+    ):
+        assert expected in text, expected
+    assert "x) ✗" not in text and "- ✗" not in text  # no result check failed
+
+
+def test_compare_flags_wrong_results():
+    from benchmarks import compare
+
+    assert compare._agrees(np.float32(1.5), np.float64(1.5)) is None
+    assert "differs" in compare._agrees(np.ones(3), np.zeros(3))
+    assert "shape" in compare._agrees(np.ones(3), np.ones((3, 1)))
+
+
+def test_compare_marks_a_wrong_result(monkeypatch):
+    """A system whose result differs from numpy's is still timed, and marked."""
+    from benchmarks import compare
+
+    def wrong(d):
+        return wk.Step("jacobian", "gputape", lambda: np.zeros((wk.JAC_N, wk.JAC_N), np.float32))
+
+    monkeypatch.setitem(wk.FACTORIES["jacobian"], "gputape", wrong)
+    case = ("jacobian", None)
+    res = compare.run([case], ["numpy", "gputape"], rounds=1, block_s=0.001, warm=0, isolate=frozenset())
+    assert "differs" in res.wrong[case, "gputape"] and (case, "numpy") not in res.wrong
+    assert len(res.times[case, "gputape"]) == 1
+    assert "✗" in compare.wide_table(res, [case], ["numpy", "gputape"])
+
+
+def test_compare_cases():
+    from benchmarks import compare
+
+    cases, memory = compare.parse_cases(["mlp", "chain", "memory"], [32, 1024])
+    assert cases == [("mlp", 32), ("mlp", 1024), ("chain", None)]
+    assert memory == [("mlp", 32), ("mlp", 1024)]
+    assert compare.parse_cases(["jacobian"], [128]) == ([("jacobian", None)], [])
 
 
 def test_build_skips_missing_peer(monkeypatch):
