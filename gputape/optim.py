@@ -252,9 +252,13 @@ def clip_by_norm(t: Any, clip_norm: float, axes: Any = None) -> Tensor:
 
 def _raw(g: Any, var: Variable) -> Any:
     a = g._data if isinstance(g, Tensor) else backend.asarray_on(g, var.device)
-    if a.shape != var.shape:
+    d = var._data
+    if a.shape != d.shape:
         raise ValueError(f"apply_gradients: gradient of shape {a.shape} for variable {var.name!r} of shape {var.shape}")
-    return a if a.dtype == var.dtype else a.astype(var.dtype)
+    return a if a.dtype == d.dtype else a.astype(d.dtype)
+
+
+_NOSLOTS: dict[str, Any] = {}
 
 
 class Optimizer:
@@ -450,10 +454,12 @@ class Optimizer:
         if kind is not None and (self._fused_on_cpu or all(backend.is_gpu_array(v._data) for _, v in raw)):
             self._apply_fused(kind, raw, lr, step)
         else:
+            wd = self.weight_decay
+            slotted = bool(self.slot_names)
             for g, v in raw:
-                if self.weight_decay:
-                    v.assign_sub(_wrap(v._data * (lr * self.weight_decay)))
-                self._update(v, g, lr, self._slots_for(v), step)
+                if wd:
+                    v.assign_sub(_wrap(v._data * (lr * wd)))
+                self._update(v, g, lr, self._slots_for(v) if slotted else _NOSLOTS, step)
         self.iterations = step
         return step
 

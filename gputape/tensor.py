@@ -402,7 +402,11 @@ class Variable(Tensor):
         >>> gt.Variable([1.0]).assign_add([2.0]).numpy().tolist()
         [3.0]
         """
-        arr = self._check("assign_add", delta)
+        arr = delta._data if isinstance(delta, Tensor) else None
+        # the checks' common case in one test (an optimizer's update: same array type, shape,
+        # dtype); no local name for self._data, which _exclusive() would count as a sharer
+        if arr is None or not _same_kind(arr, self._data):
+            arr = self._check("assign_add", delta)
         if self._exclusive():
             backend.xp_of(self._data).add(self._data, arr, out=self._data)
         else:
@@ -418,7 +422,11 @@ class Variable(Tensor):
         >>> gt.Variable([1.0]).assign_sub([2.0]).numpy().tolist()
         [-1.0]
         """
-        arr = self._check("assign_sub", delta)
+        arr = delta._data if isinstance(delta, Tensor) else None
+        # the checks' common case in one test (an optimizer's update: same array type, shape,
+        # dtype); no local name for self._data, which _exclusive() would count as a sharer
+        if arr is None or not _same_kind(arr, self._data):
+            arr = self._check("assign_sub", delta)
         if self._exclusive():
             backend.xp_of(self._data).subtract(self._data, arr, out=self._data)
         else:
@@ -433,6 +441,10 @@ class Variable(Tensor):
 
     def __reduce__(self):
         return (Variable, (backend.to_host(self._data), self._trainable, self._name))
+
+
+def _same_kind(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a.shape == b.shape and a.dtype == b.dtype
 
 
 def _calibrate_refs() -> int:
