@@ -602,6 +602,7 @@ class _GraphRunner:
         self.dead_args = [k for k in arg_slots if k not in self.last]
         self.captures = 0
         self.failures: list[str] = []
+        self._lock = threading.Lock()
         self._plan()
 
     def _capturable_gemms(self, gemm: Any) -> None:
@@ -740,6 +741,10 @@ class _GraphRunner:
                 env[k] = None
 
     def __call__(self, *arrays: Any) -> tuple:
+        with self._lock:  # one call at a time: the graphs share their buffers
+            return self._call(arrays)
+
+    def _call(self, arrays: tuple) -> tuple:
         b = self.backend
         env: list[Any] = [None] * self.nslots
         for k, a in zip(self.arg_slots, arrays):
@@ -974,12 +979,11 @@ def _leaf_key(x: Any) -> Any:
 class _Concrete:
     """One traced signature: the compiled replay and how to map arguments and results."""
 
-    def __init__(self, replay: Callable[..., Any], source: str, positions: list[int], out_spec: Any, n_out: int):
+    def __init__(self, replay: Callable[..., Any], source: str, positions: list[int], out_spec: Any):
         self.replay = replay
         self.source = source
         self.positions = positions  # which flat argument leaves are tensors, in replay order
         self.out_spec = out_spec
-        self.n_out = n_out
 
     def __call__(self, leaves: list) -> Any:
         arrays = []
@@ -1105,7 +1109,7 @@ class Function:
             replay = runner
         tr.keep.clear()
         tr.slot_of.clear()
-        self._cache[key] = _Concrete(replay, src, positions, out_spec, len(out_refs))
+        self._cache[key] = _Concrete(replay, src, positions, out_spec)
         self._keys.append(key)
         if len(self._keys) >= _RETRACE_WARN_AT and not self._warned:
             self._warned = True
