@@ -185,3 +185,21 @@ def gemm_for(device_index: int) -> Gemm | None:
             g = False
         _gemms[device_index] = g
     return g or None
+
+
+def captured_matmul(gemm: Gemm, a: Any, b: Any) -> Any:
+    """``gemm.matmul(a, b)`` captured in a CUDA graph, its output poisoned, then the graph launched.
+
+    The check that capture works (the GPU tests and ``benchmarks/gpu_cublas_smoke.py``):
+    every element of the result must come from the graph's launch.
+    """
+    cp = gemm.cp
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        s.begin_capture()
+        out = gemm.matmul(a, b)
+        graph = s.end_capture()
+        out.fill(np.nan)
+        graph.launch(stream=s)
+        s.synchronize()
+    return out
