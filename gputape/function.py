@@ -18,12 +18,13 @@ What a user of ``tf.function`` should know:
   counted (``tracing_count``) and warned about from the fifth trace on, because
   a function retraced on every call is slower than eager (pass tensors rather
   than Python numbers for values that change; keep batch shapes fixed, e.g.
-  ``DataLoader(..., drop_last=True)``).
+  ``DataLoader(..., drop_remainder=True)``).
 * **Python runs once per trace.** Side effects (prints, appends) happen at
   trace time only; numpy code on host values is frozen as a constant, as in
   TensorFlow. gputape's own stateful pieces are replayed: optimizer updates
   (learning-rate schedules and step counts advance), ``Variable.assign*``,
-  ``gt.random`` draws and ``Dropout`` masks.
+  ``gt.random`` draws, ``Dropout`` masks, ``tf.keras.metrics`` updates and
+  ``gt.distributed`` all-reduces.
 * **Value-dependent Python is an error at trace time.** ``bool()``, ``float()``,
   ``int()``, ``.numpy()``, ``np.asarray`` or ``.item()`` of a traced tensor (an
   argument, anything computed from one, or a Variable's value) raises
@@ -1118,7 +1119,7 @@ class Function:
                 f"signature runs the Python function again and records it anew, which is slower than "
                 f"eager execution. Latest signature: {_describe(self._keys[-1])}; previous: "
                 f"{_describe(self._keys[-2])}. Pass tensors rather than Python numbers for values that "
-                "change, and keep shapes fixed (e.g. DataLoader(..., drop_last=True)).",
+                "change, and keep shapes fixed (e.g. DataLoader(..., drop_remainder=True)).",
                 GputapeWarning,
                 stacklevel=3,
             )
