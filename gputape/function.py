@@ -519,7 +519,7 @@ def _fusable(step: tuple, consts: list) -> tuple | None:
 
 def _operands_of(template: str) -> list[int]:
     """The saved operands a template reads (a0, a1, ...), in order."""
-    return sorted({int(t[1:]) for t in template.replace("(", " ").replace(")", " ").split() if t[:1] == "a"})
+    return sorted({int(t[1:]) for t in _TOKEN.findall(template) if t != "g"})
 
 
 def compose(templates: list[str]) -> tuple[str, int]:
@@ -533,11 +533,11 @@ def compose(templates: list[str]) -> tuple[str, int]:
     """
     expr, n = "g", 0
     for template in templates:
-        e = template
+        names = {"g": expr if expr == "g" else f"({expr})"}
         for j in _operands_of(template):
-            e = e.replace(f"a{j}", f"p{n}")
+            names[f"a{j}"] = f"p{n}"
             n += 1
-        expr = e.replace("g", f"({expr})") if expr != "g" else e
+        expr = _TOKEN.sub(lambda m, names=names: names[m.group(1)], template)
     return expr, n
 
 
