@@ -385,8 +385,7 @@ def mlp_bench(cp: Any, device: str, batch: int) -> dict[str, Any]:
 def chain_bench(cp: Any, device: str, sizes: tuple[int, ...] = (16, 1 << 20)) -> list[dict[str, Any]]:
     """d sum(chain(x)) / dx: eager, compiled (CUDA graphs) with and without the fused backward,
     and PyTorch CUDA eager; ms per gradient and the largest difference from gputape eager."""
-    from benchmarks.workloads import K as LINKS
-    from benchmarks.workloads import chain_data, gputape_chain_grad
+    from benchmarks.workloads import chain_data, gputape_chain_grad, make_torch_chain
 
     rows = []
     for n in sizes:
@@ -400,17 +399,7 @@ def chain_bench(cp: Any, device: str, sizes: tuple[int, ...] = (16, 1 << 20)) ->
             import torch
 
             if torch.cuda.is_available():
-                xt = torch.tensor(x0, device=device)
-
-                def torch_chain(xt: Any = xt) -> Any:
-                    xg = xt.clone().requires_grad_()
-                    y = xg
-                    for i in range(LINKS):
-                        y = torch.tanh(y) * 1.01 if i % 2 else y * y * 0.5 + 0.1
-                    y.sum().backward()
-                    return xg.grad
-
-                systems["torch eager"] = torch_chain
+                systems["torch eager"] = make_torch_chain(x0, device).fn
         except ImportError:
             pass
         want = cp.asnumpy(systems["gputape eager"]()._data)

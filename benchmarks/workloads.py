@@ -408,11 +408,12 @@ def make_numpy_chain(x0: np.ndarray) -> Step:
     return Step("chain", "numpy", lambda: numpy_chain_grad(x0))
 
 
-def make_torch_chain(x0: np.ndarray) -> Step:
+def make_torch_chain(x0: np.ndarray, device: str = "cpu") -> Step:
+    """PyTorch eager: the chain's forward and ``backward()`` on ``device`` (gpu_bench.py: ``"cuda:0"``)."""
     import torch
 
     torch.set_num_threads(THREADS or os.cpu_count() or 1)
-    xt = torch.from_numpy(x0)
+    xt = torch.from_numpy(x0).to(device)
 
     def f() -> Any:
         x = xt.clone().requires_grad_()
