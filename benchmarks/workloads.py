@@ -597,11 +597,13 @@ def measure_memory(workload: str, system: str, data: Any, warm: int = 2) -> Memo
 
 
 def _torch_memory(workload: str, data: Any, warm: int) -> Memory:
+    # build() first: without torch it raises the UnavailableError callers skip on, where an
+    # import at the top would raise ModuleNotFoundError (issue 11).
+    step = build(workload, "torch", data, strict=True)
+    assert step is not None
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    step = build(workload, "torch", data, strict=True)
-    assert step is not None
     for _ in range(max(1, warm)):
         step.fn()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:

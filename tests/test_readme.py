@@ -27,17 +27,26 @@ def test_readme_has_exactly_two_setup_commands():
     assert "pytest" in blocks[1]
 
 
-def test_ci_runs_the_readme_install_and_test_commands():
-    """.ci/run must use the README's own install and test commands (a missing step fails CI, not a user)."""
+def _ci_commands() -> list[str]:
     ci = (ROOT / ".ci" / "run").read_text()
+    return [line.strip() for line in ci.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def test_ci_runs_the_readme_test_command_first_and_exactly():
+    """.ci/run runs the README's test command word for word before it installs anything else.
+
+    Anything installed earlier (torch, say) could hide a test that fails on a user's fresh
+    machine, as the torch memory benchmark once did.
+    """
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "set -euo pipefail" in ci
     test_cmd = _bash_blocks()[1].strip()
-    parts = [p.strip() for p in test_cmd.split("&&")]
-    install = next(p for p in parts if p.startswith("pip install"))
-    run = next(p for p in parts if "pytest" in p)
-    ci_lines = [line.strip() for line in ci.splitlines()]
-    assert install in ci_lines, f"{install!r} not in .ci/run"
-    assert run in ci_lines, f"{run!r} not in .ci/run"
-    assert "python3 -m venv" in ci and "set -euo pipefail" in ci
+    cmds = _ci_commands()
+    assert test_cmd in cmds, f"{test_cmd!r} is not a line of .ci/run"
+    before = cmds[: cmds.index(test_cmd)]
+    assert not [c for c in before if re.search(r"\b(pip|install|uv|conda)\b", c)], f".ci/run installs before the README's command: {before}"
+    after = cmds[cmds.index(test_cmd) + 1 :]
+    assert any("torch==" in c for c in after), "the PyTorch comparisons run after the README's command"
 
 
 def test_quickstart_runs_and_is_short():
