@@ -41,7 +41,7 @@ class _Held:
         self.frame = frame
 
 
-class defer_interrupts:
+class defer_interrupts:  # noqa: N801 - used like a function, as contextlib.suppress
     """Context manager: a SIGINT during the block is delivered when the block ends.
 
     Python runs signal handlers only in the main thread, so elsewhere this does nothing
