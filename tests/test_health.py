@@ -233,3 +233,86 @@ def test_missing_optional_packages_say_what_to_install(monkeypatch):
         mon.plot("x.png")
     with pytest.raises(ImportError, match="tensorboardX"):
         mon.to_tensorboard("logs")
+
+
+def _deep_sigmoid_monitor(layers: int = 24, steps: int = 6) -> GradientMonitor:
+    """A real network whose report has vanishing layers (deep sigmoid chain), an exploding one
+    (a huge last layer) and, at one step, a non-finite gradient."""
+    rng = np.random.default_rng(0)
+    ws = [gt.Variable(rng.normal(0.0, 0.5, (8, 8)), name=f"w{i}") for i in range(layers)]
+    ws[-1].assign(ws[-1].numpy() * 60.0)  # a linear head 60x too large: the last layers explode
+    mon = GradientMonitor()
+    for step in range(steps):
+        x = rng.normal(size=(4, 8))
+        with gt.GradientTape() as tape:
+            h = x
+            for w in ws[:-1]:
+                h = gt.nn.sigmoid(h @ w)  # each sigmoid shrinks the gradient by <= 4x: the first layers vanish
+            out = h @ ws[-1]
+            loss = gt.sum(out * out)
+        grads = [g.numpy() for g in tape.gradient(loss, ws)]
+        if step == 3:
+            grads[layers // 2][0, 0] = np.nan
+        mon.record(step, grads, [w.numpy() for w in ws])
+    return mon
+
+
+def test_plot_draws_what_the_report_says(tmp_path):
+    """Distinct colours for 24 layers, the legend outside the data, both thresholds as the report
+    applies them, and exactly the flagged values marked (issue 16)."""
+    pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install 'gputape[debug]')")
+    mon = _deep_sigmoid_monitor()
+    flags = [(s, n, f) for s, n, f in mon.flags() if f != "None"]
+    kinds = {f for _, _, f in flags}
+    assert kinds == {"vanishing", "exploding"}, flags  # the constructed net has both
+    rows = [r for rep in mon.reports for r in rep.rows]
+    assert any(r.flag == "vanishing" and r.norm < VANISH_ABS for r in rows), "some layer vanishes by the absolute rule"
+    assert any(r.flag == "vanishing" and r.norm > VANISH_ABS for r in rows), "some layer vanishes by the relative rule"
+    assert any(r.flag is None for r in rows), "some layers are healthy"
+
+    fig = mon.figure()
+    ax = fig.axes[0]
+    by_gid = {a.get_gid(): a for a in ax.get_children() if a.get_gid()}
+    lines = [by_gid[f"grad:{n}"] for n in mon.names]
+    from matplotlib.colors import to_rgba
+
+    colours = {(to_rgba(ln.get_color()), ln.get_linestyle()) for ln in lines}
+    assert len({to_rgba(ln.get_color()) for ln in lines}) == len(mon.names) == 24
+    assert len(colours) == 24
+
+    # thresholds: the vanishing one per step is the report's, the exploding one is explode_abs
+    vanish = by_gid["threshold:vanishing"]
+    np.testing.assert_allclose(vanish.get_ydata(), [rep.vanish_threshold for rep in mon.reports])
+    assert any(rep.vanish_threshold > rep.thresholds["vanish_abs"] for rep in mon.reports)
+    assert list(by_gid["threshold:exploding"].get_ydata()) == [EXPLODE_ABS] * len(mon.reports)
+
+    # every flagged value is marked, nothing else is, and each mark is on the flagged side
+    drawn = set()
+    for kind in ("vanishing", "exploding", "nonfinite"):
+        if f"flags:{kind}" in by_gid:
+            for x, y in by_gid[f"flags:{kind}"].get_offsets():
+                drawn.add((int(x), kind))
+                rep = mon.reports[int(x)]
+                if kind == "vanishing":
+                    assert y < rep.vanish_threshold
+                elif kind == "exploding":
+                    assert y > rep.thresholds["explode_abs"]
+    want = {(s, "nonfinite" if not np.isfinite(mon.reports[s][n].norm) else f) for s, n, f in flags}
+    assert drawn == want
+    assert len(by_gid["flags:vanishing"].get_offsets()) == sum(f == "vanishing" for _, _, f in flags)
+    # unflagged finite values lie between the two thresholds drawn at their step
+    norms = mon.array("norm")
+    flagged = {(s, n) for s, n, _ in flags}
+    for i, rep in enumerate(mon.reports):
+        for j, name in enumerate(mon.names):
+            if (i, name) not in flagged and np.isfinite(norms[i, j]):
+                assert rep.vanish_threshold <= norms[i, j] <= rep.thresholds["explode_abs"]
+
+    # the legend lies outside the axes
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legend_box = fig.legends[0].get_window_extent(renderer)
+    axes_box = ax.get_window_extent(renderer)
+    assert legend_box.x0 >= axes_box.x1, (legend_box, axes_box)
+    out = mon.plot(tmp_path / "health.png")
+    assert open(out, "rb").read()[:8] == b"\x89PNG\r\n\x1a\n"

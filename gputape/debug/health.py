@@ -101,6 +101,20 @@ class GradReport:
         self.thresholds = thresholds
 
     @property
+    def vanish_threshold(self) -> float:
+        """The norm below which a row of this report is flagged vanishing.
+
+        ``max(vanish_abs, vanish_rel * largest finite norm)`` when two or more rows have
+        finite norms, else ``vanish_abs``: the one rule :func:`grad_report` flags by and
+        :meth:`GradientMonitor.plot` draws.
+        """
+        t = self.thresholds
+        finite = [r.norm for r in self.rows if not r.is_none and math.isfinite(r.norm)]
+        if len(finite) > 1:
+            return max(t["vanish_abs"], t["vanish_rel"] * max(finite))
+        return t["vanish_abs"]
+
+    @property
     def flagged(self) -> list[GradStats]:
         """Rows flagged ``'vanishing'`` or ``'exploding'``, in variable order."""
         return [r for r in self.rows if r.flag is not None]
@@ -179,6 +193,15 @@ class GradReport:
         return "\n".join(out)
 
     __repr__ = __str__
+
+
+def _distinct_colours(n: int, colormaps: Any) -> list[Any]:
+    """``n`` different colours: the qualitative tab10/tab20 while they last, then evenly spaced hues."""
+    if n <= 10:
+        return [colormaps["tab10"](i) for i in range(n)]
+    if n <= 20:
+        return [colormaps["tab20"](i) for i in range(n)]
+    return [colormaps["turbo"](x) for x in np.linspace(0.04, 0.96, n)]
 
 
 def _fmt(x: float) -> str:
@@ -330,8 +353,9 @@ def grad_report(
             )
         )
 
-    finite = [r.norm for r in rows if not r.is_none and math.isfinite(r.norm)]
-    largest = max(finite) if finite else math.nan
+    thresholds = {"vanish_abs": vanish_abs, "vanish_rel": vanish_rel, "explode_abs": explode_abs}
+    report = GradReport(rows, learning_rate, thresholds)
+    vanish = report.vanish_threshold
     for r in rows:
         if r.is_none:
             continue
@@ -341,11 +365,10 @@ def grad_report(
             r.flag, r.reason = "exploding", f"norm {r.norm:.2g} > {explode_abs:g}"
         elif r.norm < vanish_abs:
             r.flag, r.reason = "vanishing", f"norm {r.norm:.2g} < {vanish_abs:g}"
-        elif len(finite) > 1 and r.norm < vanish_rel * largest:
+        elif r.norm < vanish:
             r.flag = "vanishing"
-            r.reason = f"norm {r.norm:.2g} < {vanish_rel:g} x largest norm {largest:.2g}"
-    thresholds = {"vanish_abs": vanish_abs, "vanish_rel": vanish_rel, "explode_abs": explode_abs}
-    return GradReport(rows, learning_rate, thresholds)
+            r.reason = f"norm {r.norm:.2g} < {vanish_rel:g} x largest norm {vanish / vanish_rel:.2g}"
+    return report
 
 
 class GradientMonitor:
@@ -445,39 +468,111 @@ class GradientMonitor:
                     out.append((step, r.name, r.flag or "None"))
         return out
 
-    def plot(self, path: str | os.PathLike, stat: str = "norm", logy: bool = True) -> str:
-        """Draw ``stat`` per variable over steps into an image file (PNG, SVG, PDF); return its path.
+    def figure(self, stat: str = "norm", logy: bool = True) -> Any:
+        """The plot of ``stat`` per variable over steps as a matplotlib ``Figure`` (no pyplot state).
 
-        Needs matplotlib (``pip install "gputape[debug]"``); uses no pyplot
-        state, so it works headless and leaves the user's backend alone.
+        What is drawn is what the reports say. Every variable has its own colour however
+        many there are (tab10/tab20, then evenly spaced hues of a continuous map, with line
+        styles cycling), and the legend sits outside the axes. For ``stat="norm"`` both
+        thresholds are drawn as :func:`grad_report` applies them: the exploding line at
+        ``explode_abs``, and the vanishing threshold per step, ``max(vanish_abs, vanish_rel x
+        the step's largest norm)`` (:attr:`GradReport.vanish_threshold`); each flagged value is
+        marked (down triangles: vanishing; up triangles: exploding; crosses at the top edge:
+        non-finite). Artists carry gids (``grad:<name>``, ``threshold:vanishing``,
+        ``threshold:exploding``, ``flags:vanishing``, ``flags:exploding``,
+        ``flags:nonfinite``) so that tests and users can find them.
+
+        Needs matplotlib (``pip install "gputape[debug]"``).
         """
         try:
+            from matplotlib import colormaps
             from matplotlib.backends.backend_agg import FigureCanvasAgg
             from matplotlib.figure import Figure
+            from matplotlib.transforms import blended_transform_factory
         except ImportError:
             raise _install_hint("GradientMonitor.plot", "matplotlib") from None
         data = self.array(stat)
-        fig = Figure(figsize=(8, 4.5))
+        names = list(self._names)
+        n = len(names)
+        ncol = 1 + (n + 4) // 20  # about 20 legend rows fit beside 4.5 inches of axes
+        fig = Figure(figsize=(8 + 1.6 * ncol, 4.5), layout="constrained")
         FigureCanvasAgg(fig)
         ax = fig.add_subplot(1, 1, 1)
         steps = self.steps
-        for j, name in enumerate(self._names):
+        colours = _distinct_colours(n, colormaps)
+        styles = ("-", "--", "-.", ":")
+        marker = "." if len(steps) < 50 else None
+        for j, name in enumerate(names):
             y = data[:, j]
             if logy:
                 y = np.where(y > 0, y, np.nan)  # zeros and NaN cannot sit on a log axis
-            ax.plot(steps, y, marker="." if len(steps) < 50 else None, label=name)
-        if stat == "norm":
-            t = {"vanish_abs": VANISH_ABS, "explode_abs": EXPLODE_ABS, **self.thresholds}
-            ax.axhline(t["vanish_abs"], color="grey", linestyle=":", linewidth=1, label="vanishing threshold")
-            ax.axhline(t["explode_abs"], color="red", linestyle=":", linewidth=1, label="exploding threshold")
+            ax.plot(
+                steps,
+                y,
+                color=colours[j],
+                linestyle=styles[(j // 20) % 4] if n > 20 else "-",
+                marker=marker,
+                label=name,
+                gid=f"grad:{name}",
+            )
+        if stat == "norm" and self.reports:
+            t = self.reports[-1].thresholds
+            vanish = np.array([rep.vanish_threshold for rep in self.reports])
+            # Per step, as each report applied them (record() may pass other thresholds per call).
+            explode = np.array([rep.thresholds["explode_abs"] for rep in self.reports])
+            for y, colour, label, gid in (
+                (vanish, "0.25", f"vanishing: < max({t['vanish_abs']:g}, {t['vanish_rel']:g} x largest)", "vanishing"),
+                (explode, "red", f"exploding: > {t['explode_abs']:g} or non-finite", "exploding"),
+            ):
+                ax.plot(
+                    steps,
+                    y,
+                    color=colour,
+                    linestyle="--",
+                    linewidth=1.5,
+                    drawstyle="steps-mid",
+                    label=label,
+                    gid=f"threshold:{gid}",
+                )
+            pts: dict[str, list[tuple[int, float]]] = {"vanishing": [], "exploding": [], "nonfinite": []}
+            for step, rep in zip(self._steps, self.reports):
+                for r in rep.rows:
+                    if r.flag is None:
+                        continue
+                    kind = "nonfinite" if r.flag == "exploding" and not math.isfinite(r.norm) else r.flag
+                    pts[kind].append((step, r.norm if kind != "nonfinite" else 1.0))  # 1.0: the axes' top
+            top = blended_transform_factory(ax.transData, ax.transAxes)
+            for kind, m, c in (("vanishing", "v", "0.2"), ("exploding", "^", "red"), ("nonfinite", "X", "red")):
+                if pts[kind]:
+                    xs, ys = zip(*pts[kind])
+                    ax.scatter(
+                        xs,
+                        ys,
+                        marker=m,
+                        s=36,
+                        facecolors="none" if kind == "vanishing" else c,
+                        edgecolors=c,
+                        zorder=3,
+                        label=f"flagged {kind}",
+                        gid=f"flags:{kind}",
+                        **({"transform": top, "clip_on": False} if kind == "nonfinite" else {}),
+                    )
         if logy:
             ax.set_yscale("log")
         ax.set_xlabel("step")
         ax.set_ylabel(f"gradient {stat}")
         ax.set_title(f"gradient {stat} per variable")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize="small", loc="best", ncol=2 if len(self._names) > 8 else 1)
-        fig.tight_layout()
+        fig.legend(loc="outside right upper", fontsize="small", ncol=ncol)
+        return fig
+
+    def plot(self, path: str | os.PathLike, stat: str = "norm", logy: bool = True) -> str:
+        """Draw :meth:`figure` into an image file (PNG, SVG, PDF); return its path.
+
+        Needs matplotlib (``pip install "gputape[debug]"``); uses no pyplot
+        state, so it works headless and leaves the user's backend alone.
+        """
+        fig = self.figure(stat, logy)
         path = os.fspath(path)
         fig.savefig(path)
         return path
