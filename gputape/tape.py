@@ -301,9 +301,10 @@ def _fix_output(out: Any) -> Any:
 def _const_array(a: Any, prim: Primitive) -> Any:
     """A non-tensor argument: Python scalars and arrays pass through, lists become arrays."""
     if isinstance(a, (list, tuple)):
-        from .tensor import _to_array
+        from .tensor import _to_array, packed
 
-        return _to_array(a)
+        p = packed(a)  # a list holding tensors is packed on the tape; apply then runs again with it
+        return _to_array(a) if p is None else p
     if a is None and prim.name != "clip":
         raise TypeError(f"gt.{prim.name}: got None where a tensor or number was expected")
     return a
@@ -320,6 +321,8 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
                 xp = np if type(d) is _ndarray else backend.xp_of(d)
         else:
             d = _const_array(a, prim)
+            if type(d) is Tensor:  # a list of tensors, packed on the tape
+                return apply(prim, tuple(d if b is a else b for b in args), params)
         datas.append(d)
     if xp is None:
         # No tensor among the inputs: Python numbers follow the dtype rule

@@ -473,6 +473,27 @@ def constant(value: Any, dtype: Any = None, device: str | None = None) -> Tensor
     return _wrap(_to_array(value, dtype, device))
 
 
+# TensorFlow packs a list that holds tensors into one tensor, differentiably (tf.stack).
+# Packing is an op and the ops sit above this module, so the op layer registers it.
+_list_packer: Any = None
+
+
+def register_list_packer(fn: Any) -> None:
+    """Install ``fn(list_or_tuple) -> Tensor | None`` (None: it holds no tensor), used by ``packed``."""
+    global _list_packer
+    _list_packer = fn
+
+
+def packed(value: Any) -> Tensor | None:
+    """A list or tuple that holds tensors, packed into one tensor on the tape; None otherwise."""
+    if _list_packer is None or not isinstance(value, (list, tuple)):
+        return None
+    return _list_packer(value)
+
+
 def as_tensor(value: Any) -> Tensor:
-    """Return ``value`` if it is a Tensor (or Variable), else ``constant(value)``."""
-    return value if isinstance(value, Tensor) else constant(value)
+    """Return ``value`` if it is a Tensor (or Variable), a list holding tensors packed, else ``constant(value)``."""
+    if isinstance(value, Tensor):
+        return value
+    p = packed(value)
+    return constant(value) if p is None else p

@@ -19,6 +19,7 @@ from .. import tape as _tape
 from ..tensor import Tensor, Variable
 from . import creation, elementwise, linalg, reduce, shape
 from ._util import sum_to as _sum_to_impl
+from .aliases import around, fabs
 from .creation import (
     arange,
     argmax,
@@ -81,8 +82,39 @@ from .elementwise import (
     tanh,
     where,
 )
+from .joining import (
+    append,
+    array_split,
+    atleast_1d,
+    atleast_2d,
+    atleast_3d,
+    column_stack,
+    dsplit,
+    dstack,
+    hsplit,
+    hstack,
+    select,
+    vsplit,
+    vstack,
+)
 from .linalg import dot, einsum, matmul
+from .products import cross, diag, diagonal, inner, kron, outer, tensordot, trace, tril, triu
 from .reduce import logsumexp, max, mean, min, prod, std, sum, var
+from .reorder import (
+    argpartition,
+    argsort,
+    flip,
+    fliplr,
+    flipud,
+    partition,
+    repeat,
+    roll,
+    rot90,
+    sort,
+    take_along_axis,
+    tile,
+)
+from .scan import cumprod, cumsum, diff
 from .shape import (
     broadcast_to,
     concatenate,
@@ -91,6 +123,7 @@ from .shape import (
     getitem,
     moveaxis,
     pad,
+    ravel,
     reshape,
     scatter,
     split,
@@ -103,6 +136,9 @@ from .shape import (
 
 true_divide = divide
 absolute = abs
+remainder = mod  # numpy's remainder is its mod (one ufunc, two names)
+amax = max
+amin = min
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "types", "partial", "np", "Any")]
 

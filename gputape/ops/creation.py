@@ -109,14 +109,86 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None, devic
     return _wrap(_xp(device).arange(start, stop, step, dtype=dtype))
 
 
-def linspace(start: Any, stop: Any, num: int = 50, dtype: Any = "float32", device: str | None = None) -> Tensor:
-    """``num`` evenly spaced values from ``start`` to ``stop`` inclusive.
+def linspace(
+    start: Any,
+    stop: Any,
+    num: int = 50,
+    endpoint: bool = True,
+    retstep: bool = False,
+    dtype: Any = None,
+    axis: int = 0,
+    *,
+    device: str | None = None,
+) -> Any:
+    """``num`` evenly spaced values from ``start`` to ``stop`` (inclusive unless ``endpoint=False``).
+
+    numpy's signature and method (``start + arange(num) * step``, the last value set to
+    ``stop``); array endpoints give one sequence per element along ``axis``. The
+    dtype defaults to the endpoints' float dtype (float64 tensors or arrays give
+    float64; Python numbers float32, gputape's rule). Tensor endpoints are
+    differentiable: the result is composed of ``arange``, ``multiply`` and ``add``.
 
     >>> import gputape as gt
     >>> gt.linspace(0.0, 1.0, 3).numpy().tolist()
     [0.0, 0.5, 1.0]
+    >>> a = gt.constant(1.0, "float64")
+    >>> with gt.GradientTape() as tape:
+    ...     tape.watch(a)
+    ...     y = gt.linspace(a, 2.0, 5)
+    >>> str(y.dtype), tape.gradient(y, a).numpy().item()
+    ('float64', 2.5)
     """
-    return _wrap(_xp(device).linspace(start, stop, num, dtype=dtype))
+    num = int(num)
+    if num < 0:
+        raise ValueError(f"gt.linspace: the number of samples must be non-negative, got {num}")
+    ends = [v if isinstance(v, Tensor) or hasattr(v, "dtype") else np.asarray(v, _py_dtype(v)) for v in (start, stop)]
+    dt = np.result_type(*(e.dtype for e in ends))
+    if dt.kind not in "fc":
+        dt = np.dtype("float32")
+    dtype = dt if dtype is None else np.dtype(dtype)
+    if not any(isinstance(e, Tensor) for e in ends):
+        out = _xp(device).linspace(
+            _like_host(ends[0], device), _like_host(ends[1], device), num, endpoint, retstep, dt, axis
+        )
+        y, step = out if retstep else (out, None)
+        y = _wrap(y.astype(dtype, copy=False) if dtype.kind in "fc" else _xp(device).floor(y).astype(dtype))
+        return (y, step) if retstep else y
+    return _linspace_diff(ends, num, endpoint, retstep, dt, dtype, axis)
+
+
+def _like_host(e: Any, device: str | None) -> Any:
+    """An endpoint array on the device the result goes to (numpy endpoints stay as they are on the CPU)."""
+    xp = _xp(device)
+    return e if xp is np else xp.asarray(e)
+
+
+def _linspace_diff(ends: list, num: int, endpoint: bool, retstep: bool, dt: Any, dtype: Any, axis: int) -> Any:
+    from ._compat import on_device
+    from .elementwise import cast, floor
+    from .shape import broadcast_to, concatenate, moveaxis, reshape
+
+    first = next(e for e in ends if isinstance(e, Tensor))
+    s, e = (cast(v, dt) if isinstance(v, Tensor) and v.dtype != dt else v for v in ends)
+    s, e = (v if isinstance(v, Tensor) else _wrap(on_device(first, np.asarray(v, dt))) for v in (s, e))
+    delta = e - s
+    shape = np.broadcast_shapes(s.shape, e.shape)
+    t = _wrap(backend.xp_of(first._data).arange(num, dtype=dt).reshape((-1,) + (1,) * len(shape)))
+    div = num - 1 if endpoint else num
+    if div > 0:
+        step = delta / div
+        # numpy's guard for a step that underflows to 0 (denormal endpoints): scale by delta last
+        y = (t / div) * delta if bool((step._data == 0).any()) else t * step
+    else:
+        step = _wrap(np.asarray(np.nan, dt))
+        y = t * delta
+    y = y + s
+    if endpoint and num > 1:
+        y = concatenate([y[:-1], reshape(broadcast_to(e, shape), (1,) + shape)], axis=0)
+    if axis != 0:
+        y = moveaxis(y, 0, axis)
+    if dtype != dt:
+        y = cast(floor(y), dtype) if dtype.kind in "biu" else cast(y, dtype)
+    return (y, step) if retstep else y
 
 
 # -- comparisons and other non-differentiable ops: bool/int results, never recorded --

@@ -404,3 +404,19 @@ def take(x: Any, indices: Any, axis: Any = None) -> Any:
         return getitem(flatten(x), (ind,))
     ax = norm_axis(axis, x.ndim, "take")
     return getitem(x, (slice(None),) * ax + (ind,))
+
+
+def ravel(a: Any, order: str = "C") -> Any:
+    """The elements as one dimension, in row-major (``'C'``) or column-major (``'F'``) order.
+
+    A composition (a reshape; a transpose first for ``'F'``). ``'A'`` and ``'K'`` name a
+    memory layout, which tensors do not expose, and are refused.
+
+    >>> import gputape as gt
+    >>> gt.ravel(gt.constant([[1.0, 2.0], [3.0, 4.0]]), order="F").numpy().tolist()
+    [1.0, 3.0, 2.0, 4.0]
+    """
+    if order not in ("C", "F"):
+        raise ValueError(f"gt.ravel: order must be 'C' or 'F' (tensors have no memory layout), got {order!r}")
+    x = as_tensor(a)
+    return reshape(transpose(x) if order == "F" else x, (-1,))
