@@ -48,13 +48,16 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Any:
     (3, 4)
     """
     x, y = as_tensor(a), as_tensor(b)
-    if np.ndim(axes) == 0:
+    if isinstance(axes, (int, np.integer)):
         n = int(axes)
         if n < 0 or n > min(x.ndim, y.ndim):
             raise ValueError(f"gt.tensordot: axes={n} for inputs of shapes {x.shape} and {y.shape}")
         ax_a, ax_b = list(range(x.ndim - n, x.ndim)), list(range(n))
     else:
-        ax_a, ax_b = (_axes_list(v) for v in axes)
+        try:
+            ax_a, ax_b = (_axes_list(v) for v in axes)
+        except (TypeError, ValueError):
+            raise ValueError(f"gt.tensordot: axes must be an int or a pair of axis lists, got {axes!r}") from None
     if len(ax_a) != len(ax_b):
         raise ValueError(f"gt.tensordot: {len(ax_a)} axes of a summed against {len(ax_b)} axes of b")
     ax_a = [norm_axis(v, x.ndim, "tensordot") for v in ax_a]
