@@ -692,3 +692,30 @@ def test_cumprod_zeros_and_sort_on_gpu():
             y = gt.sum(gt.cumprod(x, axis=1) * gt.sort(x, axis=0))
         grads.append(tape.gradient(y, x).numpy())
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12)
+
+
+# -- TensorFlow spellings ------------------------------------------------------------------------------
+
+
+def test_tf_spellings_of_the_scans_and_reorders():
+    import gputape.tf as tf
+
+    a = r(3, 4)
+    x = tf.constant(a)
+    same(tf.math.cumsum(x, axis=1), np.cumsum(a, axis=1))
+    same(tf.cumsum(x, axis=0, reverse=True), np.cumsum(a[::-1], axis=0)[::-1])
+    same(tf.math.cumsum(x, axis=1, exclusive=True), np.cumsum(a, axis=1) - a)
+    same(tf.math.cumprod(x, axis=1, exclusive=True, reverse=True), np.cumprod(a[:, ::-1], axis=1)[:, ::-1] / a)
+    same(tf.reverse(x, [0, 1]), a[::-1, ::-1])
+    same(tf.roll(x, shift=[1, -1], axis=[0, 1]), np.roll(a, (1, -1), (0, 1)))
+    same(tf.sort(x, direction="DESCENDING"), -np.sort(-a))
+    same(tf.argsort(x, axis=0), np.argsort(a, axis=0).astype("int32"))
+    same(tf.tile(x, [1, 2]), np.tile(a, (1, 2)))
+    same(tf.repeat(x, 2, axis=0), np.repeat(a, 2, axis=0))
+    same(tf.tensordot(x, tf.constant(a.T), axes=1), a @ a.T)
+    with pytest.raises(ValueError, match="multiples for a tensor of rank 2"):
+        tf.tile(x, [2])
+    with pytest.raises(ValueError, match="direction"):
+        tf.sort(x, direction="UP")
+    check_grads(lambda v: tf.math.cumprod(v, axis=1, exclusive=True, reverse=True), a, order=2)
+    check_grads(lambda v: tf.sort(v, direction="DESCENDING") * v, apart(2, 3), order=2)

@@ -63,6 +63,7 @@ from .math import (
     argmin,
     cos,
     cosh,
+    cumsum,
     divide,
     equal,
     exp,
@@ -116,6 +117,7 @@ __all__ = [
     "add_n",
     "argmax",
     "argmin",
+    "argsort",
     "bool",
     "cast",
     "clip_by_global_norm",
@@ -126,6 +128,7 @@ __all__ = [
     "convert_to_tensor",
     "cos",
     "cosh",
+    "cumsum",
     "custom_gradient",
     "data",
     "divide",
@@ -184,7 +187,10 @@ __all__ = [
     "reduce_min",
     "reduce_prod",
     "reduce_sum",
+    "repeat",
     "reshape",
+    "reverse",
+    "roll",
     "round",
     "shape",
     "sigmoid",
@@ -192,6 +198,7 @@ __all__ = [
     "sin",
     "sinh",
     "size",
+    "sort",
     "split",
     "sqrt",
     "square",
@@ -201,6 +208,8 @@ __all__ = [
     "subtract",
     "tan",
     "tanh",
+    "tensordot",
+    "tile",
     "transpose",
     "truediv",
     "uint8",
@@ -673,3 +682,94 @@ def print(*inputs: Any, output_stream: Any = None, sep: str = " ", end: str = "\
     """
     parts = [str(to_host(v._data)) if isinstance(v, Tensor) else str(v) for v in inputs]
     builtins.print(*parts, sep=sep, end=end)
+
+
+# -- reordering and repeating ------------------------------------------------------------
+
+
+def reverse(tensor: Any, axis: Any, name: str | None = None) -> Tensor:
+    """Reverse the order along each axis in ``axis`` (a list).
+
+    >>> import gputape.tf as tf
+    >>> tf.reverse(tf.constant([[1.0, 2.0], [3.0, 4.0]]), [1]).numpy().tolist()
+    [[2.0, 1.0], [4.0, 3.0]]
+    """
+    return _ops.flip(tensor, tuple(int(a) for a in np.atleast_1d(axis_arg(axis))))
+
+
+def roll(input: Any, shift: Any, axis: Any, name: str | None = None) -> Tensor:
+    """Shift elements cyclically by ``shift`` along ``axis`` (scalars or matching lists).
+
+    >>> import gputape.tf as tf
+    >>> tf.roll(tf.constant([1.0, 2.0, 3.0]), shift=1, axis=0).numpy().tolist()
+    [3.0, 1.0, 2.0]
+    """
+    return _ops.roll(input, axis_arg(shift), axis_arg(axis))
+
+
+def _direction(direction: str, op: str) -> bool:
+    if direction not in ("ASCENDING", "DESCENDING"):
+        raise ValueError(f"tf.{op}: direction must be 'ASCENDING' or 'DESCENDING', got {direction!r}")
+    return direction == "DESCENDING"
+
+
+def sort(values: Any, axis: int = -1, direction: str = "ASCENDING", name: str | None = None) -> Tensor:
+    """Sorted values along ``axis``, ascending or descending (differentiable, as ``gt.sort``).
+
+    >>> import gputape.tf as tf
+    >>> tf.sort(tf.constant([1.0, 3.0, 2.0]), direction="DESCENDING").numpy().tolist()
+    [3.0, 2.0, 1.0]
+    """
+    x = as_tensor(values)
+    if _direction(direction, "sort"):
+        return -_ops.sort(-x, axis=int(axis))
+    return _ops.sort(x, axis=int(axis))
+
+
+def argsort(
+    values: Any, axis: int = -1, direction: str = "ASCENDING", stable: bool = False, name: str | None = None
+) -> Tensor:
+    """Indices (int32) that sort ``values`` along ``axis``; ties keep their order when ``stable``.
+
+    >>> import gputape.tf as tf
+    >>> tf.argsort(tf.constant([1.0, 3.0, 2.0]), direction="DESCENDING").numpy().tolist()
+    [1, 2, 0]
+    """
+    x = as_tensor(values)
+    if _direction(direction, "argsort"):
+        x = -x
+    return _ops.argsort(x, axis=int(axis), stable=True if stable else None).astype("int32")
+
+
+def tile(input: Any, multiples: Any, name: str | None = None) -> Tensor:
+    """Repeat the whole tensor ``multiples[i]`` times along axis ``i`` (one multiple per axis).
+
+    >>> import gputape.tf as tf
+    >>> tf.tile(tf.constant([[1.0, 2.0]]), [2, 1]).numpy().tolist()
+    [[1.0, 2.0], [1.0, 2.0]]
+    """
+    x = as_tensor(input)
+    m = [int(v) for v in np.atleast_1d(axis_arg(multiples))]
+    if len(m) != x.ndim:
+        raise ValueError(f"tf.tile: {len(m)} multiples for a tensor of rank {x.ndim} (shape {x.shape})")
+    return _ops.tile(x, m)
+
+
+def repeat(input: Any, repeats: Any, axis: Any = None, name: str | None = None) -> Tensor:
+    """Repeat each element ``repeats`` times along ``axis`` (of the flattened tensor when None).
+
+    >>> import gputape.tf as tf
+    >>> tf.repeat(tf.constant([1.0, 2.0]), 2).numpy().tolist()
+    [1.0, 1.0, 2.0, 2.0]
+    """
+    return _ops.repeat(input, repeats, axis=axis)
+
+
+def tensordot(a: Any, b: Any, axes: Any, name: str | None = None) -> Tensor:
+    """Sum of products over ``axes`` (an int: the last of ``a`` with the first of ``b``; or two lists).
+
+    >>> import gputape.tf as tf
+    >>> tf.tensordot(tf.ones((2, 3)), tf.ones((3, 4)), axes=1).shape
+    (2, 4)
+    """
+    return _ops.tensordot(a, b, axes)

@@ -28,6 +28,8 @@ __all__ = [
     "ceil",
     "cos",
     "cosh",
+    "cumprod",
+    "cumsum",
     "divide",
     "divide_no_nan",
     "equal",
@@ -316,3 +318,37 @@ def l2_normalize(x: Any, axis: Any = None, epsilon: float = 1e-12, name: str | N
     x = as_tensor(x)
     ss = _ops.sum(_ops.square(x), axis_arg(axis), True)
     return x * rsqrt(_ops.maximum(ss, epsilon))
+
+
+def _cumulative(op: Any, x: Any, axis: int, exclusive: bool, reverse: bool, start: float) -> Any:
+    x = as_tensor(x)
+    ax = int(axis) % x.ndim if x.ndim else 0
+    if reverse:
+        x = _ops.flip(x, ax)
+    if exclusive:  # the scan of everything before each entry: shift by one, the identity first
+        y = op(x[(slice(None),) * ax + (slice(None, -1),)], axis=ax)
+        y = _ops.pad(y, [(1, 0) if i == ax else (0, 0) for i in range(x.ndim)], constant_values=start)
+    else:
+        y = op(x, axis=ax)
+    return _ops.flip(y, ax) if reverse else y
+
+
+def cumsum(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False, name: str | None = None) -> Any:
+    """Cumulative sum along ``axis``; ``exclusive`` leaves each entry out, ``reverse`` runs from the end.
+
+    >>> import gputape.tf as tf
+    >>> x = tf.constant([1.0, 2.0, 3.0])
+    >>> tf.math.cumsum(x).numpy().tolist(), tf.math.cumsum(x, exclusive=True, reverse=True).numpy().tolist()
+    ([1.0, 3.0, 6.0], [5.0, 3.0, 0.0])
+    """
+    return _cumulative(_ops.cumsum, x, axis, exclusive, reverse, 0)
+
+
+def cumprod(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False, name: str | None = None) -> Any:
+    """Cumulative product along ``axis`` (``exclusive``/``reverse`` as for ``cumsum``).
+
+    >>> import gputape.tf as tf
+    >>> tf.math.cumprod(tf.constant([1.0, 2.0, 3.0]), exclusive=True).numpy().tolist()
+    [1.0, 1.0, 2.0]
+    """
+    return _cumulative(_ops.cumprod, x, axis, exclusive, reverse, 1)
