@@ -298,23 +298,13 @@ def _fix_output(out: Any) -> Any:
     return out
 
 
-class _PackedList(Exception):  # noqa: N818 - a signal inside apply, never seen outside
-    """A list argument held tensors: ``tensor`` is it packed on the tape; apply runs again with it."""
-
-    def __init__(self, value: Any, tensor: Tensor) -> None:
-        self.value = value
-        self.tensor = tensor
-
-
 def _const_array(a: Any, prim: Primitive) -> Any:
     """A non-tensor argument: Python scalars and arrays pass through, lists become arrays."""
     if isinstance(a, (list, tuple)):
         from .tensor import _to_array, packed
 
-        p = packed(a)
-        if p is not None:  # (an exception, so that apply's loop pays nothing for this case)
-            raise _PackedList(a, p)
-        return _to_array(a)
+        p = packed(a)  # a list holding tensors is packed on the tape; apply then runs again with it
+        return _to_array(a) if p is None else p
     if a is None and prim.name != "clip":
         raise TypeError(f"gt.{prim.name}: got None where a tensor or number was expected")
     return a
@@ -324,17 +314,16 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
     """Run primitive ``prim`` on ``args`` and record it on every tape that tracks an input."""
     datas = []
     xp = None
-    try:
-        for a in args:
-            if isinstance(a, Tensor):
-                d = a._data
-                if xp is None:
-                    xp = np if type(d) is _ndarray else backend.xp_of(d)
-            else:
-                d = _const_array(a, prim)
-            datas.append(d)
-    except _PackedList as p:
-        return apply(prim, tuple(p.tensor if b is p.value else b for b in args), params)
+    for a in args:
+        if isinstance(a, Tensor):
+            d = a._data
+            if xp is None:
+                xp = np if type(d) is _ndarray else backend.xp_of(d)
+        else:
+            d = _const_array(a, prim)
+            if type(d) is Tensor:  # a list holding tensors, packed
+                return apply(prim, tuple(d if b is a else b for b in args), params)
+        datas.append(d)
     if xp is None:
         # No tensor among the inputs: Python numbers follow the dtype rule
         # (float -> float32), as gt.constant would convert them.

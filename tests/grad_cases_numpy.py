@@ -15,16 +15,17 @@ import gputape as gt
 rng = np.random.default_rng(4321)
 
 
-def r(*shape, lo=None, hi=None):
-    if lo is not None:
-        return rng.uniform(lo, hi, shape)
+def normal(*shape):
     return rng.standard_normal(shape)
 
 
-def apart(*shape):
+def uniform(lo, hi, *shape):
+    return rng.uniform(lo, hi, shape)
+
+
+def distinct(*shape):
     """Distinct, well-separated values: sorts have no ties."""
-    n = int(np.prod(shape)) if shape else 1
-    return (rng.permutation(n) * 0.37 + 0.1).reshape(shape)
+    return rng.permutation(int(np.prod(shape))).reshape(shape) * 0.37 + 0.1
 
 
 # A cumprod slice with one exact zero and one with two: the first-zero rule at order 1,
@@ -35,34 +36,34 @@ PICK = np.array([[1, 1, 3], [0, 2, 0], [3, 3, 3]])  # repeated: the adjoint accu
 
 CASES: dict[str, list] = {
     "cumsum": [
-        (lambda x: gt.cumsum(x, axis=1), (r(3, 4),)),
-        (lambda x: gt.cumsum(x), (r(2, 3),)),
-        (lambda x: gt.cumsum(x, axis=0) * x, (r(4, 2),)),
+        (lambda x: gt.cumsum(x, axis=1), (normal(3, 4),)),
+        (lambda x: gt.cumsum(x), (normal(2, 3),)),
+        (lambda x: gt.cumsum(x, axis=0) * x, (normal(4, 2),)),
     ],
     "cumprod": [
-        (lambda x: gt.cumprod(x, axis=1), (r(3, 4, lo=0.5, hi=1.5),)),
-        (lambda x: gt.cumprod(x, axis=0), (r(4, 3, lo=-1.5, hi=-0.5),)),
-        (lambda x: gt.cumprod(x), (r(2, 3, lo=0.5, hi=1.5),)),
+        (lambda x: gt.cumprod(x, axis=1), (uniform(0.5, 1.5, 3, 4),)),
+        (lambda x: gt.cumprod(x, axis=0), (uniform(-1.5, -0.5, 4, 3),)),
+        (lambda x: gt.cumprod(x), (uniform(0.5, 1.5, 2, 3),)),
         (lambda x: gt.cumprod(x, axis=-1), (ZEROS,)),
         (lambda x: gt.cumprod(x, axis=0), (ZEROS,)),
     ],
     "take_along_axis": [
-        (lambda x: gt.take_along_axis(x, PERM, axis=1), (r(3, 4),)),
-        (lambda x: gt.take_along_axis(x, PICK, axis=1), (r(3, 4),)),
-        (lambda x: gt.take_along_axis(x, PICK.T, axis=0) * 2.0, (r(4, 3),)),
-        (lambda x: gt.sort(x, axis=-1), (apart(3, 4),)),
-        (lambda x: gt.sort(x, axis=0), (apart(3, 4),)),
-        (lambda x: gt.partition(x, 2, axis=1), (apart(2, 5),)),
+        (lambda x: gt.take_along_axis(x, PERM, axis=1), (normal(3, 4),)),
+        (lambda x: gt.take_along_axis(x, PICK, axis=1), (normal(3, 4),)),
+        (lambda x: gt.take_along_axis(x, PICK.T, axis=0) * 2.0, (normal(4, 3),)),
+        (lambda x: gt.sort(x, axis=-1), (distinct(3, 4),)),
+        (lambda x: gt.sort(x, axis=0), (distinct(3, 4),)),
+        (lambda x: gt.partition(x, 2, axis=1), (distinct(2, 5),)),
     ],
     "scatter_along_axis": [
         # reached as the VJP of take_along_axis; called directly through the primitive
         (
             lambda g: gt.REGISTRY["scatter_along_axis"](g, gt.constant(PICK), axis=-1, shape=(3, 4), unique=False),
-            (r(3, 3),),
+            (normal(3, 3),),
         ),
         (
             lambda g: gt.REGISTRY["scatter_along_axis"](g, gt.constant(PERM), axis=-1, shape=(3, 4), unique=True),
-            (r(3, 4),),
+            (normal(3, 4),),
         ),
     ],
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import test_grad_registry as registry_walk
 
 import gputape as gt
 from gputape.testing import check_grads
@@ -431,42 +432,14 @@ def test_composition_grads_second_order(name, f, args):
     check_grads(f, *args, order=2)
 
 
-def _flat(y):
-    if isinstance(y, (list, tuple)):
-        return gt.concatenate([gt.reshape(o, (-1,)) for o in y])
-    return y
-
-
 @pytest.mark.parametrize(("name", "f", "args"), COMPOSITES, ids=COMPOSITE_IDS)
 def test_composition_jacobian_matches_row_by_row(name, f, args):
-    xs = [gt.constant(np.asarray(a, np.float64)) for a in args]
-    with gt.GradientTape(persistent=True) as tape:
-        tape.watch(xs)
-        y = _flat(f(*xs))
-    jac = tape.jacobian(y, xs, unconnected_gradients="zero")
-    for k, x in enumerate(xs):
-        rows = []
-        for j in range(y.size):
-            seed = np.zeros(y.size)
-            seed[j] = 1.0
-            rows.append(tape.gradient(y, x, output_gradients=seed.reshape(y.shape), unconnected_gradients="zero"))
-        expect = np.stack([g.numpy() for g in rows]).reshape(y.shape + x.shape)
-        np.testing.assert_allclose(jac[k].numpy(), expect, rtol=1e-10, atol=1e-12)
+    registry_walk.test_vectorised_jacobian_matches_row_by_row(name, 0, f, args)
 
 
 @pytest.mark.parametrize(("name", "f", "args"), COMPOSITES, ids=COMPOSITE_IDS)
 def test_composition_float32_keeps_dtype(name, f, args):
-    grads = {}
-    for dt in ("float32", "float64"):
-        xs = [gt.constant(np.asarray(a, dt)) for a in args]
-        with gt.GradientTape() as tape:
-            tape.watch(xs)
-            y = _flat(f(*xs))
-        assert y.dtype == np.dtype(dt), f"{name}: output dtype {y.dtype} for {dt} inputs"
-        grads[dt] = tape.gradient(gt.sum(y * y), xs, unconnected_gradients="zero")
-    for g32, g64 in zip(grads["float32"], grads["float64"]):
-        assert g32.dtype == np.float32
-        np.testing.assert_allclose(g32.numpy(), g64.numpy(), rtol=2e-3, atol=2e-3)
+    registry_walk.test_float32_gradients_keep_dtype_and_agree_with_float64(name, 0, f, args)
 
 
 def test_cumsum_gradient_is_the_reversed_cumsum():
@@ -664,7 +637,7 @@ def test_gradients_on_gpu_match_numpy(name, f, args):
     def grads(xs):
         with gt.GradientTape() as tape:
             tape.watch(xs)
-            y = _flat(f(*xs))
+            y = registry_walk._flat(f(*xs))
             if w[0] is None:
                 w[0] = np.random.default_rng(5).standard_normal(y.shape)
             loss = gt.sum(y * gt.constant(w[0] if y.device == "cpu" else cp.asarray(w[0])))
