@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import backend
 from ..tape import Primitive, apply
-from ..tensor import Tensor, _to_array, _wrap
+from ..tensor import Tensor, Variable, _to_array, _wrap
 
 NOVALUE: Any = np._NoValue  # numpy's own "argument not given" marker (diff's prepend/append)
 
@@ -68,3 +68,12 @@ def const_like(value: Any, x: Tensor, dtype: Any = None) -> Tensor:
     else:
         arr = _to_array(value, dtype, "cpu")
     return _wrap(on_device(x, arr))
+
+
+def snapshot(x: Tensor) -> Tensor:
+    """``x`` itself, or for a Variable (mutable) a tensor of its current value, never the variable."""
+    if isinstance(x, Variable):
+        from .elementwise import identity
+
+        return identity(x)
+    return x

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from ..tensor import Tensor, Variable, _py_dtype, as_tensor, register_list_packer
-from ._compat import const_like
+from ..tensor import Tensor, _py_dtype, as_tensor, register_list_packer
+from ._compat import const_like, snapshot
 from ._util import norm_axis
-from .elementwise import cast, identity, where
+from .elementwise import cast, where
 from .shape import concatenate, reshape, split, stack
 
 _SCALARS = (bool, int, float, complex)
@@ -53,15 +53,10 @@ def pack(value: Any) -> Tensor | None:
 register_list_packer(pack)
 
 
-def _value(x: Tensor) -> Tensor:
-    # a Variable is mutable: hand out a snapshot of its value, never the variable
-    return identity(x) if isinstance(x, Variable) else x
-
-
 def _atleast(a: Any, n: int) -> Tensor:
     x = as_tensor(a)
     if x.ndim >= n:
-        return _value(x)
+        return snapshot(x)
     s = tuple(x.shape)
     if n == 1:
         return reshape(x, (1,))

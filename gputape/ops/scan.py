@@ -22,7 +22,7 @@ import numpy as np
 
 from ..tape import primitive
 from ..tensor import as_tensor
-from ._compat import NOVALUE, axis_index, check_out, const_like, run, xp_of
+from ._compat import NOVALUE, axis_index, check_out, const_like, run, snapshot, xp_of
 from ._util import norm_axis
 
 
@@ -158,7 +158,7 @@ def diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = NOVALUE, append: Any
         raise ValueError("gt.diff: needs an input of at least one dimension, got a scalar")
     ax = norm_axis(axis, x.ndim, "diff")
     if n == 0:
-        return x
+        return snapshot(x)
     parts = []
     for extra in (prepend, None, append):
         if extra is None:
