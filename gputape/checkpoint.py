@@ -68,7 +68,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _checkpoint_io as _io
+from . import _checkpoint_read as _read
+from . import _checkpoint_write as _write
 from . import backend
 from .module import Module
 from .optim import Optimizer
@@ -86,7 +87,6 @@ _LAZY_HINT = (
 _INT64_MAX = 2**63 - 1
 # What entries that no target bounds may declare in total, at least (or the file's size, if larger).
 _UNBOUNDED_FLOOR = 64 << 20
-_SAFETENSORS_EXTRA = 'pip install "gputape[safetensors]"'
 
 
 def _collect(obj: Any, fn: str) -> tuple[dict[str, Variable], dict[str, Optimizer], dict[str, Any]]:
@@ -188,28 +188,6 @@ def _entries_to_save(obj: Any) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _safetensors_writer(path: str, arrays: dict[str, np.ndarray]) -> bytes:
-    try:
-        from safetensors.numpy import save as serialize
-    except ImportError:
-        raise ImportError(
-            f"gt.save: {path!r} ends in .safetensors, which needs the optional safetensors package: "
-            f"{_SAFETENSORS_EXTRA} (or save to a .npz path)"
-        ) from None
-    supported = {np.dtype(d) for d in _io.SAFETENSORS_DTYPES.values()}
-    tensors = {}
-    for key, a in arrays.items():
-        little = a.dtype.newbyteorder("<") if a.dtype.byteorder not in "|=<" else a.dtype.newbyteorder("=")
-        if np.dtype(little) not in supported:
-            raise TypeError(
-                f"gt.save: entry {key!r} has dtype {a.dtype}, which safetensors cannot hold "
-                f"(it has {', '.join(_io.SAFETENSORS_DTYPES)}); cast it or save to a .npz path"
-            )
-        a = np.asarray(a, dtype=little)
-        tensors[key] = a if a.flags.c_contiguous else a.copy(order="C")
-    return serialize(tensors, metadata={_MARKER: _FORMAT})
-
-
 def save(path: str | os.PathLike[str], obj: Any) -> None:
     """Write the Variables (and optimizer state) of ``obj`` to ``path``, as ``.npz`` or ``.safetensors``.
 
@@ -242,12 +220,12 @@ def save(path: str | os.PathLike[str], obj: Any) -> None:
     """
     path = os.fspath(path)
     arrays = _entries_to_save(obj)
-    if _io.is_safetensors(path):
-        blob = _safetensors_writer(path, arrays)
-        _io.atomic_write(path, lambda f: f.write(blob))
+    if _read.is_safetensors(path):
+        blob = _write.safetensors_bytes(path, arrays, {_MARKER: _FORMAT})
+        _write.atomic_write(path, lambda f: f.write(blob))
     else:
         arrays = {_MARKER: np.array(_FORMAT), **arrays}
-        _io.atomic_write(path, lambda f: np.savez(f, **arrays))
+        _write.atomic_write(path, lambda f: np.savez(f, **arrays))
 
 
 # -- loading -------------------------------------------------------------------------------------
@@ -326,7 +304,7 @@ def _parse_names(names: Any, variables: dict[str, Variable]) -> dict[str, tuple[
 
 
 def _wants(
-    archive: _io.Archive,
+    archive: _read.Archive,
     variables: dict[str, Variable],
     optimizers: dict[str, Optimizer],
     names: dict[str, tuple[str, bool]],
@@ -368,7 +346,7 @@ def _wants(
     return var_wants, opt_wants
 
 
-def _header_problem(entry: _io.Entry, want: _Want, cast: bool) -> str | None:
+def _header_problem(entry: _read.Entry, want: _Want, cast: bool) -> str | None:
     """What is wrong with ``entry`` for ``want``, judged from its header alone (before any data is read)."""
     if want.iterations:
         if entry.shape != () or entry.dtype.kind not in "iu":
@@ -384,7 +362,7 @@ def _header_problem(entry: _io.Entry, want: _Want, cast: bool) -> str | None:
     return f"{want.label}: {why}" if why else None
 
 
-def _unbounded_problem(archive: _io.Archive, keys: list[str]) -> str | None:
+def _unbounded_problem(archive: _read.Archive, keys: list[str]) -> str | None:
     cap = max(_UNBOUNDED_FLOOR, archive.size)
     total = sum(archive.entries[k].nbytes for k in keys)
     if total <= cap:
@@ -405,7 +383,7 @@ def _raise_problems(path: str, problems: list[str], into: Any) -> None:
         raise ValueError(f"gt.load: {path!r} {what}; nothing was loaded:\n  - {listing}{hint}")
 
 
-def _check_marker(archive: _io.Archive, path: str) -> None:
+def _check_marker(archive: _read.Archive, path: str) -> None:
     if archive.marker == _FORMAT:
         return
     found = f"format marker {archive.marker!r}" if archive.marker is not None else "no gputape format marker"
@@ -470,15 +448,15 @@ def load(
     if names is not None and into is None:
         raise ValueError("gt.load: names= maps the variables of `into` to the file's keys; pass into= as well")
     try:
-        archive = _io.open_archive(path)
-    except _io.CheckpointContentError as exc:
+        archive = _read.open_archive(path)
+    except _read.CheckpointContentError as exc:
         raise _not_readable(path, exc) from None
     with archive:
         return _load(archive, path, into, strict, cast, names)
 
 
 def _load(
-    archive: _io.Archive, path: str, into: Any, strict: bool, cast: bool, names: Mapping[str, Any] | None
+    archive: _read.Archive, path: str, into: Any, strict: bool, cast: bool, names: Mapping[str, Any] | None
 ) -> dict[str, np.ndarray]:
     if names is None:
         _check_marker(archive, path)
@@ -522,7 +500,7 @@ def _load(
     try:
         for key in [*dict.fromkeys(w.key for w in present), *unbounded]:
             data[key] = archive.read(key)
-    except _io.CheckpointContentError as exc:
+    except _read.CheckpointContentError as exc:
         raise _not_readable(path, exc) from None
     values: dict[int, np.ndarray] = {}
     for want in present:

@@ -1,6 +1,6 @@
 """gt.load against hostile and broken files: bounded reads, path errors, dtype policy, all-or-nothing across objects.
 
-Each test reproduces one defect measured in issue 11 (the file names of the bullets are in the test names).
+Each test reproduces one defect measured in issue 11; its name says which.
 """
 
 import io
@@ -14,10 +14,11 @@ import zlib
 
 import numpy as np
 import pytest
+from checkpoint_helpers import assert_same, make_model, snapshot
 from numpy.testing import assert_array_equal
 
 import gputape as gt
-from gputape import _checkpoint_io
+from gputape import _checkpoint_read
 from gputape.tape import GputapeWarning
 
 MARKER_KEY, FORMAT = "__gputape_checkpoint__", "gputape-checkpoint/1"
@@ -111,23 +112,6 @@ def zip_bomb(tmp_path_factory):
     write_zip(path, [marker_member(), (KERNEL + ".npy", raw, 8, crc, len(header) + count * 8)])
     assert path.stat().st_size < 8 << 20
     return path
-
-
-def make_model(seed=0):
-    gt.random.seed(seed)
-    model = gt.nn.Sequential([gt.nn.Dense(8, activation="relu"), gt.nn.Dense(3)])
-    model.build((None, 4))
-    return model
-
-
-def snapshot(model):
-    return [v.numpy().copy() for v in model.variables]
-
-
-def assert_same(a, b):
-    assert len(a) == len(b)
-    for x, y in zip(a, b):
-        assert_array_equal(x, y)
 
 
 def measured(fn):
@@ -361,10 +345,10 @@ def test_an_oserror_while_reading_is_not_reported_as_a_corrupt_file(tmp_path, mo
         files[-1].armed = True
         return real_read(self, key)
 
-    real_read = _checkpoint_io.Archive.read
-    failing_open.__wrapped__ = _checkpoint_io.open_regular
-    monkeypatch.setattr(_checkpoint_io, "open_regular", failing_open)
-    monkeypatch.setattr(_checkpoint_io.Archive, "read", arming_read)
+    real_read = _checkpoint_read.Archive.read
+    failing_open.__wrapped__ = _checkpoint_read.open_regular
+    monkeypatch.setattr(_checkpoint_read, "open_regular", failing_open)
+    monkeypatch.setattr(_checkpoint_read.Archive, "read", arming_read)
     twin = make_model(3)
     before = snapshot(twin)
     with pytest.raises(TimeoutError, match="timed out"):

@@ -7,37 +7,11 @@ import time
 
 import numpy as np
 import pytest
+from checkpoint_helpers import assert_same, make_model, snapshot, train
 from numpy.testing import assert_allclose, assert_array_equal
 
 import gputape as gt
-from gputape import _checkpoint_io
-
-
-def make_model(seed=0):
-    gt.random.seed(seed)
-    model = gt.nn.Sequential([gt.nn.Dense(8, activation="relu"), gt.nn.Dense(3)])
-    model.build((None, 4))
-    return model
-
-
-def snapshot(model):
-    return [v.numpy().copy() for v in model.variables]
-
-
-def assert_same(a, b):
-    assert len(a) == len(b)
-    for x, y in zip(a, b):
-        assert_array_equal(x, y)
-
-
-def train(model, opt, steps, seed=0):
-    rng = np.random.default_rng(seed)
-    for _ in range(steps):
-        x = rng.normal(size=(16, 4)).astype(np.float32)
-        y = rng.integers(0, 3, 16)
-        with gt.GradientTape() as tape:
-            loss = gt.mean(gt.nn.sparse_softmax_cross_entropy_with_logits(y, model(x)))
-        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+from gputape import _checkpoint_read
 
 
 def block_safetensors(monkeypatch):
@@ -227,7 +201,7 @@ def test_ten_thousand_entries_are_well_under_the_header_cap(tmp_path):
     n = 10_000
     header = {f"array:{i}": {"dtype": "F32", "shape": [1], "data_offsets": [4 * i, 4 * i + 4]} for i in range(n)}
     path = st_file(tmp_path / "many.safetensors", {**MARK, **header}, np.arange(n, dtype=np.float32).tobytes())
-    assert path.stat().st_size * 8 < _checkpoint_io.SAFETENSORS_HEADER_CAP
+    assert path.stat().st_size * 8 < _checkpoint_read.SAFETENSORS_HEADER_CAP
     data = gt.load(path)
     assert len(data) == n and data["array:9999"].tolist() == [9999.0]
 

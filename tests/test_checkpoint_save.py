@@ -13,7 +13,7 @@ import pytest
 from numpy.testing import assert_array_equal
 
 import gputape as gt
-from gputape import _checkpoint_io
+from gputape import _checkpoint_write
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX file semantics (umask, symlinks, signals)")
 
@@ -140,7 +140,7 @@ def test_a_directory_in_the_way_is_an_oserror(tmp_path):
 
 
 def _temp_name(target, host, pid, rand="0123abcd"):
-    return f"{_checkpoint_io.temp_prefix(str(target))}.gputape-{host}-{pid}-{rand}.tmp"
+    return f"{_checkpoint_write.temp_prefix(str(target))}.gputape-{host}-{pid}-{rand}.tmp"
 
 
 def _dead_pid():
@@ -152,8 +152,8 @@ def _dead_pid():
 @posix_only
 def test_stale_temps_are_removed_and_live_ones_kept(tmp_path):
     target = tmp_path / "m.npz"
-    here, elsewhere = _checkpoint_io._HOST, "00000000" if _checkpoint_io._HOST != "00000000" else "11111111"
-    day_ago = time.time() - _checkpoint_io.STALE_AFTER_S - 60
+    here, elsewhere = _checkpoint_write._HOST, "00000000" if _checkpoint_write._HOST != "00000000" else "11111111"
+    day_ago = time.time() - _checkpoint_write.STALE_AFTER_S - 60
     files = {
         "dead writer here": (_temp_name(target, here, _dead_pid()), None, False),
         "live writer here": (_temp_name(target, here, os.getpid()), None, True),

@@ -1,4 +1,4 @@
-"""The file side of ``gt.save``/``gt.load``: bounded readers for ``.npz`` and ``.safetensors``, the atomic writer.
+"""The reading side of ``gt.load``: bounded readers for ``.npz`` and ``.safetensors``.
 
 Reading happens in two phases so that nothing unbounded is ever read: opening an
 archive parses only its directory and each entry's header (dtype, shape, byte
@@ -18,12 +18,8 @@ import io
 import json
 import math
 import os
-import re
-import secrets
-import socket
 import stat
 import struct
-import time
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -32,7 +28,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-__all__ = ["Archive", "CheckpointContentError", "Entry", "atomic_write", "is_safetensors", "open_archive"]
+__all__ = ["Archive", "CheckpointContentError", "Entry", "is_safetensors", "open_archive", "refuse_irregular"]
 
 # How many bytes one read() asks for: big enough to be fast, small enough that a
 # bounded read never holds much beyond the array it fills.
@@ -101,7 +97,7 @@ def _kind_of(mode: int) -> str:
     return "not a regular file"
 
 
-def _refuse_irregular(path: str, mode: int, fn: str) -> None:
+def refuse_irregular(path: str, mode: int, fn: str) -> None:
     if stat.S_ISREG(mode):
         return
     if stat.S_ISDIR(mode):
@@ -116,11 +112,13 @@ def open_regular(path: str) -> BinaryIO:
     writer appears); ``O_NONBLOCK`` in case the path is swapped for one in between,
     and ``fstat`` of what was actually opened. ``OSError`` passes through.
     """
-    _refuse_irregular(path, os.stat(path).st_mode, "gt.load")
+    refuse_irregular(path, os.stat(path).st_mode, "gt.load")
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
     fd = os.open(path, flags)
     try:
-        _refuse_irregular(path, os.fstat(fd).st_mode, "gt.load")
+        refuse_irregular(path, os.fstat(fd).st_mode, "gt.load")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)  # a regular file after all: ordinary reads from here on
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
@@ -139,6 +137,8 @@ class _Guarded(io.RawIOBase):
     def __init__(self, f: BinaryIO, size: int) -> None:
         self._f, self.size = f, size
         self.failure: OSError | None = None
+        # zipfile asks tell() after every read; answering from here saves an lseek each time
+        self._pos = f.tell()
 
     def readable(self) -> bool:
         return True
@@ -154,19 +154,25 @@ class _Guarded(io.RawIOBase):
             raise
 
     def read(self, n: int = -1) -> bytes:
-        return self._io(self._f.read, n)
+        data = self._io(self._f.read, n)
+        self._pos += len(data)
+        return data
 
     def readinto(self, b: Any) -> int:
-        return self._io(self._f.readinto, b)
+        n = self._io(self._f.readinto, b)
+        self._pos += n
+        return n
 
     def tell(self) -> int:
-        return self._f.tell()
+        return self._pos
 
     def seek(self, offset: int, whence: int = 0) -> int:
-        base = {0: 0, 1: self._f.tell(), 2: self.size}[whence]
-        if base + offset < 0:
-            raise CheckpointContentError(f"the archive points before the start of the file (offset {base + offset})")
-        return self._io(self._f.seek, base + offset)
+        target = offset + {0: 0, 1: self._pos, 2: self.size}[whence]
+        if target < 0:
+            raise CheckpointContentError(f"the archive points before the start of the file (offset {target})")
+        if target != self._pos:
+            self._pos = self._io(self._f.seek, target)
+        return self._pos
 
     def close(self) -> None:
         super().close()
@@ -249,30 +255,30 @@ class Archive:
         self.close()
 
 
-class _Counting:
-    """Counts what numpy's header parser consumes, so that the header's length is known exactly."""
+class _Recording:
+    """Keeps what numpy's header parser consumes: the header's exact bytes (numpy caps them at ~10 kB)."""
 
     def __init__(self, f: Any) -> None:
-        self.f, self.count = f, 0
+        self.f, self.seen = f, bytearray()
 
     def read(self, n: int = -1) -> bytes:
         data = self.f.read(n)
-        self.count += len(data)
+        self.seen += data
         return data
 
 
-def _npy_header(member: Any, key: str) -> tuple[np.dtype, tuple[int, ...], bool, int]:
-    """Parse one .npy header (at most numpy's 10 kB header cap): dtype, shape, Fortran order, header length."""
+def _npy_header(member: Any, key: str) -> tuple[np.dtype, tuple[int, ...], bool, bytes]:
+    """Parse one .npy header: dtype, shape, Fortran order, and the header's raw bytes."""
     fmt = np.lib.format
-    counting = _Counting(member)
-    version = fmt.read_magic(counting)
+    recording = _Recording(member)
+    version = fmt.read_magic(recording)
     if version == (1, 0):
-        shape, fortran, dtype = fmt.read_array_header_1_0(counting)
+        shape, fortran, dtype = fmt.read_array_header_1_0(recording)
     elif version == (2, 0):
-        shape, fortran, dtype = fmt.read_array_header_2_0(counting)
+        shape, fortran, dtype = fmt.read_array_header_2_0(recording)
     else:  # 3.0 exists only for structured dtypes with non-latin-1 field names
         raise CheckpointContentError(f"entry {key!r} is a .npy of version {version}, expected 1.0 or 2.0")
-    return dtype, shape, fortran, counting.count
+    return dtype, shape, fortran, bytes(recording.seen)
 
 
 class _Npz(Archive):
@@ -285,7 +291,7 @@ class _Npz(Archive):
             raise CheckpointContentError("it looks like a safetensors file; give it the .safetensors suffix")
         f.seek(0)
         self._zip = zipfile.ZipFile(f)
-        self._members: dict[str, tuple[zipfile.ZipInfo, int, bool]] = {}
+        self._members: dict[str, tuple[zipfile.ZipInfo, bytes, bool]] = {}
         for info in self._zip.infolist():
             name = info.filename
             if not name.endswith(".npy") or info.is_dir():
@@ -299,17 +305,17 @@ class _Npz(Archive):
             if key in self._members:
                 raise CheckpointContentError(f"member {name!r} appears twice")
             with self._zip.open(info) as member:
-                dtype, shape, fortran, header_len = _npy_header(member, key)
+                dtype, shape, fortran, header = _npy_header(member, key)
             shape = _check_dtype_and_shape(key, dtype, shape, _ARRAY_KINDS + "U")
             entry = Entry(key, dtype, shape)
             # The zip directory's size of the member bounds what zipfile will inflate; it must be
             # exactly header + declared data, so a member cannot inflate past what its header declares.
-            if info.file_size != header_len + entry.nbytes:
+            if info.file_size != len(header) + entry.nbytes:
                 raise CheckpointContentError(
                     f"entry {key!r}: its header declares {shape} {dtype!s} ({entry.nbytes} bytes of data), "
-                    f"but the archive says the member inflates to {info.file_size - header_len} bytes"
+                    f"but the archive says the member inflates to {info.file_size - len(header)} bytes"
                 )
-            self._members[key] = (info, header_len, fortran)
+            self._members[key] = (info, header, fortran)
             self.entries[key] = entry
         marker = self.entries.pop("__gputape_checkpoint__", None)
         if marker is not None:
@@ -321,14 +327,13 @@ class _Npz(Archive):
                 _check_dtype_and_shape(e.key, e.dtype, e.shape)  # raises: strings only in the marker
 
     def _read(self, entry: Entry) -> np.ndarray:
-        info, header_len, fortran = self._members[entry.key]
-        what = f"entry {entry.key!r}"
+        info, header, fortran = self._members[entry.key]
+        what, shape = f"entry {entry.key!r}", entry.shape
         with self._zip.open(info) as member:
-            dtype, shape, fortran2, header_len2 = _npy_header(member, entry.key)
-            if (dtype, tuple(shape), fortran2, header_len2) != (entry.dtype, entry.shape, fortran, header_len):
+            if member.read(len(header)) != header:  # the header parsed before, not parsed again
                 raise CheckpointContentError(f"{what} changed while it was read")
             # Fortran order is stored with the axes reversed; transposing back gives the array.
-            a = _read_exactly(member, dtype, shape[::-1] if fortran else shape, what)
+            a = _read_exactly(member, entry.dtype, shape[::-1] if fortran else shape, what)
             if member.read(1):  # also where zipfile checks the CRC, which the last byte triggers
                 raise CheckpointContentError(f"{what} holds more data than its header declares")
         return a.T if fortran else a
@@ -453,128 +458,3 @@ def open_archive(path: str) -> Archive:
     except BaseException:
         f.close()
         raise
-
-
-# -- writing -------------------------------------------------------------------------------------
-
-# A temp file is stale once its writer is dead (same machine and pid namespace: os.kill(pid, 0)
-# says so at once), or, for a writer we cannot ask (another machine on a shared folder, a
-# reused pid), once it has not been written to for a day.
-STALE_AFTER_S = 24 * 3600
-_TEMP = re.compile(r"\.gputape-(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-[0-9a-f]{8}\.tmp\Z")
-# What gputape 0.1 named its temp files (tempfile.mkstemp, one per folder, not per target).
-_LEGACY_TEMP = re.compile(r"\.gputape-[a-z0-9_]{8}\.tmp\Z")
-_NAME_PART = 120  # of the target's name in its temp name: keeps it under NAME_MAX (255)
-
-
-def _host_token() -> str:
-    """This machine and pid namespace, so that a pid is only ever judged where it means something."""
-    try:
-        ns = str(os.stat("/proc/self/ns/pid").st_ino)
-    except OSError:
-        ns = ""
-    return f"{zlib.crc32((socket.gethostname() + ns).encode()):08x}"
-
-
-_HOST = _host_token()
-
-
-def _pid_alive(pid: int) -> bool:
-    if os.name != "posix":  # os.kill(pid, 0) would terminate the process on Windows
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
-
-
-def temp_prefix(target: str) -> str:
-    """The start of every temp file name of a save to ``target`` (in the target's folder)."""
-    return f".{os.path.basename(target)[:_NAME_PART]}"
-
-
-def remove_stale_temps(target: str) -> list[str]:
-    """Remove what killed saves to ``target`` left behind; never a live writer's file. Returns what was removed."""
-    folder = os.path.dirname(target)
-    prefix, now, removed = temp_prefix(target), time.time(), []
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return removed
-    for name in names:
-        m = _TEMP.match(name, len(prefix)) if name.startswith(prefix) else None
-        legacy = _LEGACY_TEMP.match(name)
-        if m is None and legacy is None:
-            continue
-        full = os.path.join(folder, name)
-        try:
-            st = os.lstat(full)
-        except OSError:
-            continue
-        if not stat.S_ISREG(st.st_mode):
-            continue
-        dead = m is not None and m["host"] == _HOST and not _pid_alive(int(m["pid"]))
-        if dead or now - st.st_mtime > STALE_AFTER_S:
-            try:
-                os.remove(full)
-                removed.append(full)
-            except FileNotFoundError:  # another save cleaned it first
-                pass
-    return removed
-
-
-def _fsync_folder(folder: str) -> None:
-    if os.name != "posix":
-        return
-    try:
-        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # some filesystems cannot fsync a directory; the rename has happened regardless
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: str, write: Callable[[BinaryIO], None]) -> str:
-    """Write ``path`` all at once: a temp file beside it, fsync, rename over it, fsync the folder.
-
-    A symlinked ``path`` is followed (its target is written, the link stays). The
-    new file gets the old one's permission bits, or ``0o666 & ~umask`` like
-    ``open()`` when there is none. Temp files of earlier, killed saves to the same
-    target are removed first. Returns the path written.
-    """
-    target = os.path.realpath(path)
-    folder = os.path.dirname(target)
-    os.makedirs(folder, exist_ok=True)
-    try:
-        old = os.stat(target)
-    except FileNotFoundError:
-        old = None
-    if old is not None:
-        _refuse_irregular(target, old.st_mode, "gt.save")
-    remove_stale_temps(target)
-    tmp = os.path.join(folder, f"{temp_prefix(target)}.gputape-{_HOST}-{os.getpid()}-{secrets.token_hex(4)}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
-    fd = os.open(tmp, flags, 0o666)  # the kernel applies the umask, exactly as for open()
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if old is not None and hasattr(os, "fchmod"):
-                os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode))
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.remove(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_folder(folder)
-    return target
