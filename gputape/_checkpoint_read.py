@@ -98,6 +98,7 @@ def _kind_of(mode: int) -> str:
 
 
 def refuse_irregular(path: str, mode: int, fn: str) -> None:
+    """Raise unless ``mode`` is a regular file's: ``IsADirectoryError`` for a folder, ``ValueError`` otherwise."""
     if stat.S_ISREG(mode):
         return
     if stat.S_ISDIR(mode):

@@ -206,8 +206,8 @@ def save(path: str | os.PathLike[str], obj: Any) -> None:
     one. A symlinked ``path`` is followed (the link's target is rewritten, the link
     stays). The file keeps the permission bits of the one it replaces, or gets
     ``0o666 & ~umask`` like ``open()``. Before writing, temp files of earlier saves
-    to the same target are removed when their writer is dead (same machine) or they
-    have not been written to for a day (a writer elsewhere), never a live one's.
+    to the same target are removed when their writer is dead (checked by pid on the
+    same machine) or they have not been written to for a day (a writer elsewhere).
     The parent directory is created if needed; a path that exists but is not a
     regular file is refused.
 

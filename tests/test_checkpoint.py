@@ -238,3 +238,33 @@ def test_save_errors(tmp_path):
     with pytest.raises(TypeError, match="keys must be strings"):
         gt.save(tmp_path / "x.npz", {1: model})
     assert not (tmp_path / "x.npz").exists()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
+def test_cuda_variables_and_slots_round_trip_like_the_cpu_reference(tmp_path, suffix):
+    cp = pytest.importorskip("cupy")
+    if suffix == ".safetensors":
+        pytest.importorskip("safetensors")
+    w0 = np.arange(6, dtype=np.float32).reshape(2, 3)
+
+    def stepped(xp):
+        m = gt.Module()
+        m.w = gt.Variable(xp.asarray(w0))
+        opt = gt.optim.SGD(0.1, momentum=0.9)
+        opt.apply_gradients([(gt.constant(xp.ones((2, 3), xp.float32)), m.w)])
+        return m, opt
+
+    model, opt = stepped(cp)
+    ref, ref_opt = stepped(np)  # the numpy reference: the same step on the CPU
+    path = tmp_path / f"cuda{suffix}"
+    gt.save(path, {"model": model, "opt": opt})
+    twin = gt.Module()
+    twin.w = gt.Variable(cp.zeros((2, 3), cp.float32))
+    twin_opt = gt.optim.SGD(0.1, momentum=0.9)
+    gt.load(path, into={"model": twin, "opt": twin_opt})
+    assert twin.w.device == "cuda:0" and twin_opt.iterations == 1
+    np.testing.assert_allclose(twin.w.numpy(), ref.w.numpy(), rtol=1e-6)
+    ((var, slots),) = twin_opt.get_state()["slots"]
+    assert var is twin.w
+    np.testing.assert_allclose(slots["momentum"], ref_opt.get_state()["slots"][0][1]["momentum"], rtol=1e-6)
