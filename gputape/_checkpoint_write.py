@@ -58,7 +58,7 @@ def temp_prefix(target: str) -> str:
 
 
 def remove_stale_temps(target: str) -> list[str]:
-    """Remove what killed saves to ``target`` left behind; never a live writer's file. Returns what was removed."""
+    """Remove temps of earlier saves to ``target`` whose writer is dead or a day quiet; return what was removed."""
     folder = os.path.dirname(target)
     prefix, now, removed = temp_prefix(target), time.time(), []
     try:

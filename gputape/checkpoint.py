@@ -507,13 +507,13 @@ def _load(
         a = data[want.key]
         if want.iterations:
             n = int(a)
-            if not 0 <= n <= _INT64_MAX:
+            if 0 <= n <= _INT64_MAX:
+                values[id(want)] = np.int64(n)
+            else:
                 problems.append(f"{want.label}: the file has {n}, not a step count (an integer in [0, 2**63))")
-            a = np.int64(n) if 0 <= n <= _INT64_MAX else a
-        else:
-            a = np.asarray(a.T if want.transpose else a, dtype=want.dtype)  # unsafe only when cast=True allowed it
-            a = a if a.flags.c_contiguous else np.ascontiguousarray(a)
-        values[id(want)] = a
+            continue
+        a = np.asarray(a.T if want.transpose else a, dtype=want.dtype)  # unsafe only where cast=True allowed it
+        values[id(want)] = a if a.flags.c_contiguous else np.ascontiguousarray(a)
     _raise_problems(path, problems, into)
     state_keys = {w.key for w in present if not w.iterations}
     _warn_nonfinite(path, {k: a for k, a in data.items() if k in state_keys or k.startswith(("var:", "opt:"))})
