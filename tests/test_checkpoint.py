@@ -6,37 +6,9 @@ import zipfile
 
 import numpy as np
 import pytest
-from numpy.testing import assert_array_equal
+from checkpoint_helpers import assert_same, make_model, snapshot, train
 
 import gputape as gt
-
-
-def make_model(seed=0):
-    gt.random.seed(seed)
-    model = gt.nn.Sequential([gt.nn.Dense(8, activation="relu"), gt.nn.Dense(3)])
-    model.build((None, 4))
-    return model
-
-
-def snapshot(model):
-    return [v.numpy() for v in model.variables]
-
-
-def assert_same(a, b):
-    assert len(a) == len(b)
-    for x, y in zip(a, b):
-        assert_array_equal(x, y)
-
-
-def train(model, opt, steps, seed=0):
-    rng = np.random.default_rng(seed)
-    for _ in range(steps):
-        x = rng.normal(size=(16, 4)).astype(np.float32)
-        y = rng.integers(0, 3, 16)
-        with gt.GradientTape() as tape:
-            loss = gt.mean(gt.nn.sparse_softmax_cross_entropy_with_logits(y, model(x)))
-        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-
 
 # -- round trips -------------------------------------------------------------------------------
 
@@ -266,3 +238,33 @@ def test_save_errors(tmp_path):
     with pytest.raises(TypeError, match="keys must be strings"):
         gt.save(tmp_path / "x.npz", {1: model})
     assert not (tmp_path / "x.npz").exists()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
+def test_cuda_variables_and_slots_round_trip_like_the_cpu_reference(tmp_path, suffix):
+    cp = pytest.importorskip("cupy")
+    if suffix == ".safetensors":
+        pytest.importorskip("safetensors")
+    w0 = np.arange(6, dtype=np.float32).reshape(2, 3)
+
+    def stepped(xp):
+        m = gt.Module()
+        m.w = gt.Variable(xp.asarray(w0))
+        opt = gt.optim.SGD(0.1, momentum=0.9)
+        opt.apply_gradients([(gt.constant(xp.ones((2, 3), xp.float32)), m.w)])
+        return m, opt
+
+    model, opt = stepped(cp)
+    ref, ref_opt = stepped(np)  # the numpy reference: the same step on the CPU
+    path = tmp_path / f"cuda{suffix}"
+    gt.save(path, {"model": model, "opt": opt})
+    twin = gt.Module()
+    twin.w = gt.Variable(cp.zeros((2, 3), cp.float32))
+    twin_opt = gt.optim.SGD(0.1, momentum=0.9)
+    gt.load(path, into={"model": twin, "opt": twin_opt})
+    assert twin.w.device == "cuda:0" and twin_opt.iterations == 1
+    np.testing.assert_allclose(twin.w.numpy(), ref.w.numpy(), rtol=1e-6)
+    ((var, slots),) = twin_opt.get_state()["slots"]
+    assert var is twin.w
+    np.testing.assert_allclose(slots["momentum"], ref_opt.get_state()["slots"][0][1]["momentum"], rtol=1e-6)
