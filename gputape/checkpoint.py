@@ -71,6 +71,7 @@ import numpy as np
 from . import _checkpoint_read as _read
 from . import _checkpoint_write as _write
 from . import backend
+from ._state import defer_interrupts
 from .module import Module
 from .optim import Optimizer
 from .tape import GputapeWarning
@@ -518,15 +519,26 @@ def _load(
     state_keys = {w.key for w in present if not w.iterations}
     _warn_nonfinite(path, {k: a for k, a in data.items() if k in state_keys or k.startswith(("var:", "opt:"))})
 
+    states = []
     for opt, it, slots in opt_wants:
         loaded = [
             (v, {s: values[id(w)] for s, w in per.items()})
             for v, per in slots
             if all(id(w) in values for w in per.values())
         ]
-        opt.set_state({"iterations": int(values[id(it)]) if id(it) in values else opt.iterations, "slots": loaded})
-    for v, want in var_wants:
-        a = values.get(id(want))
-        if a is not None:
-            v.assign(a if v.device == "cpu" else backend.asarray_on(a, v.device))
+        states.append(
+            (opt, {"iterations": int(values[id(it)]) if id(it) in values else opt.iterations, "slots": loaded})
+        )
+    # Device copies first (they can fail: out of memory), then every assignment with a Ctrl-C
+    # held until the last one, so a load is never half applied.
+    assigns = [
+        (v, a if v.device == "cpu" else backend.asarray_on(a, v.device))
+        for v, want in var_wants
+        if (a := values.get(id(want))) is not None
+    ]
+    with defer_interrupts():
+        for opt, state in states:
+            opt.set_state(state)
+        for v, a in assigns:
+            v.assign(a)
     return data

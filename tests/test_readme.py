@@ -44,7 +44,8 @@ def test_ci_runs_the_readme_test_command_first_and_exactly():
     cmds = _ci_commands()
     assert test_cmd in cmds, f"{test_cmd!r} is not a line of .ci/run"
     before = cmds[: cmds.index(test_cmd)]
-    assert not [c for c in before if re.search(r"\b(pip|install|uv|conda)\b", c)], f".ci/run installs before the README's command: {before}"
+    installs = [c for c in before if re.search(r"\b(pip|install|uv|conda)\b", c)]
+    assert not installs, f".ci/run installs before the README's command: {installs}"
     after = cmds[cmds.index(test_cmd) + 1 :]
     assert any("torch==" in c for c in after), "the PyTorch comparisons run after the README's command"
 
