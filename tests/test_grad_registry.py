@@ -8,6 +8,7 @@ assembled row by row from ordinary gradients.
 
 from __future__ import annotations
 
+import grad_cases_linalg
 import numpy as np
 import pytest
 
@@ -136,6 +137,7 @@ CASES: dict[str, list] = {
         (lambda z: gt.nn.sparse_softmax_cross_entropy_with_logits(np.array([2, 0, 1]), z), (r(3, 4),))
     ],
 }
+CASES.update(grad_cases_linalg.CASES)
 
 # Public composites built from primitives: checked the same way.
 COMPOSITES = [
