@@ -17,9 +17,10 @@ Conventions worth knowing:
   the symmetric matrix giving the derivative along symmetric perturbations (PyTorch's,
   and TensorFlow's for cholesky). To check it with finite differences, perturb
   symmetrically (differentiate ``f((x + x.T) / 2)``).
-- Eigenvector and singular-vector gradients at exactly repeated values: see
-  ``gputape.linalg._spectral`` (0 where the loss cannot see the arbitrary basis, NaN
-  where it can); eigenvalue- and singular-value-only losses are fine there.
+- Eigenvector and singular-vector gradients need distinct values: at exactly repeated
+  eigenvalues (singular values) they are NaN, as in PyTorch and JAX; losses of the
+  eigenvalues (singular values) alone are finite and correct there. Details in
+  ``gputape.linalg._spectral``.
 - ``svd(full_matrices=True)`` ignores the cotangents of the extra (arbitrary) columns.
 - ``norm`` has gradient 0 at 0.
 - Errors: non-square or rank < 2 input, a singular matrix (``inv``, ``solve``), a matrix

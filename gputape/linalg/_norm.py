@@ -58,7 +58,8 @@ def _restore(ret: Tensor, shape: tuple[int, ...], axes: tuple[int, ...], keepdim
 
 
 def _svals(x: Tensor, row: int, col: int) -> Tensor:
-    return svd(ops.moveaxis(x, (row, col), (-2, -1)), compute_uv=False)
+    perm = [i for i in range(x.ndim) if i not in (row, col)] + [row, col]
+    return svd(ops.transpose(x, perm), compute_uv=False)
 
 
 def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Tensor:

@@ -1,13 +1,14 @@
 """Decompositions: ``eigh``/``eigvalsh``, ``svd``, ``qr`` and ``pinv``.
 
 Eigenvector and singular-vector gradients divide by eigenvalue (or squared singular
-value) gaps. Where two are exactly equal, the vectors are only defined up to a rotation
-within their subspace (a gauge freedom): the coupling term of such a pair is 0 when the
-cotangent does not see that rotation (its antisymmetric part there is exactly 0, as for a
-projector onto a simple eigenvector) and NaN when it does (the loss depends on an
-arbitrary basis choice; PyTorch and JAX give NaN or inf there too). Losses that use only
-eigenvalues or singular values (``eigvalsh``, ``svd(compute_uv=False)``, ``norm(ord='nuc')``)
-never reach that term and stay finite at repeated values. Nearly equal values give large,
+value) gaps ``1 / (w_j - w_i)``, masked on the diagonal. Where two values are exactly
+equal, the vectors are only defined up to a rotation within their subspace, and the
+gradient of a loss that uses them is NaN there (as in PyTorch and JAX): gputape does not
+guess, because a zero coupling term would be right for some losses (a projector onto a
+simple eigenvector) and silently wrong for others (a matrix function ``V h(w) V^T`` at the
+identity). Losses that use only eigenvalues or singular values (``eigvalsh``,
+``svd(compute_uv=False)``, ``norm(ord='nuc')``, or ``eigh``'s ``w`` alone) never reach that
+term and are finite and correct at repeated values. Nearly equal values give large,
 ill-conditioned gradients, as in every implementation.
 """
 
@@ -19,19 +20,17 @@ import numpy as np
 
 from ..tape import primitive
 from ..tensor import Tensor
-from ._core import _solve, call, matrix_arg, mT, run, tril
+from ._core import _solve, call, matrix_arg, mT, run, tril, xp_in_vjp
 
 
-def _gap_divide(F: Any, num: Any, gap: Any) -> Any:
-    """``num / gap`` for the eigenvector coupling, off the diagonal, with the tie rule above.
-
-    ``num`` is antisymmetric, so its diagonal (where ``gap`` is 0) is exactly 0 and stays so.
-    """
+def _gap_divide(F: Any, num: Any, gap: Any, ref: Any) -> Any:
+    """``num / gap`` off the diagonal (0 on it; ``num`` is antisymmetric), NaN at exact ties."""
     tie = gap == 0
     q = num / F.where(tie, 1, gap)
+    off = ~xp_in_vjp(F, ref).eye(num.shape[-1], dtype=bool)
     # NaN enters as a constant of where(), never as num * nan: where's VJP sends an exact 0
     # to the unselected branch, and 0 * nan would still be NaN in every gradient.
-    return F.where(tie & (num != 0), float("nan"), q)
+    return F.where(tie & off, float("nan"), q)
 
 
 def _diag_embed_right(x: Any, d: Any) -> Any:
@@ -62,7 +61,7 @@ def _(F, g, needs, nb, node, w, V):
     inner = None
     if gV is not None:
         M = F.matmul(mT(F, V), gV)
-        inner = _gap_divide(F, (M - mT(F, M)) * 0.5, F.expand_dims(w, -2) - F.expand_dims(w, -1))
+        inner = _gap_divide(F, (M - mT(F, M)) * 0.5, F.expand_dims(w, -2) - F.expand_dims(w, -1), w)
     if gw is not None:
         vg = _diag_embed_right(V, gw)
         if inner is None:
@@ -154,7 +153,7 @@ def _(F, g, needs, nb, node, U, S, Vh):
         K = F.matmul(Vh, gV)
         num = num + F.expand_dims(S, -1) * (K - mT(F, K))
     S2 = S * S
-    inner = _gap_divide(F, num, F.expand_dims(S2, -2) - F.expand_dims(S2, -1))
+    inner = _gap_divide(F, num, F.expand_dims(S2, -2) - F.expand_dims(S2, -1), S)
     if m > k and gU is not None:
         gUs = gU / F.expand_dims(S, -2)
         left = F.matmul(U, inner) + gUs - F.matmul(U, F.matmul(mT(F, U), gUs))
