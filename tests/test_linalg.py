@@ -400,3 +400,80 @@ def test_cupy_matches_numpy_forward_and_gradient(name, dtype):
     np.testing.assert_allclose(out["gpu"][0], out["cpu"][0], **tol)
     for g_gpu, g_cpu in zip(out["gpu"][1], out["cpu"][1]):
         np.testing.assert_allclose(g_gpu, g_cpu, **tol)
+
+
+# -- tf.linalg spellings ----------------------------------------------------------------------
+
+
+def test_tf_linalg_result_orders_and_options():
+    import gputape.tf as tf
+
+    a = rng.standard_normal((2, 4, 3))
+    s, u, v = tf.linalg.svd(c(a))
+    assert (s.shape, u.shape, v.shape) == ((2, 3), (2, 4, 3), (2, 3, 3))  # full_matrices=False by default
+    np.testing.assert_allclose((u.numpy() * s.numpy()[..., None, :]) @ np.swapaxes(v.numpy(), -1, -2), a, atol=1e-12)
+    np.testing.assert_allclose(tf.linalg.svd(c(a), compute_uv=False).numpy(), np.linalg.svd(a, compute_uv=False))
+    q, r = tf.linalg.qr(c(a), full_matrices=True)
+    assert (q.shape, r.shape) == ((2, 4, 4), (2, 4, 3))
+    p3 = spd(3, 3)
+    e, vecs = tf.linalg.eigh(c(p3))
+    np.testing.assert_allclose(e.numpy(), np.linalg.eigvalsh(p3), rtol=1e-12)
+    np.testing.assert_allclose((vecs.numpy() * e.numpy()) @ vecs.numpy().T, p3, rtol=1e-12)
+    m = well(3, 3)
+    b = rng.standard_normal((3, 2))
+    np.testing.assert_allclose(tf.linalg.solve(c(m), c(b), adjoint=True).numpy(), np.linalg.solve(m.T, b), rtol=1e-12)
+    np.testing.assert_allclose(tf.linalg.inv(c(m), adjoint=True).numpy(), np.linalg.inv(m.T), rtol=1e-12)
+    np.testing.assert_allclose(tf.linalg.matvec(c(m), c(b[:, 0])).numpy(), m @ b[:, 0], rtol=1e-12)
+    np.testing.assert_allclose(tf.linalg.matmul(c(m), c(m), transpose_a=True).numpy(), m.T @ m, rtol=1e-12)
+    np.testing.assert_allclose(tf.linalg.matrix_transpose(c(a)).numpy(), np.swapaxes(a, -1, -2))
+    np.testing.assert_allclose(tf.linalg.pinv(c(a)).numpy(), np.linalg.pinv(a), rtol=1e-10, atol=1e-12)
+    sign, logabs = tf.linalg.slogdet(c(m))
+    np.testing.assert_allclose([float(sign), float(logabs)], np.linalg.slogdet(m), rtol=1e-12)
+    p = spd(2, 3, 3)
+    np.testing.assert_allclose(tf.linalg.logdet(c(p)).numpy(), np.linalg.slogdet(p)[1], rtol=1e-12)
+    with pytest.raises(ValueError, match=r"tf\.linalg\.solve: rhs must be a matrix"):
+        tf.linalg.solve(c(m), c(b[:, 0]))
+
+
+def test_tf_linalg_triangles_and_diagonals():
+    import gputape.tf as tf
+
+    m = well(2, 3, 3)
+    b = rng.standard_normal((2, 3, 2))
+    for lower in (True, False):
+        tri = np.tril(m) if lower else np.triu(m)
+        got = tf.linalg.triangular_solve(c(m), c(b), lower=lower)
+        np.testing.assert_allclose(got.numpy(), np.linalg.solve(tri, b), rtol=1e-12)
+        (g,) = grad(lambda x, lower=lower: gt.sum(tf.linalg.triangular_solve(x, c(b), lower=lower)), m)
+        ignored = np.triu(np.ones((3, 3)), 1) if lower else np.tril(np.ones((3, 3)), -1)
+        assert np.all(g[:, ignored == 1] == 0)  # the triangle never read gets no gradient
+    x = rng.standard_normal((2, 3, 4))
+    np.testing.assert_array_equal(tf.linalg.band_part(c(x), 1, -1).numpy(), np.triu(x, -1))
+    np.testing.assert_array_equal(tf.linalg.band_part(c(x), -1, 0).numpy(), np.tril(x))
+    np.testing.assert_array_equal(tf.linalg.band_part(c(x), 0, 0).numpy(), x * np.eye(3, 4))
+    np.testing.assert_array_equal(tf.linalg.diag_part(c(x)).numpy(), np.diagonal(x, axis1=-2, axis2=-1))
+    np.testing.assert_array_equal(tf.linalg.trace(c(x)).numpy(), np.trace(x, axis1=-2, axis2=-1))
+    d = rng.standard_normal((2, 3))
+    np.testing.assert_array_equal(tf.linalg.diag(c(d)).numpy(), d[..., None] * np.eye(3))
+    check_grads(lambda t: tf.linalg.diag_part(t) ** 2, x, order=2)
+    check_grads(lambda t: tf.linalg.diag(t) ** 2, d, order=2)
+    check_grads(lambda t: tf.linalg.logdet(sym(t)), spd(3, 3), order=2)
+
+
+def test_tf_linalg_norm_follows_tensorflows_rules():
+    import gputape.tf as tf
+
+    x = rng.standard_normal((2, 3, 4))
+    flat = x.reshape(-1)
+    # axis=None: a vector norm of all entries, whatever the rank (numpy would refuse ord=1 here)
+    np.testing.assert_allclose(float(tf.linalg.norm(c(x))), np.linalg.norm(flat), rtol=1e-12)
+    np.testing.assert_allclose(float(tf.linalg.norm(c(x), ord=1)), np.linalg.norm(flat, 1), rtol=1e-12)
+    np.testing.assert_allclose(float(tf.linalg.norm(c(x), ord=3.5)), np.linalg.norm(flat, 3.5), rtol=1e-12)
+    assert tf.linalg.norm(c(x), keepdims=True).shape == (1, 1, 1)
+    np.testing.assert_allclose(tf.linalg.norm(c(x), ord=np.inf, axis=-1).numpy(), np.linalg.norm(x, np.inf, -1))
+    for o, npo in [("euclidean", "fro"), ("fro", "fro"), (1, 1), (2, 2), (np.inf, np.inf)]:
+        got = tf.linalg.norm(c(x), ord=o, axis=[-2, -1], keepdims=True)
+        np.testing.assert_allclose(got.numpy(), np.linalg.norm(x, npo, axis=(-2, -1), keepdims=True), rtol=1e-12)
+    for bad, ax in [("nuc", (0, 1)), (-2, (0, 1)), (0, None), (-1, 1), ("fro", 1)]:
+        with pytest.raises(ValueError, match=r"tf\.linalg\.norm: ord must be"):
+            tf.linalg.norm(c(x), ord=bad, axis=ax)
