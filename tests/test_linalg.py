@@ -360,6 +360,17 @@ def test_bad_arguments_raise_clear_errors():
         tape.gradient(q, x)
 
 
+def test_per_matrix_fallback_equals_the_batched_routine():
+    """The loop used where cupy.linalg.qr takes one matrix at a time gives numpy's batched result."""
+    from gputape.linalg._core import per_matrix
+
+    a = rng.standard_normal((2, 3, 5, 4))
+    q, r = per_matrix(np, np.linalg.qr, a, mode="reduced")
+    eq, er = np.linalg.qr(a)
+    np.testing.assert_array_equal(q, eq)
+    np.testing.assert_array_equal(r, er)
+
+
 # -- cupy against numpy ---------------------------------------------------------------------------
 
 

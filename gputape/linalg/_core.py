@@ -86,13 +86,27 @@ def run(prim: Primitive, fn: str, args: tuple, params: dict = NOPARAMS) -> Any:
 
 
 def broadcast_batch(xp: Any, a: Any, b: Any) -> tuple[Any, Any]:
-    """Broadcast the batch (leading) dimensions of a matrix ``a`` and a matrix ``b`` to each other."""
+    """Broadcast the batch (leading) dimensions of a matrix ``a`` and a matrix ``b`` to each other.
+
+    numpy.linalg broadcasts them itself; cupy.linalg.solve wants equal batch shapes (and
+    gets contiguous copies, not stride-0 views).
+    """
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     if a.shape[:-2] != batch:
-        a = xp.broadcast_to(a, batch + a.shape[-2:])
+        a = xp.ascontiguousarray(xp.broadcast_to(a, batch + a.shape[-2:]))
     if b.shape[:-2] != batch:
-        b = xp.broadcast_to(b, batch + b.shape[-2:])
+        b = xp.ascontiguousarray(xp.broadcast_to(b, batch + b.shape[-2:]))
     return a, b
+
+
+def per_matrix(xp: Any, fn: Any, a: Any, **kw: Any) -> tuple[Any, ...]:
+    """``fn`` (returning a tuple of arrays) applied to each matrix of a batch, results stacked.
+
+    For array modules whose routine takes one matrix at a time (cupy's ``qr`` before
+    batched support).
+    """
+    outs = [fn(m, **kw) for m in a.reshape((-1,) + a.shape[-2:])]
+    return tuple(xp.stack([o[i] for o in outs]).reshape(a.shape[:-2] + outs[0][i].shape) for i in range(len(outs[0])))
 
 
 # -- band: the triangle masks (tril / triu) the VJPs need --------------------------

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..tape import primitive
 from ..tensor import Tensor
-from ._core import _solve, call, matrix_arg, mT, run, tril, xp_in_vjp
+from ._core import LinAlgError, _solve, call, matrix_arg, mT, per_matrix, run, tril, xp_in_vjp
 
 
 def _gap_divide(F: Any, num: Any, gap: Any, ref: Any) -> Any:
@@ -202,6 +202,12 @@ class QRResult(NamedTuple):
 
 @primitive("linalg.qr", save=(0,), save_out=True, nout=2)
 def _qr(xp, a, mode):
+    if a.ndim > 2 and xp is not np:
+        try:
+            q, r = xp.linalg.qr(a, mode=mode)
+        except LinAlgError:  # a cupy without batched qr: one matrix at a time
+            q, r = per_matrix(xp, xp.linalg.qr, a, mode=mode)
+        return (q, r)
     q, r = xp.linalg.qr(a, mode=mode)
     return (q, r)
 
