@@ -488,3 +488,56 @@ def test_tf_linalg_norm_follows_tensorflows_rules():
     for bad, ax in [("nuc", (0, 1)), (-2, (0, 1)), (0, None), (-1, 1), ("fro", 1)]:
         with pytest.raises(ValueError, match=r"tf\.linalg\.norm: ord must be"):
             tf.linalg.norm(c(x), ord=bad, axis=ax)
+
+
+# -- lstsq --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("ashape", "bshape"), [((5, 3), (5,)), ((5, 3), (5, 2)), ((3, 5), (3, 2)), ((4, 4), (4,))])
+def test_lstsq_matches_numpy(dtype, ashape, bshape):
+    a = rng.standard_normal(ashape).astype(dtype)
+    b = rng.standard_normal(bshape).astype(dtype)
+    ex, eres, erank, es = np.linalg.lstsq(a.astype(np.float64), b.astype(np.float64))
+    x, res, rank, s = gt.linalg.lstsq(c(a, dtype), c(b, dtype))
+    assert x.shape == ex.shape and res.shape == eres.shape and rank == erank
+    close(x, ex, dtype)
+    close(s, es, dtype)
+    if eres.size:
+        np.testing.assert_allclose(res.numpy(), eres, rtol=1e-3 if dtype == "float32" else 1e-9)
+
+
+def test_lstsq_rank_deficient_and_rcond_like_numpy():
+    a = np.outer(np.arange(1.0, 5.0), [1.0, 2.0, 3.0])  # rank 1
+    b = rng.standard_normal(4)
+    ex, eres, erank, _ = np.linalg.lstsq(a, b)
+    x, res, rank, _ = gt.linalg.lstsq(c(a), c(b))
+    assert rank == erank == 1 and res.shape == eres.shape == (0,)
+    np.testing.assert_allclose(x.numpy(), ex, rtol=1e-10)
+    a2 = np.diag([1.0, 1e-3, 1.0])
+    assert gt.linalg.lstsq(c(a2), c(np.ones(3)), rcond=1e-2).rank == np.linalg.lstsq(a2, np.ones(3), rcond=1e-2)[2] == 2
+    with pytest.raises(LinAlgError, match=r"gt\.linalg\.lstsq: incompatible dimensions"):
+        gt.linalg.lstsq(c(a), c(np.ones(3)))
+
+
+def test_lstsq_gradients_to_second_order():
+    b = rng.standard_normal((5, 2))
+    check_grads(lambda a, y: gt.linalg.lstsq(a, y).x, rng.standard_normal((5, 3)), b, order=2)
+    check_grads(lambda a, y: gt.linalg.lstsq(a, y).residuals, rng.standard_normal((5, 3)), b, order=2)
+    check_grads(lambda a: gt.linalg.lstsq(a, b[:3]).x, rng.standard_normal((3, 4)), order=2)
+
+
+def test_tf_linalg_lstsq():
+    import gputape.tf as tf
+
+    a = rng.standard_normal((2, 5, 3))
+    b = rng.standard_normal((2, 5, 2))
+    expect = np.linalg.pinv(a) @ b
+    np.testing.assert_allclose(tf.linalg.lstsq(c(a), c(b)).numpy(), expect, rtol=1e-10, atol=1e-12)
+    lam = 0.5
+    ridge = np.linalg.solve(np.swapaxes(a, -1, -2) @ a + lam * np.eye(3), np.swapaxes(a, -1, -2) @ b)
+    np.testing.assert_allclose(tf.linalg.lstsq(c(a), c(b), l2_regularizer=lam).numpy(), ridge, rtol=1e-10)
+    w = rng.standard_normal((3, 5))  # wide: the minimum-norm ridge solution
+    bw = rng.standard_normal((3, 1))
+    ridge_w = w.T @ np.linalg.solve(w @ w.T + lam * np.eye(3), bw)
+    np.testing.assert_allclose(tf.linalg.lstsq(c(w), c(bw), l2_regularizer=lam).numpy(), ridge_w, rtol=1e-10)

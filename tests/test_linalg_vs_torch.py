@@ -76,6 +76,7 @@ def t_qr(x):
 
 B = rng.standard_normal((3, 2))
 V3 = rng.standard_normal(3)
+B2 = rng.standard_normal((5, 2))
 
 CASES = {
     "inv": (gt.linalg.inv, TL.inv, (well(2, 3, 3),)),
@@ -96,6 +97,11 @@ CASES = {
     "qr-wide": (g_qr, t_qr, (rng.standard_normal((3, 5)),)),
     "pinv-tall": (gt.linalg.pinv, TL.pinv, (rng.standard_normal((5, 3)),)),
     "pinv-wide": (gt.linalg.pinv, TL.pinv, (rng.standard_normal((2, 3, 4)),)),
+    "lstsq-tall": (
+        lambda a: gt.linalg.lstsq(a, B2).x,
+        lambda a: TL.lstsq(a, torch.tensor(B2)).solution,
+        (rng.standard_normal((5, 3)),),
+    ),
     "matrix_power": (lambda a: gt.linalg.matrix_power(a, 3), lambda a: TL.matrix_power(a, 3), (well(3, 3),)),
     "matrix_power-neg": (lambda a: gt.linalg.matrix_power(a, -2), lambda a: TL.matrix_power(a, -2), (well(3, 3),)),
 }

@@ -8,8 +8,8 @@ Primitives (a hand-written VJP each): ``inv``, ``solve`` (adjoint solve), ``det`
 ``slogdet``, ``cholesky`` (Murray's formula), ``eigh``, ``svd``, ``qr``, ``pinv``
 (Golub-Pereyra), the vector p-norm inside ``norm``, and ``band_part`` (the triangle mask
 the VJPs use). Compositions of those and of gputape's ops: ``eigvalsh``, ``norm`` (every
-other ``ord``), ``matrix_power``. Every VJP is written with differentiable ops, so
-gradients of gradients work.
+other ``ord``), ``matrix_power``, ``lstsq`` (through ``pinv``). Every VJP is written with
+differentiable ops, so gradients of gradients work.
 
 Conventions worth knowing:
 
@@ -27,7 +27,8 @@ Conventions worth knowing:
   that is not positive definite (``cholesky``) raise ``numpy.linalg.LinAlgError`` (a
   ``ValueError``) naming the gputape function; cupy does not check singularity and
   returns non-finite values instead. Complex input raises ``TypeError`` (not supported
-  yet). General ``eig``/``eigvals`` (not in cupy) and ``lstsq`` are not provided.
+  yet). General ``eig``/``eigvals`` (complex results; not in most cupy versions) are not
+  provided.
 
 >>> import gputape as gt
 >>> a = gt.constant([[4.0, 1.0], [1.0, 3.0]], dtype="float64")
@@ -42,11 +43,12 @@ from __future__ import annotations
 
 from ._core import LinAlgError, SlogdetResult, band_part, cholesky, det, inv, slogdet, solve
 from ._norm import matrix_power, norm
-from ._spectral import EighResult, QRResult, SVDResult, eigh, eigvalsh, pinv, qr, svd
+from ._spectral import EighResult, LstsqResult, QRResult, SVDResult, eigh, eigvalsh, lstsq, pinv, qr, svd
 
 __all__ = [
     "EighResult",
     "LinAlgError",
+    "LstsqResult",
     "QRResult",
     "SVDResult",
     "SlogdetResult",
@@ -56,6 +58,7 @@ __all__ = [
     "eigh",
     "eigvalsh",
     "inv",
+    "lstsq",
     "matrix_power",
     "norm",
     "pinv",

@@ -18,8 +18,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .. import ops
 from ..tape import primitive
-from ..tensor import Tensor
+from ..tensor import Tensor, as_tensor
 from ._core import LinAlgError, _solve, call, matrix_arg, mT, per_matrix, run, tril, xp_in_vjp
 
 
@@ -302,3 +303,54 @@ def pinv(a: Any, rcond: float | None = None) -> Tensor:
     if rcond is None:
         rcond = max(t.shape[-2:]) * float(np.finfo(t.dtype if t.dtype.kind == "f" else np.float64).eps)
     return run(_pinv, "pinv", (t,), {"rcond": float(rcond)})
+
+
+# -- lstsq ---------------------------------------------------------------------------------------
+
+
+class LstsqResult(NamedTuple):
+    """numpy's result of ``lstsq``: solution, residual sums of squares, rank, singular values."""
+
+    x: Any
+    residuals: Any
+    rank: int
+    s: Any
+
+
+def lstsq(a: Any, b: Any, rcond: float | None = None) -> LstsqResult:
+    """Least-squares solution of ``a @ x = b`` (numpy's ``linalg.lstsq``, ``a`` of shape ``(M, N)``).
+
+    A composition: ``x = pinv(a, rcond) @ b`` (numpy's cutoff ``rcond * max(S)``, default
+    ``max(M, N) * eps``), so its gradient is exact while the rank does not change;
+    ``residuals`` (the squared 2-norm of each column of ``b - a @ x``, empty unless ``a``
+    has full column rank ``N < M``) and ``s`` are differentiable too; ``rank`` is a Python int.
+
+    >>> import gputape as gt
+    >>> a = gt.constant([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], dtype="float64")
+    >>> r = gt.linalg.lstsq(a, gt.constant([1.0, 1.0, 3.0], dtype="float64"))
+    >>> r.x.numpy().round(6).tolist(), r.residuals.numpy().round(6).tolist(), r.rank
+    ([1.333333, 1.333333], [0.333333], 2)
+    """
+    at = matrix_arg(a, "lstsq", square=False)
+    bt = matrix_arg(b, "lstsq", square=False) if as_tensor(b).ndim >= 2 else as_tensor(b)
+    if at.ndim != 2 or bt.ndim > 2 or bt.ndim == 0:
+        raise LinAlgError(
+            f"gt.linalg.lstsq: needs a of shape (M, N) and b of shape (M,) or (M, K), got {at.shape} and {bt.shape}"
+        )
+    m, n = at.shape
+    if bt.shape[0] != m:
+        raise LinAlgError(f"gt.linalg.lstsq: incompatible dimensions: a is {at.shape}, b is {bt.shape}")
+    if bt.dtype.kind == "c":
+        matrix_arg(bt[:, None] if bt.ndim == 1 else bt, "lstsq", square=False)
+    eps = float(np.finfo(at.dtype if at.dtype.kind == "f" else np.float64).eps)
+    rc = max(m, n) * eps if rcond is None or rcond < 0 else float(rcond)
+    s = svd(at, compute_uv=False)
+    sv = s.numpy()
+    rank = int(np.sum(sv > rc * sv.max())) if sv.size else 0
+    x = ops.matmul(pinv(at, rcond=rc), bt)
+    if rank == n and m > n:
+        resid = ops.sum((bt - ops.matmul(at, x)) ** 2, axis=0)
+        residuals = ops.reshape(resid, (1,)) if bt.ndim == 1 else resid
+    else:
+        residuals = ops.zeros((0,), dtype=x.dtype)
+    return LstsqResult(x, residuals, rank, s)

@@ -38,6 +38,7 @@ __all__ = [
     "eye",
     "inv",
     "logdet",
+    "lstsq",
     "matmul",
     "matrix_transpose",
     "matvec",
@@ -297,6 +298,29 @@ def pinv(a: Any, rcond: float | None = None, validate_args: bool = False, name: 
     if rcond is None:
         rcond = 10.0 * max(t.shape[-2:]) * float(np.finfo(t.dtype).eps)
     return _la.pinv(t, rcond=rcond)
+
+
+def lstsq(matrix: Any, rhs: Any, l2_regularizer: float = 0.0, fast: bool = True, name: str | None = None):
+    """Least squares for each matrix: ``argmin ||matrix @ x - rhs||^2 + l2_regularizer ||x||^2``.
+
+    A composition: ``pinv(matrix) @ rhs`` without regularisation; with it, the regularised
+    normal equations (TensorFlow's ``fast`` path). ``rhs`` is ``(..., M, K)``.
+
+    >>> import gputape.tf as tf
+    >>> a = tf.constant([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], tf.float64)
+    >>> tf.linalg.lstsq(a, tf.constant([[1.0], [1.0], [3.0]], tf.float64)).numpy().round(6).tolist()
+    [[1.333333], [1.333333]]
+    """
+    a, b = as_tensor(matrix), as_tensor(rhs)
+    if b.ndim < 2:
+        raise ValueError(f"tf.linalg.lstsq: rhs must be a matrix (..., M, K), got shape {b.shape}")
+    lam = float(l2_regularizer)
+    if lam == 0.0:
+        return _ops.matmul(_la.pinv(a, rcond=10.0 * max(a.shape[-2:]) * float(np.finfo(a.dtype).eps)), b)
+    m, n = a.shape[-2:]
+    if m >= n:
+        return _la.solve(_ops.matmul(_t(a), a) + lam * _eye_for(a, n, n), _ops.matmul(_t(a), b))
+    return _ops.matmul(_t(a), _la.solve(_ops.matmul(a, _t(a)) + lam * _eye_for(a, m, m), b))
 
 
 _VECTOR = {"euclidean": 2, 1: 1, 2: 2, math.inf: math.inf}
