@@ -88,6 +88,7 @@ CASES: dict[str, list] = {
         (gt.linalg.solve, (well(3, 3), mat(3))),
         (gt.linalg.solve, (well(2, 3, 3), mat(3, 1))),  # b's batch broadcasts against a's
         (gt.linalg.solve, (well(3, 3), mat(2, 3, 2))),  # a broadcasts against b's batch
+        (gt.linalg.solve, (well(2, 3, 3), mat(3))),  # one vector for a batch of matrices
     ],
     "linalg.det": [(gt.linalg.det, (well(3, 3),)), (gt.linalg.det, (well(2, 3, 3),))],
     "linalg.slogdet": [

@@ -45,11 +45,6 @@ def mT(F: Any, x: Any) -> Any:
     return F.swapaxes(x, -1, -2)
 
 
-def eye_like(F: Any, ref: Any, n: int, dtype: Any) -> Any:
-    """An ``n x n`` identity (of ``dtype``, bool for a mask) in the array module of ``ref``."""
-    return xp_in_vjp(F, ref).eye(n, dtype=dtype)
-
-
 def matrix_arg(a: Any, fn: str, square: bool = True) -> Tensor:
     """Validate a matrix operand: a real floating (or integer) tensor of rank >= 2, square if asked."""
     t = as_tensor(a)
@@ -65,10 +60,8 @@ def matrix_arg(a: Any, fn: str, square: bool = True) -> Tensor:
             f"gt.linalg.{fn}: needs a matrix (or a batch of matrices) of rank >= 2, got shape {t.shape} ({dt})"
         )
     if square and t.shape[-1] != t.shape[-2]:
-        raise LinAlgError(
-            f"gt.linalg.{fn}: the last two dimensions must be square, got shape {t.shape} ({dt}); "
-            "for a non-square matrix use gt.linalg.pinv / lstsq"
-        )
+        hint = "; for a non-square matrix use gt.linalg.pinv or gt.linalg.lstsq" if fn in ("inv", "solve") else ""
+        raise LinAlgError(f"gt.linalg.{fn}: the last two dimensions must be square, got shape {t.shape} ({dt}){hint}")
     return t
 
 

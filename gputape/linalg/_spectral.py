@@ -3,7 +3,7 @@
 Eigenvector and singular-vector gradients divide by eigenvalue (or squared singular
 value) gaps ``1 / (w_j - w_i)``, masked on the diagonal. Where two values are exactly
 equal, the vectors are only defined up to a rotation within their subspace, and the
-gradient of a loss that uses them is NaN there (as in PyTorch and JAX): gputape does not
+gradient of a loss that uses them is NaN there (PyTorch and JAX give NaN or inf): gputape does not
 guess, because a zero coupling term would be right for some losses (a projector onto a
 simple eigenvector) and silently wrong for others (a matrix function ``V h(w) V^T`` at the
 identity). Losses that use only eigenvalues or singular values (``eigvalsh``,

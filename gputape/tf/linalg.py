@@ -295,9 +295,12 @@ def pinv(a: Any, rcond: float | None = None, validate_args: bool = False, name: 
     [[0.5, 0.0], [0.0, 0.0]]
     """
     t = as_tensor(a)
-    if rcond is None:
-        rcond = 10.0 * max(t.shape[-2:]) * float(np.finfo(t.dtype).eps)
-    return _la.pinv(t, rcond=rcond)
+    return _la.pinv(t, rcond=_default_rcond(t) if rcond is None else rcond)
+
+
+def _default_rcond(t: Tensor) -> float:
+    """TensorFlow's pinv cutoff: ``10 * max(M, N) * eps``."""
+    return 10.0 * max(t.shape[-2:]) * float(np.finfo(t.dtype).eps)
 
 
 def lstsq(matrix: Any, rhs: Any, l2_regularizer: float = 0.0, fast: bool = True, name: str | None = None):
@@ -316,7 +319,7 @@ def lstsq(matrix: Any, rhs: Any, l2_regularizer: float = 0.0, fast: bool = True,
         raise ValueError(f"tf.linalg.lstsq: rhs must be a matrix (..., M, K), got shape {b.shape}")
     lam = float(l2_regularizer)
     if lam == 0.0:
-        return _ops.matmul(_la.pinv(a, rcond=10.0 * max(a.shape[-2:]) * float(np.finfo(a.dtype).eps)), b)
+        return _ops.matmul(_la.pinv(a, rcond=_default_rcond(a)), b)
     m, n = a.shape[-2:]
     if m >= n:
         return _la.solve(_ops.matmul(_t(a), a) + lam * _eye_for(a, n, n), _ops.matmul(_t(a), b))
