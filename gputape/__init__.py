@@ -9,6 +9,8 @@ on CuPy arrays on NVIDIA GPUs and numpy arrays everywhere else.
 [2.0, 4.0]
 """
 
+from importlib import import_module as _import_module
+
 from . import data, debug, distributed, nn, optim, profiler, random, testing
 from .checkpoint import load, save
 from .device import current_device, device, empty_cache, from_dlpack, memory_info, reset_peak_memory, set_memory_limit
@@ -43,6 +45,10 @@ from .tensor import (
     int64,
     uint8,
 )
+
+# gt.linalg is this package's linalg (inv, solve, ...). The star import above bound the name to
+# gputape.ops.linalg (matmul's module), and `from . import linalg` would return that binding.
+linalg = _import_module(".linalg", __name__)
 
 __version__ = "0.1.0"
 

@@ -8,6 +8,7 @@ assembled row by row from ordinary gradients.
 
 from __future__ import annotations
 
+import grad_cases_linalg
 import grad_cases_numpy
 import numpy as np
 import pytest
@@ -138,6 +139,7 @@ CASES: dict[str, list] = {
     ],
 }
 CASES.update(grad_cases_numpy.CASES)  # cumsum, cumprod, take_along_axis and its adjoint
+CASES.update(grad_cases_linalg.CASES)
 
 # Public composites built from primitives: checked the same way.
 COMPOSITES = [

@@ -53,7 +53,7 @@ from ..tensor import (
 )
 from ..tensor import bool_ as bool
 from ..tensor import constant as _constant
-from . import data, keras, math, nn, optimizers, profiler, random
+from . import data, keras, linalg, math, nn, optimizers, profiler, random
 from ._util import axis_arg
 from .math import (
     abs,
@@ -154,6 +154,7 @@ __all__ = [
     "keras",
     "less",
     "less_equal",
+    "linalg",
     "linspace",
     "log",
     "logical_and",
