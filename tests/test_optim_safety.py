@@ -497,3 +497,29 @@ def test_a_real_ctrl_c_at_a_random_moment_leaves_a_whole_step_or_none():
     # the test exercises the window: many signals arrive during the step, some during the commit
     assert total["before"] + total["after"] >= trials // 10, summary
     assert total["held"] >= 3 and total["after"] >= total["held"], summary
+
+
+# -- on a GPU: the same steps, and the same refusal -----------------------------------------------
+
+ON_GPU = sorted(name for name in MAKERS if "fused" not in name)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ON_GPU)
+def test_on_the_gpu_steps_match_the_cpu_and_a_bad_step_changes_nothing(name):
+    from gputape import backend
+
+    cp = backend.cupy_module()
+    params, grads = _model()
+    gpu_params = [gt.Variable(cp.asarray(p.numpy()), name=p.name) for p in params]
+    gpu_grads = [gt.constant(cp.asarray(g.numpy())) for g in grads]
+    opt, gpu_opt = MAKERS[name](), MAKERS[name]()  # SGD/Adam/AdamW take the one-launch kernel there
+    for _ in range(3):
+        opt.apply_gradients(zip(grads, params))
+        gpu_opt.apply_gradients(zip(gpu_grads, gpu_params))
+    for a, b in zip(_snapshot(params, opt), _snapshot(gpu_params, gpu_opt)):
+        np.testing.assert_allclose(b, a, rtol=2e-5, atol=1e-6)
+    before = _snapshot(gpu_params, gpu_opt)
+    with pytest.raises(ValueError, match=r"is on cpu, the variable on cuda:0"):
+        gpu_opt.apply_gradients(zip([*gpu_grads[:-1], grads[-1]], gpu_params))
+    assert _same(_snapshot(gpu_params, gpu_opt), before)
