@@ -10,6 +10,7 @@ interruption.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import signal
 import statistics
@@ -207,7 +208,16 @@ def test_the_learning_rate_setter_checks_too():
     ],
 )
 def test_edge_values_that_are_valid_are_accepted(call):
-    call()
+    made = call()
+    if isinstance(made, optim.LearningRateSchedule):
+        rates = [made(step) for step in range(4)]
+    else:
+        w = gt.Variable([1.0, -2.0])
+        for _ in range(4):
+            made.apply_gradients([(gt.constant([0.5, 0.0]), w)])
+        rates = [made.learning_rate, *w.numpy().tolist()]
+        assert made.iterations == 4
+    assert all(math.isfinite(r) for r in rates), rates
 
 
 # -- learning rates computed at step time -------------------------------------------------------
