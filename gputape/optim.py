@@ -691,9 +691,10 @@ class Optimizer:
             if decay:
                 assigns.append((v.assign_sub, _wrap(v._data * decay)))
             assigns.append((v.assign_add if add else v.assign_sub, _wrap(delta)))
-        # Phase 2 commits: assignments that cannot fail (same shapes, dtypes and devices, checked
-        # above), with Ctrl-C held until the last one. assign_* keep copy-on-write: a value a live
-        # tape holds is replaced, not changed.
+        # Phase 2 commits: reference swaps and assignments of arrays whose shapes, dtypes and
+        # devices were checked above, with Ctrl-C held until the last one. assign_* keep
+        # copy-on-write (a value a live tape holds is replaced, not changed); the copy that
+        # makes is the one thing here that can still fail, and only by running out of memory.
         with defer_interrupts():
             for entry in used:
                 entry[1], entry[2] = entry[2], entry[1]
