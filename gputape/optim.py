@@ -8,6 +8,15 @@ a persistent tape's gradient stays the one for the values it recorded.
 Slots (momentum, second moments) are plain device arrays, never tracked by
 tapes; ``get_state``/``set_state`` expose them for checkpoints.
 
+Fail-safe rules: every hyperparameter is checked when the optimizer or schedule
+is made (``TypeError`` for a wrong type, ``ValueError`` naming the class, the
+parameter, its value and the valid range), and a learning rate that a schedule
+or callable produces is checked at the step that uses it. A step is all or
+nothing: every new value is computed first, then all of them are committed
+together with Ctrl-C held off (:func:`gputape._state.defer_interrupts`), so an
+exception or a KeyboardInterrupt leaves every variable, slot and
+``iterations`` as they were before the step or as the whole step leaves them.
+
 >>> import gputape as gt
 >>> w = gt.Variable([1.0, -2.0], name="w")
 >>> opt = gt.optim.Adam(learning_rate=0.1)
@@ -25,6 +34,7 @@ tapes; ``get_state``/``set_state`` expose them for checkpoints.
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -33,6 +43,7 @@ import numpy as np
 
 from . import backend
 from . import tape as _tape
+from ._state import defer_interrupts
 from .ops import maximum, sqrt, square, where
 from .ops import sum as _sum
 from .tape import GputapeWarning, GradientTape
@@ -53,6 +64,71 @@ __all__ = [
     "clip_by_norm",
     "global_norm",
 ]
+
+
+# -- hyperparameter checks ------------------------------------------------------------------
+
+
+def _interval(low: float, high: float, low_open: bool, high_open: bool) -> str:
+    hi = "inf)" if high == math.inf else f"{high:g}{')' if high_open else ']'}"
+    return f"{'(' if low_open else '['}{low:g}, {hi}"
+
+
+def _real(
+    owner: str,
+    name: str,
+    value: Any,
+    low: float = 0.0,
+    high: float = math.inf,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float:
+    """``value`` as a float, or a TypeError/ValueError naming ``owner``, ``name``, the value and the range.
+
+    Infinity is never in range (an infinite rate or norm only makes NaNs).
+
+    >>> _real("SGD", "momentum", 0.5, 0.0, 1.0)
+    0.5
+    >>> _real("SGD", "momentum", 1.5, 0.0, 1.0)
+    Traceback (most recent call last):
+    ValueError: SGD: momentum must be a number in [0, 1], got 1.5
+    """
+    rng = _interval(low, high, low_open, high_open)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{owner}: {name} must be a number in {rng}, got {value!r} of type {type(value).__name__}")
+    x = float(value)
+    above = x > low if low_open else x >= low
+    below = x < high if (high_open or high == math.inf) else x <= high
+    if not (above and below):  # NaN fails both comparisons
+        raise ValueError(f"{owner}: {name} must be a number in {rng}, got {value!r}")
+    return x
+
+
+def _integer(owner: str, name: str, value: Any, low: int) -> int:
+    """``value`` as an int >= ``low`` (a float with an integral value is accepted)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{owner}: {name} must be an integer >= {low}, got {value!r} of type {type(value).__name__}")
+    if value < low:
+        raise ValueError(f"{owner}: {name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def _steps(x: float) -> float | int:
+    return int(x) if x.is_integer() else x  # an int stays one (in repr and in get_config-like use)
+
+
+def _flag(owner: str, name: str, value: Any) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{owner}: {name} must be True or False, got {value!r} of type {type(value).__name__}")
+    return bool(value)
+
+
+def _rate(owner: str, name: str, value: Any) -> float:
+    """A learning rate: a finite number >= 0 (0 is allowed: it freezes the variables, as in Keras)."""
+    return _real(owner, name, value)
 
 
 # -- learning-rate schedules ----------------------------------------------------------
@@ -90,9 +166,9 @@ class StepDecay(LearningRateSchedule):
     """
 
     def __init__(self, initial_learning_rate: float, step_size: int, gamma: float = 0.1) -> None:
-        if int(step_size) <= 0:
-            raise ValueError(f"StepDecay: step_size must be a positive integer, got {step_size!r}")
-        self.initial_learning_rate, self.step_size, self.gamma = float(initial_learning_rate), int(step_size), gamma
+        self.initial_learning_rate = _rate("StepDecay", "initial_learning_rate", initial_learning_rate)
+        self.step_size = _integer("StepDecay", "step_size", step_size, 1)
+        self.gamma = _real("StepDecay", "gamma", gamma)
 
     def __call__(self, step: int) -> float:
         return self.initial_learning_rate * self.gamma ** (int(step) // self.step_size)
@@ -108,12 +184,21 @@ class PiecewiseConstantDecay(LearningRateSchedule):
     """
 
     def __init__(self, boundaries: list[int], values: list[float]) -> None:
+        boundaries, values = list(boundaries), list(values)
         if len(values) != len(boundaries) + 1:
             raise ValueError(
                 f"PiecewiseConstantDecay: need one more value than boundaries, got {len(boundaries)} boundaries "
                 f"and {len(values)} values"
             )
-        self.boundaries, self.values = list(boundaries), [float(v) for v in values]
+        for i, b in enumerate(boundaries):
+            _real("PiecewiseConstantDecay", f"boundaries[{i}]", b, -math.inf)
+            if i and not b > boundaries[i - 1]:
+                raise ValueError(
+                    f"PiecewiseConstantDecay: boundaries must be strictly increasing, got {boundaries[i - 1]!r} "
+                    f"then {b!r} at boundaries[{i}]"
+                )
+        self.boundaries = boundaries
+        self.values = [_rate("PiecewiseConstantDecay", f"values[{i}]", v) for i, v in enumerate(values)]
 
     def __call__(self, step: int) -> float:
         for b, v in zip(self.boundaries, self.values):
@@ -134,10 +219,11 @@ class ExponentialDecay(LearningRateSchedule):
     def __init__(
         self, initial_learning_rate: float, decay_steps: int, decay_rate: float, staircase: bool = False
     ) -> None:
-        if decay_steps <= 0:
-            raise ValueError(f"ExponentialDecay: decay_steps must be positive, got {decay_steps!r}")
-        self.initial_learning_rate, self.decay_steps = float(initial_learning_rate), decay_steps
-        self.decay_rate, self.staircase = float(decay_rate), bool(staircase)
+        self.initial_learning_rate = _rate("ExponentialDecay", "initial_learning_rate", initial_learning_rate)
+        self.decay_steps = _steps(_real("ExponentialDecay", "decay_steps", decay_steps, low_open=True))
+        # a negative rate to a fractional power is complex; above 1 the rate grows (Keras allows it)
+        self.decay_rate = _real("ExponentialDecay", "decay_rate", decay_rate)
+        self.staircase = _flag("ExponentialDecay", "staircase", staircase)
 
     def __call__(self, step: int) -> float:
         p = step / self.decay_steps
@@ -167,10 +253,11 @@ class CosineDecay(LearningRateSchedule):
         warmup_target: float | None = None,
         warmup_steps: int = 0,
     ) -> None:
-        if decay_steps <= 0:
-            raise ValueError(f"CosineDecay: decay_steps must be positive, got {decay_steps!r}")
-        self.initial_learning_rate, self.decay_steps, self.alpha = float(initial_learning_rate), decay_steps, alpha
-        self.warmup_target, self.warmup_steps = warmup_target, int(warmup_steps)
+        self.initial_learning_rate = _rate("CosineDecay", "initial_learning_rate", initial_learning_rate)
+        self.decay_steps = _steps(_real("CosineDecay", "decay_steps", decay_steps, low_open=True))
+        self.alpha = _real("CosineDecay", "alpha", alpha, 0.0, 1.0)  # the final rate as a fraction of the first
+        self.warmup_target = None if warmup_target is None else _rate("CosineDecay", "warmup_target", warmup_target)
+        self.warmup_steps = _integer("CosineDecay", "warmup_steps", warmup_steps, 0)
 
     def __call__(self, step: int) -> float:
         if self.warmup_target is None:
@@ -179,7 +266,7 @@ class CosineDecay(LearningRateSchedule):
             if step < self.warmup_steps:
                 frac = step / self.warmup_steps
                 return self.initial_learning_rate + frac * (self.warmup_target - self.initial_learning_rate)
-            start, step = float(self.warmup_target), step - self.warmup_steps
+            start, step = self.warmup_target, step - self.warmup_steps
         done = min(step, self.decay_steps) / self.decay_steps
         cosine = 0.5 * (1.0 + math.cos(math.pi * done))
         return start * ((1.0 - self.alpha) * cosine + self.alpha)
@@ -217,9 +304,7 @@ def clip_by_global_norm(t_list: Iterable[Any], clip_norm: float, use_norm: Any =
     ([0.6, 0.8], 5.0)
     """
     t_list = list(t_list)
-    clip = float(clip_norm)
-    if not clip > 0:
-        raise ValueError(f"clip_by_global_norm: clip_norm must be > 0, got {clip_norm!r}")
+    clip = _real("clip_by_global_norm", "clip_norm", clip_norm, low_open=True)
     norm = global_norm(t_list) if use_norm is None else as_tensor(use_norm)
     with np.errstate(invalid="ignore"):
         # norm - norm is 0 for a finite norm and NaN otherwise (TensorFlow's trick).
@@ -231,7 +316,8 @@ def clip_by_global_norm(t_list: Iterable[Any], clip_norm: float, use_norm: Any =
 def clip_by_norm(t: Any, clip_norm: float, axes: Any = None) -> Tensor:
     """Scale ``t`` so that its L2 norm (over ``axes``, all by default) is at most ``clip_norm``.
 
-    Differentiable everywhere, including at ``t == 0``.
+    Differentiable everywhere, including at ``t == 0``. A number ``clip_norm``
+    must be in (0, inf) (checked; a tensor or array is used as given).
 
     >>> import gputape as gt
     >>> gt.clip_by_norm(gt.constant([3.0, 4.0], "float64"), 1.0).numpy().round(2).tolist()
@@ -239,6 +325,8 @@ def clip_by_norm(t: Any, clip_norm: float, axes: Any = None) -> Tensor:
     >>> gt.clip_by_norm(gt.constant([[3.0, 0.1], [4.0, 0.0]], "float64"), 1.0, axes=0).numpy().round(2).tolist()
     [[0.6, 0.1], [0.8, 0.0]]
     """
+    if not hasattr(clip_norm, "shape"):  # tensors and arrays are used as given
+        clip_norm = _real("clip_by_norm", "clip_norm", clip_norm, low_open=True)
     t = as_tensor(t)
     l2sum = _sum(t * t, axis=axes, keepdims=True)
     pos = l2sum > 0
@@ -250,32 +338,67 @@ def clip_by_norm(t: Any, clip_norm: float, axes: Any = None) -> Tensor:
 # -- optimizers -----------------------------------------------------------------------
 
 
-def _raw(g: Any, var: Variable) -> Any:
-    a = g._data if isinstance(g, Tensor) else backend.asarray_on(g, var.device)
+def _same_host_kind(a: np.ndarray, d: Any) -> bool:
+    return type(d) is np.ndarray and a.shape == d.shape and a.dtype == d.dtype
+
+
+def _raw(g: Any, var: Variable, owner: str) -> Any:
+    """The gradient as an array of the variable's shape, dtype and device; anything else raises here."""
     d = var._data
+    if isinstance(g, Tensor):
+        a = g._data
+        if (type(a) is not np.ndarray or type(d) is not np.ndarray) and backend.device_of(a) != backend.device_of(d):
+            raise ValueError(
+                f"{owner}.apply_gradients: the gradient for variable {var.name!r} is on {backend.device_of(a)}, "
+                f"the variable on {backend.device_of(d)}; move it with .to({var.device!r}) first"
+            )
+    else:
+        a = backend.asarray_on(g, var.device)
     if a.shape != d.shape:
-        raise ValueError(f"apply_gradients: gradient of shape {a.shape} for variable {var.name!r} of shape {var.shape}")
-    return a if a.dtype == d.dtype else a.astype(d.dtype)
-
-
-_NOSLOTS: dict[str, Any] = {}
+        raise ValueError(
+            f"{owner}.apply_gradients: gradient of shape {a.shape} for variable {var.name!r} of shape {var.shape}"
+        )
+    if a.dtype == d.dtype:
+        return a
+    if not np.can_cast(a.dtype, d.dtype, casting="same_kind"):
+        raise TypeError(
+            f"{owner}.apply_gradients: a gradient of dtype {a.dtype} cannot update variable {var.name!r} of dtype "
+            f"{d.dtype} (it would lose information, e.g. an imaginary part); pass a real gradient"
+        )
+    return a.astype(d.dtype)
 
 
 class Optimizer:
     """Base class: Keras' ``apply_gradients``, schedules, clipping, weight decay and state.
 
-    Subclasses list their slot names and define ``_update(var, g, lr, slots, step)``
-    on raw device arrays. ``learning_rate`` is a float or a
-    :class:`LearningRateSchedule`; reading ``opt.learning_rate`` gives the
-    rate the next step will use. ``clipnorm`` clips each gradient's norm,
-    ``global_clipnorm`` their joint norm; ``weight_decay`` is decoupled
-    (``w -= lr * weight_decay * w`` before the update), as in Keras.
+    Subclasses list their slot names and define
+    ``_compute(g, lr, slots, out, step) -> (delta, add)`` on raw device arrays:
+    it writes every slot's new value into ``out[name]`` (a spare buffer of the
+    slot's shape and dtype), changes nothing else, and returns the increment
+    and whether the variable gets ``+= delta`` (``add=True``) or ``-= delta``;
+    the commit swaps ``out`` and ``slots`` and applies the increment.
+
+    ``learning_rate`` is a number, a :class:`LearningRateSchedule`, a callable
+    ``f(step) -> rate`` or a 0-d tensor (read at every step); reading
+    ``opt.learning_rate`` gives the rate the next step will use. ``clipnorm``
+    clips each gradient's norm, ``global_clipnorm`` their joint norm;
+    ``weight_decay`` is decoupled (``w -= lr * weight_decay * w`` before the
+    update), as in Keras.
+
+    Every hyperparameter is checked here: a learning rate and ``weight_decay``
+    must be finite and >= 0, ``clipnorm``/``global_clipnorm`` finite and > 0
+    (each class adds its own ranges). A schedule's rate is checked at the step
+    that uses it, before anything changes. Values set as attributes later
+    (``opt.clipnorm = ...``) are not checked; ``opt.learning_rate = ...`` is.
 
     >>> import gputape as gt
     >>> opt = gt.optim.SGD(learning_rate=gt.optim.StepDecay(0.1, 1, 0.5))
     >>> w = gt.Variable([1.0])
     >>> opt.apply_gradients([(gt.constant([1.0]), w)]), opt.learning_rate, round(float(w[0]), 4)
     (1, 0.05, 0.9)
+    >>> gt.optim.SGD(-0.1)
+    Traceback (most recent call last):
+    ValueError: SGD: learning_rate must be a number in [0, inf), got -0.1
     """
 
     slot_names: tuple[str, ...] = ()
@@ -288,23 +411,31 @@ class Optimizer:
         global_clipnorm: float | None = None,
         name: str | None = None,
     ) -> None:
+        owner = type(self).__name__
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"{owner}: name must be a string or None, got {name!r} of type {type(name).__name__}")
         if clipnorm is not None and global_clipnorm is not None:
-            raise ValueError("set at most one of clipnorm and global_clipnorm")
-        self._learning_rate = learning_rate
-        self.weight_decay = weight_decay
-        self.clipnorm = clipnorm
-        self.global_clipnorm = global_clipnorm
-        self.name = name or type(self).__name__
+            raise ValueError(
+                f"{owner}: set at most one of clipnorm and global_clipnorm, got clipnorm={clipnorm!r} and "
+                f"global_clipnorm={global_clipnorm!r}"
+            )
+        self.name = name or owner
+        self.learning_rate = learning_rate  # the setter checks it
+        self.weight_decay = None if weight_decay is None else _real(owner, "weight_decay", weight_decay)
+        self.clipnorm = None if clipnorm is None else _real(owner, "clipnorm", clipnorm, low_open=True)
+        self.global_clipnorm = (
+            None if global_clipnorm is None else _real(owner, "global_clipnorm", global_clipnorm, low_open=True)
+        )
         self.iterations = 0
-        # id(var) -> (var, slots). The variable is held so its id cannot be
+        # id(var) -> [var, slots, spare slots]. The variable is held so its id cannot be
         # reused by a new object that would then inherit stale slots.
-        self._slots: dict[int, tuple[Variable, dict[str, Any]]] = {}
+        self._slots: dict[int, list[Any]] = {}
         self._warned_none: set[int] = set()
 
     # -- learning rate -----------------------------------------------------------------
     @property
     def learning_rate(self) -> float:
-        """The rate the next step uses (a schedule is evaluated at ``iterations``); assign a float or schedule.
+        """The rate the next step uses (a schedule is evaluated at ``iterations``); assign a number or schedule.
 
         >>> import gputape as gt
         >>> opt = gt.optim.SGD(gt.optim.StepDecay(0.1, step_size=1, gamma=0.5))
@@ -313,12 +444,43 @@ class Optimizer:
         >>> opt.learning_rate = 0.3; opt.learning_rate
         0.3
         """
-        lr = self._learning_rate
-        return float(lr(self.iterations)) if callable(lr) else float(lr)
+        return self._rate_at(self.iterations)
 
     @learning_rate.setter
     def learning_rate(self, value: float | Callable[[int], float]) -> None:
-        self._learning_rate = value
+        if callable(value):
+            self._learning_rate: Any = value
+        elif isinstance(value, (Tensor, np.ndarray)):  # read at every step (a Variable can change), checked then
+            self._learning_rate = value
+            self._rate_at(getattr(self, "iterations", 0))
+        elif isinstance(value, (str, bytes)):
+            raise TypeError(
+                f"{type(self).__name__}: learning_rate must be a number in [0, inf), a LearningRateSchedule or "
+                f"a callable step -> rate, got the string {value!r}; pass a number, e.g. {type(self).__name__}(0.01)"
+            )
+        else:
+            self._learning_rate = _rate(type(self).__name__, "learning_rate", value)
+
+    def _rate_at(self, step: int) -> float:
+        lr = self._learning_rate
+        if type(lr) is float:  # checked when it was set
+            return lr
+        value = lr(step) if callable(lr) else lr
+        try:
+            if isinstance(value, (str, bytes, bool, np.bool_)):
+                raise TypeError
+            rate = float(value)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"{self.name}: the learning rate {lr!r} gave {value!r} of type {type(value).__name__} at step {step}; "
+                "a learning rate must be a real number"
+            ) from None
+        if not (0.0 <= rate < math.inf):
+            raise ValueError(
+                f"{self.name}: the learning rate {lr!r} gave {rate!r} at step {step}; a learning rate must be a "
+                "number in [0, inf)"
+            )
+        return rate
 
     # -- slots ---------------------------------------------------------------------------
     def build(self, var_list: Iterable[Variable]) -> None:
@@ -335,10 +497,27 @@ class Optimizer:
     def _slots_for(self, var: Variable) -> dict[str, Any]:
         entry = self._slots.get(id(var))
         if entry is None:
-            xp = backend.xp_of(var._data)
-            slots = {n: xp.zeros(var.shape, var.dtype) for n in self.slot_names}
-            self._slots[id(var)] = entry = (var, slots)
+            entry = self._slots[id(var)] = self._new_entry(var)
         return entry[1]
+
+    def _new_entry(self, var: Variable) -> list[Any]:
+        """``[var, slots, spare]``: zero slots; ``spare`` is made by :meth:`_spares` when needed."""
+        xp = backend.xp_of(var._data)
+        return [var, {n: xp.zeros(var.shape, var.dtype) for n in self.slot_names}, None]
+
+    @staticmethod
+    def _spares(entry: list[Any]) -> dict[str, Any]:
+        """A spare buffer for each slot of ``entry``, made once.
+
+        A step writes the slots' new values into the spares and the commit swaps the two
+        dicts, so a step allocates nothing for slots and the old values stay intact until
+        the commit. The price: one more copy of the slots in memory (the one-launch GPU
+        path updates in place and needs none).
+        """
+        var = entry[0]
+        xp = backend.xp_of(var._data)
+        spare = entry[2] = {n: xp.empty(var.shape, var.dtype) for n in entry[1]}
+        return spare
 
     def get_state(self) -> dict[str, Any]:
         """``{'iterations': int, 'slots': [(variable, {slot name: numpy array}), ...]}`` (host copies).
@@ -353,7 +532,7 @@ class Optimizer:
         """
         return {
             "iterations": self.iterations,
-            "slots": [(v, {n: np.array(backend.to_host(a)) for n, a in s.items()}) for v, s in self._slots.values()],
+            "slots": [(v, {n: np.array(backend.to_host(a)) for n, a in s.items()}) for v, s, _ in self._slots.values()],
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -392,13 +571,12 @@ class Optimizer:
                         f"{self.name}.set_state: slot {n!r} of variable {var.name!r} has shape {a.shape}, "
                         f"the variable has shape {var.shape}"
                     )
-                arrays[n] = a
+                arrays[n] = backend.asarray_on(a.astype(var.dtype), var.device)
             staged.append((var, arrays))
-        for var, arrays in staged:
-            slots = self._slots_for(var)
-            for n, a in arrays.items():
-                slots[n] = backend.asarray_on(a.astype(var.dtype), var.device)
-        self.iterations = iterations
+        with defer_interrupts():
+            for var, arrays in staged:
+                self._slots_for(var).update(arrays)
+            self.iterations = iterations
 
     # -- updating -------------------------------------------------------------------------
     def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, Variable]]) -> int:
@@ -406,29 +584,56 @@ class Optimizer:
 
         ``None`` gradients are skipped, with one :class:`~gputape.GputapeWarning`
         naming the variables the first time each one has none; if every
-        gradient is None this raises ``ValueError`` (TensorFlow's rule: the
-        loss does not depend on any variable, usually a bug).
+        gradient is None this raises ``ValueError`` (Keras' and TensorFlow's
+        rule: the loss does not depend on any variable, usually a bug). No
+        pairs at all (``apply_gradients([])``) is a no-op that leaves
+        ``iterations`` as it is, as in Keras.
+
+        The step is all or nothing: the gradients, the learning rate and every
+        new value are computed before anything is assigned, and the
+        assignments (variables, slots, ``iterations``) are committed together
+        with a Ctrl-C held until they are done. So an error in any gradient, a
+        schedule's NaN or a KeyboardInterrupt leaves the state of before the
+        step or of after it, never a mix.
 
         >>> import gputape as gt
         >>> w = gt.Variable([1.0])
         >>> gt.optim.SGD(0.5).apply_gradients([(gt.constant([2.0]), w)]), w.numpy().tolist()
         (1, [0.0])
+        >>> gt.optim.SGD(0.5).apply_gradients([])
+        0
         """
         pairs = list(grads_and_vars)
+        if not pairs:
+            return self.iterations
+        live = []
+        missing = []
+        seen = set()
         for pair in pairs:
             if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[1], Variable)):
                 raise TypeError(
                     f"{self.name}.apply_gradients: expected (gradient, gt.Variable) pairs, as from "
                     f"zip(grads, model.trainable_variables); got {pair!r:.100}"
                 )
-        live = [(g, v) for g, v in pairs if g is not None]
-        if pairs and not live:
+            seen.add(id(pair[1]))
+            if pair[0] is not None:
+                live.append(pair)
+            elif id(pair[1]) not in self._warned_none:
+                missing.append(pair[1])
+        if len(seen) < len(pairs):
+            # one step reads every old value before it writes any, so a second update of the
+            # same variable would silently overwrite the first
+            twice = next(v for i, (_, v) in enumerate(pairs) if any(v is u for _, u in pairs[:i]))
+            raise ValueError(
+                f"{self.name}.apply_gradients: variable {twice.name!r} appears more than once; pass each variable "
+                "once (add up its gradients first)"
+            )
+        if not live:
             raise ValueError(
                 f"{self.name}.apply_gradients: no gradients provided for any variable "
                 f"({', '.join(repr(v.name) for _, v in pairs)}); does the loss depend on them, and was it "
                 "computed inside the GradientTape?"
             )
-        missing = [v for g, v in pairs if g is None and id(v) not in self._warned_none]
         if missing:
             self._warned_none.update(id(v) for v in missing)
             names = ", ".join(repr(v.name) for v in missing)
@@ -446,21 +651,58 @@ class Optimizer:
         return self._apply_live(live)
 
     def _apply_live(self, live: list[tuple[Any, Variable]]) -> int:
-        raw = [(_raw(g, v), v) for g, v in live]
-        raw = self._clip(raw)
-        lr = self.learning_rate
+        # Phase 1 computes every new value and changes nothing: whatever raises here
+        # (a gradient's shape or dtype, a schedule's NaN, a Ctrl-C) leaves the state as it was.
+        raw = []
+        for g, v in live:
+            a = g._data if isinstance(g, Tensor) else None
+            # the common case in one test: a host gradient of the variable's shape and dtype. No
+            # local name for v._data: a variable whose array is referenced looks shared (and is copied)
+            if not (type(a) is np.ndarray and _same_host_kind(a, v._data)):
+                a = _raw(g, v, self.name)
+            raw.append((a, v))
+        if self.clipnorm is not None or self.global_clipnorm is not None:
+            raw = self._clip(raw)
         step = self.iterations + 1
+        lr = self._rate_at(step - 1)
         kind = self._fused_kind()
-        if kind is not None and (self._fused_on_cpu or all(backend.is_gpu_array(v._data) for _, v in raw)):
+        if kind is not None and (
+            self._fused_on_cpu
+            or (backend.is_gpu_array(raw[0][1]._data) and all(backend.is_gpu_array(v._data) for _, v in raw))
+        ):
             self._apply_fused(kind, raw, lr, step)
-        else:
-            wd = self.weight_decay
-            slotted = bool(self.slot_names)
-            for g, v in raw:
-                if wd:
-                    v.assign_sub(_wrap(v._data * (lr * wd)))
-                self._update(v, g, lr, self._slots_for(v) if slotted else _NOSLOTS, step)
-        self.iterations = step
+            return step
+        wd = self.weight_decay
+        decay = lr * wd if wd else 0.0
+        compute = self._compute
+        entries = self._slots if self.slot_names else None
+        used, fresh, assigns = [], [], []
+        for g, v in raw:
+            if entries is None:
+                slots = spare = _NOSLOTS
+            else:
+                entry = entries.get(id(v))
+                if entry is None:
+                    entry = self._new_entry(v)
+                    fresh.append(entry)
+                used.append(entry)
+                slots, spare = entry[1], entry[2] or self._spares(entry)
+            delta, add = compute(g, lr, slots, spare, step)
+            if decay:
+                assigns.append((v.assign_sub, _wrap(v._data * decay)))
+            assigns.append((v.assign_add if add else v.assign_sub, _wrap(delta)))
+        # Phase 2 commits: reference swaps and assignments of arrays whose shapes, dtypes and
+        # devices were checked above, with Ctrl-C held until the last one. assign_* keep
+        # copy-on-write (a value a live tape holds is replaced, not changed); the copy that
+        # makes is the one thing here that can still fail, and only by running out of memory.
+        with defer_interrupts():
+            for entry in used:
+                entry[1], entry[2] = entry[2], entry[1]
+            for entry in fresh:
+                entries[id(entry[0])] = entry  # type: ignore[index]
+            for assign, delta in assigns:
+                assign(delta)
+            self.iterations = step
         return step
 
     # On GPU arrays, SGD/Adam/AdamW update every parameter in one kernel launch
@@ -479,18 +721,24 @@ class Optimizer:
             fused = kernels.FusedOptimizer(kind, lr, **self._fused_hyper())
             self._fused = fused
             self._fused_at = None
-        fused.learning_rate = lr  # a device-side fill on a GPU: no synchronisation
         params = [v for _, v in raw]
-        slots = []
-        for v in params:
-            sl = self._slots_for(v)
-            slots.append((sl.get("momentum"), sl.get("velocity")))
-        if self._fused_at != step - 1:  # first use, or iterations restored by set_state()
-            if fused._step is None:
-                fused._init_state(params[0]._data)
-            fused.iterations = step - 1
-        fused.update(params, [g for g, _ in raw], slots=slots)
-        self._fused_at = step
+        fresh = {id(v): self._new_entry(v) for v in params if id(v) not in self._slots}
+        entries = [self._slots.get(id(v)) or fresh[id(v)] for v in params]
+        slots = [(e[1].get("momentum"), e[1].get("velocity")) for e in entries]
+        # One launch updates variables and slots in place; FusedOptimizer checks every
+        # parameter before it launches anything, so an error there changes nothing either. Its
+        # numpy reference (the CPU run of this path) ignores floating-point errors as the kernel
+        # does, so np.seterr(all="raise") cannot stop it halfway.
+        with defer_interrupts(), np.errstate(all="ignore"):
+            fused.learning_rate = lr  # a device-side fill on a GPU: no synchronisation
+            if self._fused_at != step - 1:  # first use, or iterations restored by set_state()
+                if fused._step is None:
+                    fused._init_state(params[0]._data)
+                fused.iterations = step - 1
+            fused.update(params, [g for g, _ in raw], slots=slots)
+            self._slots.update(fresh)
+            self._fused_at = step
+            self.iterations = step
 
     def _fused_hyper(self) -> dict[str, Any]:
         return {}
@@ -508,7 +756,7 @@ class Optimizer:
                 return [(g * (self.global_clipnorm / n), v) for g, v in raw]
         return raw
 
-    def _update(self, var: Variable, g: Any, lr: float, slots: dict[str, Any], step: int) -> None:
+    def _compute(self, g: Any, lr: float, slots: dict[str, Any], out: dict[str, Any], step: int) -> tuple[Any, bool]:
         raise NotImplementedError
 
     def minimize(self, loss: Any, var_list: Any, tape: GradientTape | None = None) -> int:
@@ -537,11 +785,15 @@ class Optimizer:
         return f"<{self.name} learning_rate={self._learning_rate!r} iterations={self.iterations}>"
 
 
+_NOSLOTS: dict[str, Any] = {}
+
+
 class SGD(Optimizer):
     """Stochastic gradient descent, with optional (Nesterov) momentum, Keras' update.
 
     ``m = momentum * m - lr * g``; ``w += m`` (or ``w += momentum * m - lr * g``
     with ``nesterov=True``); plain ``w -= lr * g`` when ``momentum == 0``.
+    ``momentum`` must be in [0, 1] (Keras' range).
 
     >>> import gputape as gt
     >>> w = gt.Variable([1.0])
@@ -559,10 +811,9 @@ class SGD(Optimizer):
         nesterov: bool = False,
         **kw: Any,
     ) -> None:
-        if not 0.0 <= momentum <= 1.0:
-            raise ValueError(f"SGD: momentum must be in [0, 1], got {momentum!r}")
         super().__init__(learning_rate, **kw)
-        self.momentum, self.nesterov = float(momentum), bool(nesterov)
+        self.momentum = _real(type(self).__name__, "momentum", momentum, 0.0, 1.0)
+        self.nesterov = _flag(type(self).__name__, "nesterov", nesterov)
         self.slot_names = ("momentum",) if self.momentum else ()
 
     def _fused_kind(self) -> str | None:
@@ -571,17 +822,17 @@ class SGD(Optimizer):
     def _fused_hyper(self) -> dict[str, Any]:
         return {"momentum": self.momentum, "nesterov": self.nesterov}
 
-    def _update(self, var: Variable, g: Any, lr: float, slots: dict[str, Any], step: int) -> None:
+    def _compute(self, g: Any, lr: float, slots: dict[str, Any], out: dict[str, Any], step: int) -> tuple[Any, bool]:
         if not self.momentum:
-            var.assign_sub(_wrap(g * lr))
-            return
-        m = slots["momentum"]
-        m *= self.momentum
-        m -= g * lr
+            return g * lr, False
+        step_ = g * lr
+        m = backend.xp_of(g).multiply(slots["momentum"], self.momentum, out=out["momentum"])
+        m -= step_
         if self.nesterov:
-            var.assign_add(_wrap(m * self.momentum - g * lr))
-        else:
-            var.assign_add(_wrap(m))
+            delta = m * self.momentum
+            delta -= step_
+            return delta, True
+        return m, True
 
 
 class Adam(Optimizer):
@@ -589,7 +840,10 @@ class Adam(Optimizer):
 
     ``m += (g - m)(1 - beta_1)``; ``v += (g² - v)(1 - beta_2)``;
     ``w -= lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) * m / (sqrt(v) + epsilon)``.
-    ``amsgrad=True`` uses the running maximum of ``v``.
+    ``amsgrad=True`` uses the running maximum of ``v``. ``beta_1`` and
+    ``beta_2`` must be in [0, 1) (1 divides by zero or never moves);
+    ``epsilon`` must be > 0 (0 makes 0/0 = NaN wherever a gradient entry has
+    always been 0).
 
     >>> import gputape as gt
     >>> w = gt.Variable([1.0])
@@ -608,7 +862,11 @@ class Adam(Optimizer):
         **kw: Any,
     ) -> None:
         super().__init__(learning_rate, **kw)
-        self.beta_1, self.beta_2, self.epsilon, self.amsgrad = float(beta_1), float(beta_2), float(epsilon), amsgrad
+        owner = type(self).__name__
+        self.beta_1 = _real(owner, "beta_1", beta_1, 0.0, 1.0, high_open=True)
+        self.beta_2 = _real(owner, "beta_2", beta_2, 0.0, 1.0, high_open=True)
+        self.epsilon = _real(owner, "epsilon", epsilon, low_open=True)
+        self.amsgrad = _flag(owner, "amsgrad", amsgrad)
         self.slot_names = ("momentum", "velocity", "velocity_hat") if amsgrad else ("momentum", "velocity")
 
     def _fused_kind(self) -> str | None:
@@ -624,21 +882,31 @@ class Adam(Optimizer):
             hyper["weight_decay"] = self.weight_decay
         return hyper
 
-    def _update(self, var: Variable, g: Any, lr: float, slots: dict[str, Any], step: int) -> None:
+    def _compute(self, g: Any, lr: float, slots: dict[str, Any], out: dict[str, Any], step: int) -> tuple[Any, bool]:
         xp = backend.xp_of(g)
-        m, v = slots["momentum"], slots["velocity"]
         alpha = lr * math.sqrt(1.0 - self.beta_2**step) / (1.0 - self.beta_1**step)
-        m += (g - m) * (1.0 - self.beta_1)
-        v += (g * g - v) * (1.0 - self.beta_2)
+        m0, v0 = slots["momentum"], slots["velocity"]
+        # m0 + (g - m0)(1 - beta_1), as an in-place update would compute it, into the spare
+        m = xp.subtract(g, m0, out=out["momentum"])
+        m *= 1.0 - self.beta_1
+        m += m0
+        v = xp.multiply(g, g, out=out["velocity"])
+        v -= v0
+        v *= 1.0 - self.beta_2
+        v += v0
         if self.amsgrad:
-            vh = slots["velocity_hat"]
-            xp.maximum(vh, v, out=vh)
-            v = vh
-        var.assign_sub(_wrap((m * alpha) / (xp.sqrt(v) + self.epsilon)))
+            v = xp.maximum(slots["velocity_hat"], v, out=out["velocity_hat"])
+        denom = xp.sqrt(v)
+        denom += self.epsilon
+        delta = m * alpha
+        delta /= denom
+        return delta, False
 
 
 class AdamW(Adam):
     """Adam with decoupled weight decay: ``w -= lr * weight_decay * w`` before each Adam step (Keras' default 0.004).
+
+    ``weight_decay`` must be a number >= 0 (not None, as in Keras).
 
     >>> import gputape as gt
     >>> w = gt.Variable([1.0])
@@ -648,7 +916,7 @@ class AdamW(Adam):
     """
 
     def __init__(self, learning_rate: float | Callable[[int], float] = 0.001, weight_decay: float = 0.004, **kw: Any):
-        super().__init__(learning_rate, weight_decay=weight_decay, **kw)
+        super().__init__(learning_rate, weight_decay=_real(type(self).__name__, "weight_decay", weight_decay), **kw)
 
 
 class RMSprop(Optimizer):
@@ -656,7 +924,8 @@ class RMSprop(Optimizer):
 
     ``v = rho * v + (1 - rho) * g²``; ``w -= lr * g / sqrt(v + epsilon)``
     (``v - mean_g² + epsilon`` when ``centered``); with ``momentum`` the step
-    goes through ``m = momentum * m + step``.
+    goes through ``m = momentum * m + step``. ``rho`` must be in [0, 1),
+    ``momentum`` in [0, 1], ``epsilon`` > 0.
 
     >>> import gputape as gt
     >>> w = gt.Variable([1.0])
@@ -675,28 +944,29 @@ class RMSprop(Optimizer):
         **kw: Any,
     ) -> None:
         super().__init__(learning_rate, **kw)
-        self.rho, self.momentum, self.epsilon, self.centered = float(rho), float(momentum), float(epsilon), centered
+        owner = type(self).__name__
+        self.rho = _real(owner, "rho", rho, 0.0, 1.0, high_open=True)
+        self.momentum = _real(owner, "momentum", momentum, 0.0, 1.0)
+        self.epsilon = _real(owner, "epsilon", epsilon, low_open=True)
+        self.centered = _flag(owner, "centered", centered)
         self.slot_names = (
             ("velocity",) + (("momentum",) if self.momentum else ()) + (("average_gradient",) if centered else ())
         )
 
-    def _update(self, var: Variable, g: Any, lr: float, slots: dict[str, Any], step: int) -> None:
+    def _compute(self, g: Any, lr: float, slots: dict[str, Any], out: dict[str, Any], step: int) -> tuple[Any, bool]:
         xp = backend.xp_of(g)
-        v = slots["velocity"]
-        v *= self.rho
+        v = xp.multiply(slots["velocity"], self.rho, out=out["velocity"])
         v += (1.0 - self.rho) * (g * g)
         if self.centered:
-            a = slots["average_gradient"]
-            a *= self.rho
+            a = xp.multiply(slots["average_gradient"], self.rho, out=out["average_gradient"])
             a += (1.0 - self.rho) * g
-            denom = v - a * a + self.epsilon
+            denom = v - a * a
+            denom += self.epsilon
         else:
             denom = v + self.epsilon
         inc = lr * g / xp.sqrt(denom)
         if self.momentum:
-            m = slots["momentum"]
-            m *= self.momentum
+            m = xp.multiply(slots["momentum"], self.momentum, out=out["momentum"])
             m += inc
-            var.assign_sub(_wrap(m))
-        else:
-            var.assign_sub(_wrap(inc))
+            return m, False
+        return inc, False

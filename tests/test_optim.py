@@ -240,6 +240,27 @@ def test_updates_are_in_place_when_no_tape_holds_the_value(make):
     assert w._data.ctypes.data == buffer  # same buffer: no copy per step
 
 
+@pytest.mark.parametrize(
+    "make", [lambda: gt.optim.SGD(0.1, momentum=0.9), gt.optim.Adam, lambda: gt.optim.RMSprop(centered=True)]
+)
+def test_slots_take_turns_in_two_buffers_instead_of_allocating_each_step(make):
+    w = gt.Variable(np.ones((4, 4)))
+    opt = make()
+    buffers = set()
+    for _ in range(5):
+        opt.apply_gradients([(np.full((4, 4), 0.5), w)])
+        buffers.update(a.ctypes.data for a in opt._slots[id(w)][1].values())
+    assert len(buffers) == 2 * len(opt.slot_names)  # each slot's new values go to its spare, then they swap
+
+
+def test_a_variable_passed_twice_is_refused():
+    w = gt.Variable(np.ones(2), name="tied")
+    opt = gt.optim.Adam()
+    with pytest.raises(ValueError, match="'tied' appears more than once"):
+        opt.apply_gradients([(np.ones(2), w), (np.ones(2), w)])
+    assert opt.iterations == 0 and opt.get_state()["slots"] == []
+
+
 def test_update_never_corrupts_a_value_a_live_persistent_tape_holds():
     w = gt.Variable(np.array([1.0, 2.0]))
     x = gt.constant(np.array([3.0, 4.0]))
