@@ -149,7 +149,8 @@ class Primitive:
     ``xp``. ``vjp(F, g, needs, nb, node, *saved)`` returns one cotangent per
     positional input (``None`` where ``needs[i]`` is False or the input is not
     differentiable). ``saved`` holds the inputs listed in ``save`` (``True``
-    for all) followed by the output when ``save_out`` is set. ``g`` may carry
+    for all, a ``slice`` for those from a position on) followed by the output when
+    ``save_out`` is set. ``g`` may carry
     ``nb`` extra leading (batch) dimensions; VJPs use negative axes so that
     they stay correct under them.
     """
@@ -160,7 +161,7 @@ class Primitive:
         self,
         name: str,
         fwd: Callable[..., Any],
-        save: bool | tuple[int, ...] = (),
+        save: bool | tuple[int, ...] | slice = (),
         save_out: bool = False,
         nout: int = 1,
         batchable: bool = True,
@@ -195,7 +196,7 @@ REGISTRY: dict[str, Primitive] = {}
 def primitive(
     name: str,
     *,
-    save: bool | tuple[int, ...] = (),
+    save: bool | tuple[int, ...] | slice = (),
     save_out: bool = False,
     nout: int = 1,
     batchable: bool = True,
@@ -248,7 +249,7 @@ class Node:
     def saved_ids(self) -> tuple[int, ...]:
         """The tensor id behind each saved residual (0 for constants)."""
         s = self.prim.save
-        sids = self.ids if s is True else tuple(self.ids[i] for i in s) if s else ()
+        sids = self.ids if s is True else self.ids[s] if type(s) is slice else tuple(self.ids[i] for i in s) if s else ()
         if self.prim.save_out:
             sids = sids + (self.out if type(self.out) is tuple else (self.out,))
         return sids
@@ -754,7 +755,9 @@ def _make_node(prim: Primitive, args: tuple, params: dict, res: Any, datas: list
     if s is True:
         saved = [a._data if isinstance(a, Tensor) else _own(c) for a, c in zip(args, consts)]
     elif s:
-        saved = [args[i]._data if isinstance(args[i], Tensor) else _own(consts[i]) for i in s]
+        # a slice: the operands from some position on (getitem's variable number of index arrays)
+        for_i = range(len(args))[s] if type(s) is slice else s
+        saved = [args[i]._data if isinstance(args[i], Tensor) else _own(consts[i]) for i in for_i]
     else:
         saved = []
     if single:

@@ -185,7 +185,7 @@ def raw_namespace(xp: Any) -> Any:
             ns.sum = _np_sum  # VJPs sum floats: the ufunc method, without np.sum's wrappers
         ns.multiply_no_nan = partial(elementwise._mul_no_nan_fwd, xp)
         ns.sum_to = partial(_sum_to_impl, ns)
-        ns.scatter = partial(shape._scatter.fwd, xp)
+        ns.scatter = partial(shape._raw_scatter, xp)
         ns.getitem = _raw_getitem
         ns.xp = xp
         for name, fwd in _raw_extras.items():

@@ -314,42 +314,59 @@ def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: float =
 # -- indexing ----------------------------------------------------------------------
 
 
-def _norm_index(key: Any) -> tuple[tuple[Any, ...], bool]:
-    """Unwrap tensors in an index; report whether it holds integer arrays (duplicates possible)."""
+class _Operand:
+    """Where an index array sits in a ``getitem``/``scatter`` key: the op's ``k``-th index operand.
+
+    Index arrays are operands of the op, not parameters: a parameter is a constant of the
+    op, so ``gt.function`` would replay the trace's mask or indices on every later call
+    (``x[x > 0]``, ``x[i]`` with ``i`` an argument or ``argmax``'s result). As operands they
+    are values the replay recomputes or takes from the call's arguments.
+    """
+
+    __slots__ = ("k",)
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+    def __repr__(self) -> str:
+        return f"<index operand {self.k}>"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _Operand and other.k == self.k
+
+    def __hash__(self) -> int:
+        return hash(("gputape-index-operand", self.k))
+
+
+def _norm_index(key: Any) -> tuple[tuple[Any, ...], list[Any], bool]:
+    """Split an index into its template and its array operands; say whether it holds integer
+    arrays (whose duplicates must accumulate in the adjoint)."""
     if not isinstance(key, tuple):
         key = (key,)
-    out = []
+    template = []
+    arrays: list[Any] = []
     has_int_array = False
     for k in key:
-        if isinstance(k, Tensor):
-            k = k._data
-        elif isinstance(k, list):
+        if isinstance(k, list):
             k = np.asarray(k)
-        if hasattr(k, "dtype") and getattr(k, "ndim", 0) >= 0 and not isinstance(k, (slice,)):
+        if isinstance(k, Tensor) or (hasattr(k, "dtype") and hasattr(k, "ndim") and not isinstance(k, np.generic)):
             if k.dtype.kind in "iu" and k.ndim > 0:
                 has_int_array = True
-            elif k.dtype.kind == "b" and k.ndim == 0:
-                pass
-        out.append(k)
-    return tuple(out), has_int_array
+            template.append(_Operand(len(arrays)))
+            arrays.append(k)
+        else:
+            template.append(k)
+    return tuple(template), arrays, has_int_array
 
 
-@primitive("getitem")
-def _getitem(xp, x, idx, nlead, adv):
-    return x[(slice(None),) * nlead + idx] if nlead else x[idx]
+def _fill(idx: tuple, arrays: tuple) -> tuple:
+    """The key ``idx`` with its operand places filled by ``arrays``."""
+    return tuple(arrays[k.k] if type(k) is _Operand else k for k in idx)
 
 
-@_getitem.defvjp
-def _(F, g, needs, nb, node):
-    p = node.params
-    shape = node.shapes[0][p["nlead"] :]
-    return (F.scatter(g, p["idx"], shape, nb + p["nlead"], p["adv"]),)
-
-
-@primitive("scatter")
-def _scatter(xp, g, idx, shape, nlead, adv):
+def _raw_scatter(xp: Any, g: Any, key: tuple, shape: tuple, nlead: int, adv: bool) -> Any:
     z = xp.zeros(g.shape[:nlead] + tuple(shape), g.dtype)
-    full = (slice(None),) * nlead + idx
+    full = (slice(None),) * nlead + key
     if adv:
         xp.add.at(z, full, g)  # repeated integer indices accumulate
     else:
@@ -357,24 +374,46 @@ def _scatter(xp, g, idx, shape, nlead, adv):
     return z
 
 
-@_scatter.defvjp
-def _(F, g, needs, nb, node):
+@primitive("getitem", save=slice(1, None))
+def _getitem(xp, x, *arrays, idx, nlead, adv):
+    key = _fill(idx, arrays) if arrays else idx
+    return x[(slice(None),) * nlead + key] if nlead else x[key]
+
+
+@_getitem.defvjp
+def _(F, g, needs, nb, node, *arrays):
     p = node.params
-    return (F.getitem(g, p["idx"], nb + p["nlead"], p["adv"]),)
+    shape = node.shapes[0][p["nlead"] :]
+    key = _fill(p["idx"], arrays)
+    return (F.scatter(g, key, shape, nb + p["nlead"], p["adv"]),) + (None,) * len(arrays)
+
+
+@primitive("scatter", save=slice(1, None))
+def _scatter(xp, g, *arrays, idx, shape, nlead, adv):
+    return _raw_scatter(xp, g, _fill(idx, arrays) if arrays else idx, shape, nlead, adv)
+
+
+@_scatter.defvjp
+def _(F, g, needs, nb, node, *arrays):
+    p = node.params
+    key = _fill(p["idx"], arrays)
+    return (F.getitem(g, key, nb + p["nlead"], p["adv"]),) + (None,) * len(arrays)
 
 
 def getitem(x: Any, key: Any, nlead: int = 0, adv: Any = None) -> Any:
     """``x[key]``: slices, integers, None, Ellipsis, integer arrays and boolean masks.
 
-    ``nlead`` leading axes are skipped (used by VJPs under batched cotangents).
+    ``nlead`` leading axes are skipped (used by VJPs under batched cotangents). Index
+    arrays and tensors are the op's operands, so a compiled function indexes by each
+    call's own mask or indices.
 
     >>> import gputape as gt
     >>> x = gt.constant([[1.0, 2.0], [3.0, 4.0]])
     >>> gt.getitem(x, (slice(None), 0)).numpy().tolist()
     [1.0, 3.0]
     """
-    idx, has_int = _norm_index(key)
-    return apply(_getitem, (x,), {"idx": idx, "nlead": nlead, "adv": has_int if adv is None else adv})
+    idx, arrays, has_int = _norm_index(key)
+    return apply(_getitem, (x, *arrays), {"idx": idx, "nlead": nlead, "adv": has_int if adv is None else adv})
 
 
 def scatter(g: Any, idx: Any, shape: Any, nlead: int = 0, adv: bool = True) -> Any:
@@ -386,9 +425,8 @@ def scatter(g: Any, idx: Any, shape: Any, nlead: int = 0, adv: bool = True) -> A
     >>> gt.scatter(gt.constant([1.0, 2.0]), (np.array([0, 0]),), (3,)).numpy().tolist()
     [3.0, 0.0, 0.0]
     """
-    if not isinstance(idx, tuple):
-        idx = (idx,)
-    return apply(_scatter, (g,), {"idx": idx, "shape": tuple(shape), "nlead": nlead, "adv": adv})
+    template, arrays, _ = _norm_index(idx)
+    return apply(_scatter, (g, *arrays), {"idx": template, "shape": tuple(shape), "nlead": nlead, "adv": adv})
 
 
 def take(x: Any, indices: Any, axis: Any = None) -> Any:
