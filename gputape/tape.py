@@ -249,7 +249,10 @@ class Node:
     def saved_ids(self) -> tuple[int, ...]:
         """The tensor id behind each saved residual (0 for constants)."""
         s = self.prim.save
-        sids = self.ids if s is True else self.ids[s] if type(s) is slice else tuple(self.ids[i] for i in s) if s else ()
+        if s is True or type(s) is slice:
+            sids = self.ids if s is True else self.ids[s]
+        else:
+            sids = tuple(self.ids[i] for i in s) if s else ()
         if self.prim.save_out:
             sids = sids + (self.out if type(self.out) is tuple else (self.out,))
         return sids
