@@ -163,21 +163,54 @@ class Spec:
 
 # Parameter names -> kinds, for the generic rows; overridden per function below.
 _KIND_OF = {
-    "x": "operand", "y": "operand", "g": "operand", "value": "operand", "condition": "operand",
-    "labels": "operand", "logits": "operand", "y_true": "operand", "y_pred": "operand", "t": "operand",
-    "xs": "operands", "t_list": "operands",
-    "axis": "axis", "axes": "axis", "axis1": "axis", "axis2": "axis", "source": "axis", "destination": "axis",
-    "shape": "shape", "pad_width": "shape",
-    "n": "size", "m": "size", "num": "size", "indices_or_sections": "size",
-    "dtype": "dtype", "device": "device",
-    "mean": "number", "stddev": "number", "minval": "number", "maxval": "number", "alpha": "number",
-    "clip_norm": "number", "fill_value": "number", "start": "number", "stop": "number", "step": "number",
-    "constant_values": "number", "min": "number", "max": "number", "ddof": "size",
-    "keepdims": "flag", "approximate": "flag",
-    "key": "index", "indices": "index",
-    "mode": "string", "subscripts": "string",
+    "x": "operand",
+    "y": "operand",
+    "g": "operand",
+    "value": "operand",
+    "condition": "operand",
+    "labels": "operand",
+    "logits": "operand",
+    "y_true": "operand",
+    "y_pred": "operand",
+    "t": "operand",
+    "xs": "operands",
+    "t_list": "operands",
+    "axis": "axis",
+    "axes": "axis",
+    "axis1": "axis",
+    "axis2": "axis",
+    "source": "axis",
+    "destination": "axis",
+    "shape": "shape",
+    "pad_width": "shape",
+    "n": "size",
+    "m": "size",
+    "num": "size",
+    "indices_or_sections": "size",
+    "dtype": "dtype",
+    "device": "device",
+    "mean": "number",
+    "stddev": "number",
+    "minval": "number",
+    "maxval": "number",
+    "alpha": "number",
+    "clip_norm": "number",
+    "fill_value": "number",
+    "start": "number",
+    "stop": "number",
+    "step": "number",
+    "constant_values": "number",
+    "min": "number",
+    "max": "number",
+    "ddof": "size",
+    "keepdims": "flag",
+    "approximate": "flag",
+    "key": "index",
+    "indices": "index",
+    "mode": "string",
+    "subscripts": "string",
     "f": "callable",
-}  # fmt: skip
+}
 
 _UNARY = (
     "abs absolute arctan ceil cos cosh erf exp expm1 floor identity log log1p negative reciprocal round sign sin "
@@ -192,6 +225,16 @@ _REDUCE = "sum mean max min prod logsumexp var std".split()
 def _np(name: str) -> Callable[..., Any] | None:
     alias = {"abs": "absolute", "round": "round", "identity": None, "erf": None, "multiply_no_nan": None}
     n = alias.get(name, name)
+    if name == "multiply_no_nan":
+        return lambda x, y: np.where(np.asarray(y) == 0, 0, np.multiply(x, y))
+    if name == "erf":
+        try:
+            from scipy.special import erf  # gt.erf is scipy's when scipy is installed
+        except ImportError:  # pragma: no cover - then gt.erf is math.erf's, real only
+            import math
+
+            return np.vectorize(math.erf)
+        return erf
     if name == "logsumexp":
         return lambda x, axis=None, keepdims=False: np.log(np.sum(np.exp(x), axis=axis, keepdims=keepdims))
     if name == "identity":
@@ -203,9 +246,27 @@ def _draw(kind: str) -> Callable[..., Any]:
     """gt.random's documented reference: numpy's Generator, seeded as _call seeds gt.random."""
 
     def ref(shape: Any, a: Any, b: Any, dtype: Any) -> Any:
+        if kind == "uniform" and b is None:
+            b = 1.0  # gt.random.uniform's (and TensorFlow's) default maxval for floats
         return getattr(np.random.default_rng(0), kind)(a, b, shape).astype(dtype)
 
     return ref
+
+
+# TensorFlow's formulas (tf.linalg.global_norm ignores None entries; tf.clip_by_norm), in numpy
+def _global_norm(t_list: Any) -> Any:
+    return np.sqrt(sum(np.sum(np.square(np.asarray(x))) for x in t_list if x is not None))
+
+
+def _clip_by_norm(t: Any, clip_norm: Any) -> Any:
+    t = np.asarray(t)
+    return t * clip_norm / np.maximum(np.sqrt(np.sum(t * t)), clip_norm)
+
+
+def _clip_by_global_norm(t_list: Any, clip_norm: Any) -> Any:
+    g = _global_norm(t_list)
+    scale = clip_norm / np.maximum(g, clip_norm)
+    return [None if x is None else np.asarray(x) * scale for x in t_list], g
 
 
 def specs() -> list[Spec]:
@@ -246,8 +307,16 @@ def specs() -> list[Spec]:
     generic("where", {"condition": gt.constant([[True, False], [False, True]]), "x": t(), "y": t()}, np.where)
     generic("matmul", {"x": t(), "y": t()}, np.matmul)
     generic("dot", {"x": t(), "y": t()}, np.dot)
-    add(Spec("einsum", gt.einsum, {"subscripts": "ij,jk->ik", "operands": [t(), t()]},
-             {"subscripts": "string"}, np.einsum, star="operands"))  # fmt: skip
+    add(
+        Spec(
+            "einsum",
+            gt.einsum,
+            {"subscripts": "ij,jk->ik", "operands": [t(), t()]},
+            {"subscripts": "string"},
+            np.einsum,
+            star="operands",
+        )
+    )
     generic("reshape", {"x": t(), "shape": (4,)}, np.reshape)
     generic("flatten", {"x": t()}, np.ravel)
     generic("expand_dims", {"x": t(), "axis": 0}, np.expand_dims)
@@ -263,9 +332,9 @@ def specs() -> list[Spec]:
     generic("take", {"x": t(), "indices": [1, 0], "axis": 0}, np.take)
     generic("getitem", {"x": t(), "key": 1}, lambda x, key: np.asarray(x)[key])
     generic("stop_gradient", {"x": t()}, lambda x: np.array(x, copy=True))
-    generic("global_norm", {"t_list": [t(), t()]})
-    generic("clip_by_norm", {"t": t(), "clip_norm": 1.0})
-    generic("clip_by_global_norm", {"t_list": [t(), t()], "clip_norm": 1.0})
+    generic("global_norm", {"t_list": [t(), t()]}, _global_norm)
+    generic("clip_by_norm", {"t": t(), "clip_norm": 1.0}, _clip_by_norm)
+    generic("clip_by_global_norm", {"t_list": [t(), t()], "clip_norm": 1.0}, _clip_by_global_norm)
     for n in ("relu", "sigmoid", "softplus"):
         generic(f"nn.{n}", {"x": t()})
     generic("nn.elu", {"x": t(), "alpha": 1.0})
@@ -276,8 +345,9 @@ def specs() -> list[Spec]:
     generic("nn.mean_squared_error", {"y_true": t(), "y_pred": t()})
     generic("nn.sigmoid_cross_entropy_with_logits", {"labels": gt.constant(_BASE / 4), "logits": t()})
     generic("nn.softmax_cross_entropy_with_logits", {"labels": gt.constant(_BASE / 10), "logits": t(), "axis": -1})
-    generic("nn.sparse_softmax_cross_entropy_with_logits", {"labels": gt.constant([0, 1]), "logits": t()},
-            labels="operand")  # fmt: skip
+    generic(
+        "nn.sparse_softmax_cross_entropy_with_logits", {"labels": gt.constant([0, 1]), "logits": t()}, labels="operand"
+    )
     generic("random.normal", {"shape": (2, 2), "mean": 0.0, "stddev": 1.0, "dtype": "float32"}, _draw("normal"))
     generic("random.uniform", {"shape": (2, 2), "minval": 0.0, "maxval": 1.0, "dtype": "float32"}, _draw("uniform"))
     generic("random.seed", {"n": 0}, n="size")
@@ -327,8 +397,8 @@ def public_callables() -> dict[str, Any]:
             if inspect.isclass(f) or inspect.ismodule(f) or not callable(f):
                 continue
             mod = getattr(f, "__module__", "") or ""
-            if not mod.startswith("gputape"):
-                continue  # re-exported helpers (typing, numpy)
+            if not mod.startswith("gputape" if ns is gt else ns.__name__):
+                continue  # helpers a submodule imported for itself (typing, numpy, gputape's own)
             if prefix == "linalg.":
                 continue  # gt.linalg's functions are gt.matmul/dot/einsum, covered under those names
             if prefix and mod.endswith("tape") and n in ("apply", "primitive"):
@@ -354,22 +424,22 @@ def _call(spec: Spec, args: dict[str, Any]) -> Any:
     gt.random.seed(0)  # a benign twin's draw must equal the original's
     pos = []
     kw = {}
+    positional, star = _positional(spec)
     for p, v in args.items():
         if p == spec.star:
             pos.extend(v)
-        elif not kw and p in _positional(spec):
+        elif not kw and (p in positional or star):
             pos.append(v)
         else:
             kw[p] = v
     return spec.fn(*pos, **kw)
 
 
-def _positional(spec: Spec) -> set[str]:
-    try:
-        params = inspect.signature(spec.fn).parameters
-    except (TypeError, ValueError):
-        return set()
-    return {p for p, v in params.items() if v.kind in (v.POSITIONAL_ONLY, v.POSITIONAL_OR_KEYWORD)}
+def _positional(spec: Spec) -> tuple[set[str], bool]:
+    """The parameters passed by position, and whether the rest go into a ``*args`` (check_grads)."""
+    params = inspect.signature(spec.fn).parameters
+    pos = {p for p, v in params.items() if v.kind in (v.POSITIONAL_ONLY, v.POSITIONAL_OR_KEYWORD)}
+    return pos, any(v.kind == v.VAR_POSITIONAL for v in params.values())
 
 
 def _call_ref(spec: Spec, args: dict[str, Any]) -> Any:

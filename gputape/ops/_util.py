@@ -1,38 +1,144 @@
-"""Helpers shared by the op modules (axis handling, the no-params dict)."""
+"""Helpers shared by the op modules: argument normalisation (axes, shapes, sizes, dtypes), sum_to.
+
+The normalisers are the boundary where arguments enter the ops: each runs what it always
+ran and only when that fails builds, through ``gputape._errors``, an error that names the
+public function and the argument.
+"""
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
-from ..tensor import Tensor
+import numpy as np
+
+from .. import _errors
+from ..tensor import NUMERIC_KINDS, Tensor
 
 NOPARAMS: dict[str, Any] = {}  # shared, never mutated: most ops take no parameters
 
 
 def norm_axes(axis: Any, ndim: int, op: str) -> tuple[int, ...]:
-    """Normalise ``axis`` (None, int or tuple) to a sorted tuple of non-negative ints."""
+    """Normalise ``axis`` (None, int or tuple) to a sorted tuple of non-negative ints.
+
+    An axis that is not an integer (a string, a float, None inside a tuple), out of range or
+    repeated raises a TypeError/ValueError naming the function and the argument.
+    """
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, Tensor):
-        axis = axis.numpy().tolist()
-    axes = (axis,) if isinstance(axis, (int,)) or hasattr(axis, "__index__") else tuple(axis)
-    out = []
-    for a in axes:
-        a = int(a)
-        if not -ndim <= a < max(ndim, 1):
-            raise ValueError(f"gt.{op}: axis {a} is out of range for a tensor of rank {ndim}")
-        out.append(a % ndim if ndim else 0)
+    try:
+        a0 = axis.numpy().tolist() if isinstance(axis, Tensor) else axis
+        axes = (a0,) if isinstance(a0, int) or hasattr(a0, "__index__") else tuple(a0)
+        out = [_one_axis(a, ndim, axis, op, max(ndim, 1)) for a in axes]
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as exc:
+        raise _axis_error(axis, exc, op) from exc
     if len(set(out)) != len(out):
-        raise ValueError(f"gt.{op}: repeated axis in {axis!r}")
+        raise _errors.argument_error(axis, "repeats an axis (repeated axis)", op=op, cls=ValueError)
     return tuple(sorted(out))
 
 
-def norm_axis(axis: int, ndim: int, op: str) -> int:
-    """Normalise a single axis to a non-negative int."""
-    a = int(axis)
-    if not -ndim <= a < ndim:
-        raise ValueError(f"gt.{op}: axis {a} is out of range for a tensor of rank {ndim}")
-    return a % ndim
+def norm_axis(axis: Any, ndim: int, op: str) -> int:
+    """Normalise a single axis to a non-negative int (errors as in :func:`norm_axes`)."""
+    try:
+        return _one_axis(axis, ndim, axis, op, ndim)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as exc:
+        raise _axis_error(axis, exc, op) from exc
+
+
+def _one_axis(a: Any, ndim: int, axis: Any, op: str, top: int) -> int:
+    a = operator.index(a)  # numpy's rule: 1.5 or "1" is no axis (int() would take both)
+    if not -ndim <= a < top:
+        raise _errors.argument_error(
+            axis,
+            f"is out of range for a tensor of rank {ndim} (axes go from {-ndim} to {ndim - 1})",
+            op=op,
+            cls=ValueError,
+        )
+    return a % ndim if ndim else 0
+
+
+def _axis_error(axis: Any, exc: Exception, op: str) -> Exception:
+    if _errors.is_clear(exc):
+        return exc
+    return _errors.argument_error(
+        axis, "is not an axis", exc, op=op, cls=TypeError, hint="pass an int, a tuple of ints or None"
+    )
+
+
+def norm_shape(shape: Any, op: str, allow_unknown: bool = False, signed: bool = False) -> tuple[int, ...]:
+    """A shape argument (an int, a sequence of ints, a 1-d integer tensor or array) as a tuple.
+
+    Sizes must be integers (numpy refuses ``2.5``; ``int()`` would truncate it) and
+    non-negative; with ``allow_unknown`` one ``-1`` is allowed (reshape); ``signed`` takes
+    any integers (split's indices).
+    """
+    try:
+        if isinstance(shape, Tensor):
+            shape = shape._data.tolist()
+        dims = (operator.index(shape),) if hasattr(shape, "__index__") else tuple(operator.index(s) for s in shape)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as exc:
+        raise _errors.argument_error(
+            shape, "is not a shape", exc, op=op, cls=TypeError, hint="pass an int or a sequence of ints"
+        ) from exc
+    for d in dims:
+        if d < 0 and not signed and not (allow_unknown and d == -1 and dims.count(-1) == 1):
+            raise _errors.argument_error(
+                shape,
+                "has a negative size" + (" (only one -1 is allowed)" if allow_unknown else ""),
+                op=op,
+                cls=ValueError,
+            )
+    return dims
+
+
+def norm_size(n: Any, op: str, what: str = "a size", minimum: int = 0) -> int:
+    """An integer argument (a count, a number of sections) that must be at least ``minimum``."""
+    try:
+        k = operator.index(n)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as exc:
+        raise _errors.argument_error(n, f"is not an integer ({what})", exc, op=op, cls=TypeError) from exc
+    if k < minimum:
+        raise _errors.argument_error(n, f"must be at least {minimum} ({what})", op=op, cls=ValueError)
+    return k
+
+
+def norm_dtype(dtype: Any, op: str) -> np.dtype:
+    """A dtype argument as a numpy dtype; only numbers (bool, int, uint, float, complex) are tensors' dtypes."""
+    try:
+        dt = np.dtype(dtype)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as exc:
+        raise _errors.argument_error(
+            dtype, "is not a dtype", exc, op=op, cls=TypeError, hint="pass e.g. 'float32', gt.float32 or np.int64"
+        ) from exc
+    if dt.kind not in NUMERIC_KINDS:
+        raise _errors.argument_error(
+            dtype,
+            f"is dtype {dt}, which no gputape op computes with",
+            op=op,
+            cls=TypeError,
+            hint="tensors hold bool, integer, float or complex numbers",
+        )
+    return dt
+
+
+def norm_flag(flag: Any, op: str) -> bool:
+    """A boolean argument (``keepdims``): anything Python can take the truth of."""
+    try:
+        return bool(flag)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as exc:
+        raise _errors.argument_error(flag, "has no truth value", exc, op=op, cls=TypeError) from exc
 
 
 def sum_to(F: Any, x: Any, shape: tuple[int, ...], nb: int = 0) -> Any:
