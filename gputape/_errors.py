@@ -45,6 +45,10 @@ def _public_names() -> dict[types.CodeType, str]:
             m = getattr(gt, n, None)
             if isinstance(m, types.ModuleType) and m.__name__.startswith("gputape."):
                 spaces.append((f"gt.{n}.", m))
+        # the TensorFlow-compatible layer goes by the names its users import it as (tf.math.reduce_sum)
+        for n, m in sorted(sys.modules.items()):
+            if n.startswith("gputape.tf.") and isinstance(m, types.ModuleType):
+                spaces.append((n[len("gputape.") :] + ".", m))
         for prefix, ns in spaces:
             # a submodule's own functions, not the helpers it imported (gt.shape.apply)
             home = "gputape" if ns is gt else ns.__name__

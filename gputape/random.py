@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _errors, backend
 from .device import current_device
+from .ops._util import norm_real as _norm_real
 from .ops._util import norm_shape as _norm_shape
 from .tensor import Tensor, _wrap
 
@@ -79,16 +80,7 @@ def _float_dtype(dtype: Any, op: str, dt: np.dtype | None = None) -> np.dtype:
 
 def _bound(v: Any, what: str) -> Any:
     """A distribution parameter: a real number (NaN and inf pass, as in numpy and TensorFlow)."""
-    if type(v) is float or type(v) is int:
-        return v
-    try:
-        if isinstance(v, (str, bytes, complex, np.complexfloating)) or v is None:
-            raise TypeError(f"{type(v).__name__} is not a real number")
-        return float(v)
-    except _errors.NEVER_WRAP:
-        raise
-    except Exception as exc:
-        raise _errors.argument_error(v, "is not a real number", exc, arg=what, cls=TypeError) from exc
+    return _norm_real(v, None, arg=what)  # named after the public function the user called
 
 
 def _sample(kind: str, a: Any, b: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

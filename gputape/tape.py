@@ -321,9 +321,7 @@ def _const_array(a: Any, prim: Primitive | None) -> Any:
     if isinstance(a, _ndarray) or (hasattr(a, "__cuda_array_interface__") and hasattr(a, "dtype")):
         if a.dtype.kind in _tensor_mod.NUMERIC_KINDS:
             return a  # an ndarray subclass or a device array
-    from .tensor import _to_array
-
-    return _to_array(a)
+    return _tensor_mod._to_array(a)
 
 
 def apply(prim: Primitive, args: tuple, params: dict) -> Any:
@@ -1711,11 +1709,15 @@ def _custom_vjp(F: Any, g: Any, needs: list[bool], nb: int, node: Node, *saved: 
 
 
 def _custom_grad_array(x: Any, i: int, info: dict) -> Any:
-    """A gradient grad_fn returned as a number, list or array; anything else is the user's bug, named."""
-    from .tensor import _to_array
+    """A gradient grad_fn returned as a number, list or array; anything else is the user's bug, named.
 
+    Python numbers and lists take the dtype of the function's (first) output, so that a
+    float64 function's ``lambda dy: 2.0`` is a float64 gradient, not float32.
+    """
+    out_dtype = info["out_meta"][0][1]
+    dtype = out_dtype if not hasattr(x, "dtype") and out_dtype in FLOAT_DTYPES else None
     try:
-        return _to_array(x)
+        return _tensor_mod._to_array(x, dtype)
     except (TypeError, ValueError) as exc:
         what = f"input {i}" if i < info["nargs"] else f"variable {info['variables'][i - info['nargs']].name!r}"
         raise TypeError(

@@ -126,9 +126,14 @@ def _to_array(value: Any, dtype: Any = None, device: str | None = None) -> Any:
     except _errors.NEVER_WRAP:
         raise
     except Exception as exc:
-        if _errors.is_clear(exc):
+        if _errors.is_clear(exc) or _device_failure(exc, device):
             raise
         raise _conversion_error(value, dtype, device, exc) from exc
+
+
+def _device_failure(exc: Exception, device: Any) -> bool:
+    """An error of the device itself (no such GPU, a CUDA error), not of the value: passed through."""
+    return type(exc).__module__.startswith("cupy") or (device is not None and isinstance(exc, RuntimeError))
 
 
 def _checked_kind(out: Any, value: Any) -> Any:

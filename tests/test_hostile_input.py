@@ -139,6 +139,17 @@ def test_custom_gradient_may_return_arrays_and_numbers():
     assert_allclose(gx.numpy(), [3.0, 3.0])
     assert_allclose(gy.numpy(), [1.0, 1.0])
 
+    @gt.custom_gradient
+    def g(x):
+        return x * 1.0, lambda dy: 2.0  # a Python number: the dtype of the output (float64 here)
+
+    x64 = gt.constant(np.array([1.0, 2.0]))
+    with gt.GradientTape() as tape:
+        tape.watch(x64)
+        y = g(x64)
+    gx = tape.gradient(y, x64)
+    assert gx.dtype == np.float64 and gx.numpy().tolist() == [2.0, 2.0]
+
 
 def test_forward_errors_keep_numpys_message_as_the_cause():
     with pytest.raises(

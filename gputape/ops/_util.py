@@ -26,10 +26,15 @@ def norm_axes(axis: Any, ndim: int, op: str) -> tuple[int, ...]:
     """
     if axis is None:
         return tuple(range(ndim))
+    top = ndim if ndim else 1  # a 0-d tensor takes axis 0 (or -1), as numpy's reductions do
+    out = []
     try:
         a0 = axis.numpy().tolist() if isinstance(axis, Tensor) else axis
-        axes = (a0,) if isinstance(a0, int) or hasattr(a0, "__index__") else tuple(a0)
-        out = [_one_axis(a, ndim, axis, op, max(ndim, 1)) for a in axes]
+        for a in (a0,) if isinstance(a0, int) or hasattr(a0, "__index__") else tuple(a0):
+            a = _index(a)
+            if not -ndim <= a < top:
+                raise _out_of_range(axis, ndim, op)
+            out.append(a % ndim if ndim else 0)
     except _errors.NEVER_WRAP:
         raise
     except Exception as exc:
@@ -42,23 +47,23 @@ def norm_axes(axis: Any, ndim: int, op: str) -> tuple[int, ...]:
 def norm_axis(axis: Any, ndim: int, op: str) -> int:
     """Normalise a single axis to a non-negative int (errors as in :func:`norm_axes`)."""
     try:
-        return _one_axis(axis, ndim, axis, op, ndim)
+        a = _index(axis)
     except _errors.NEVER_WRAP:
         raise
     except Exception as exc:
         raise _axis_error(axis, exc, op) from exc
+    if not -ndim <= a < ndim:
+        raise _out_of_range(axis, ndim, op)
+    return a % ndim
 
 
-def _one_axis(a: Any, ndim: int, axis: Any, op: str, top: int) -> int:
-    a = operator.index(a)  # numpy's rule: 1.5 or "1" is no axis (int() would take both)
-    if not -ndim <= a < top:
-        raise _errors.argument_error(
-            axis,
-            f"is out of range for a tensor of rank {ndim} (axes go from {-ndim} to {ndim - 1})",
-            op=op,
-            cls=ValueError,
-        )
-    return a % ndim if ndim else 0
+_index = operator.index  # numpy's rule: 1.5 or "1" is no axis (int() would take both)
+
+
+def _out_of_range(axis: Any, ndim: int, op: str) -> Exception:
+    return _errors.argument_error(
+        axis, f"is out of range for a tensor of rank {ndim} (axes go from {-ndim} to {ndim - 1})", op=op, cls=ValueError
+    )
 
 
 def _axis_error(axis: Any, exc: Exception, op: str) -> Exception:
@@ -129,6 +134,20 @@ def norm_dtype(dtype: Any, op: str) -> np.dtype:
             hint="tensors hold bool, integer, float or complex numbers",
         )
     return dt
+
+
+def norm_real(v: Any, op: str | None, arg: str | None = None) -> Any:
+    """A real-number argument (ddof, a distribution's mean): NaN and inf pass, as in numpy."""
+    if type(v) is float or type(v) is int:
+        return v
+    try:
+        if isinstance(v, (str, bytes, complex, np.complexfloating)) or v is None:
+            raise TypeError(f"{type(v).__name__} is not a real number")
+        return float(v)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as exc:
+        raise _errors.argument_error(v, "is not a real number", exc, op=op, arg=arg, cls=TypeError) from exc
 
 
 def norm_flag(flag: Any, op: str) -> bool:

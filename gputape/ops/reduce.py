@@ -17,7 +17,7 @@ import numpy as np
 from .. import _errors, backend
 from ..tape import apply, primitive
 from ..tensor import as_tensor
-from ._util import norm_axes, norm_flag
+from ._util import norm_axes, norm_flag, norm_real
 
 
 def _reduction_params(x: Any, axis: Any, keepdims: bool, op: str) -> tuple[Any, dict]:
@@ -267,7 +267,7 @@ def _var(x: Any, axis: Any, keepdims: Any, ddof: Any, op: str) -> Any:
             hint="take the variance of the real and imaginary parts (or of abs(x)) separately",
         )
     if type(ddof) is not int:
-        ddof = _real(ddof, op)
+        ddof = norm_real(ddof, op)  # numpy takes a float ddof too
     n = int(np.prod([x.shape[a] for a in axes])) if axes else 1
     div = n - ddof
     if div > 0:
@@ -282,18 +282,6 @@ def _var(x: Any, axis: Any, keepdims: Any, ddof: Any, op: str) -> Any:
     # divide VJP raise ZeroDivisionError
     with np.errstate(invalid="ignore"):
         return s * (math.inf if div == div else math.nan)
-
-
-def _real(v: Any, op: str) -> float:
-    """A real-number argument (ddof: numpy takes floats too)."""
-    try:
-        if isinstance(v, (str, bytes, complex)) or v is None:
-            raise TypeError(f"{type(v).__name__} is not a real number")
-        return float(v)
-    except _errors.NEVER_WRAP:
-        raise
-    except Exception as exc:
-        raise _errors.argument_error(v, "is not a real number", exc, op=op, cls=TypeError) from exc
 
 
 def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
