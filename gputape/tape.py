@@ -318,8 +318,8 @@ def _const_array(a: Any, prim: Primitive | None) -> Any:
         return a
     if a is None and prim is not None and prim.name == "clip":
         return a  # clip's missing bound
-    if isinstance(a, _ndarray) or (hasattr(a, "__cuda_array_interface__") and hasattr(a, "dtype")):
-        if a.dtype.kind in _tensor_mod.NUMERIC_KINDS:
+    if isinstance(a, _ndarray) or hasattr(a, "__cuda_array_interface__"):
+        if getattr(getattr(a, "dtype", None), "kind", None) in _tensor_mod.NUMERIC_KINDS:
             return a  # an ndarray subclass or a device array
     return _tensor_mod._to_array(a)
 

@@ -130,7 +130,8 @@ BAD: dict[str, list[Bad]] = {
         Bad("np.float32", np.float32(0.5), 0.5),
     ],
     "flag": [Bad("hostile", Hostile())],
-    "device": [Bad("unknown", "tpu"), Bad("int", 5), Bad("no-such-gpu", "cuda:99")],
+    # (a GPU that is absent is an environment RuntimeError, tested in tests/test_backend_device.py)
+    "device": [Bad("unknown", "tpu"), Bad("int", 5)],
     "index": [Bad("str", "a"), Bad("float", 1.5), Bad("out-of-range", 9), Bad("hostile", Hostile())],
     "operands": [
         Bad("None", None),
@@ -159,6 +160,7 @@ class Spec:
     ref: Callable[..., Any] | None = None  # numpy's function with the same meaning
     star: str | None = None  # the name of a *args parameter: its value is a list of positional args
     ref_pos: int = 99  # how many leading arguments numpy takes positionally (the rest by keyword)
+    also: tuple[str, ...] = ()  # other names its errors may go by (x[key] is gt.getitem)
 
 
 # Parameter names -> kinds, for the generic rows; overridden per function below.
@@ -352,7 +354,100 @@ def specs() -> list[Spec]:
     generic("random.uniform", {"shape": (2, 2), "minval": 0.0, "maxval": 1.0, "dtype": "float32"}, _draw("uniform"))
     generic("random.seed", {"n": 0}, n="size")
     generic("testing.check_grads", {"f": gt.sin, "x": gt.constant(np.array([0.5, 1.0]))})
+    out.extend(_method_specs())
     return out
+
+
+# Methods and operators: each called on a fresh tensor/variable by a function of this module
+# (so the public entry is the method itself, as when a user calls it).
+def _astype(dtype: Any) -> Any:
+    return t().astype(dtype)
+
+
+def _reshape_m(shape: Any) -> Any:
+    return t().reshape(shape)
+
+
+def _sum_m(axis: Any, keepdims: Any) -> Any:
+    return t().sum(axis, keepdims)
+
+
+def _transpose_m(axes: Any) -> Any:
+    return t().transpose(axes)
+
+
+def _index(key: Any) -> Any:
+    return t()[key]
+
+
+def _to(device: Any) -> Any:
+    return t().to(device)
+
+
+def _plus(y: Any) -> Any:
+    return t() + y
+
+
+def _assign(value: Any) -> Any:
+    return gt.Variable(_BASE, name="w").assign(value).numpy()
+
+
+def _assign_add(value: Any) -> Any:
+    return gt.Variable(_BASE, name="w").assign_add(value).numpy()
+
+
+def _variable(initial_value: Any, dtype: Any) -> Any:
+    return gt.Variable(initial_value, dtype=dtype)
+
+
+def _method_specs() -> list[Spec]:
+    f32 = np.float32
+    return [
+        Spec("Tensor.astype", _astype, {"dtype": "float64"}, {"dtype": "dtype"}, lambda dtype: _BASE.astype(dtype)),
+        Spec("Tensor.reshape", _reshape_m, {"shape": (4,)}, {"shape": "shape"}, lambda shape: _BASE.reshape(shape)),
+        Spec(
+            "Tensor.sum",
+            _sum_m,
+            {"axis": 0, "keepdims": False},
+            {"axis": "axis", "keepdims": "flag"},
+            lambda axis, keepdims: _BASE.sum(axis=axis, keepdims=keepdims),
+            also=("gt.sum",),
+        ),
+        Spec(
+            "Tensor.transpose",
+            _transpose_m,
+            {"axes": (1, 0)},
+            {"axes": "axis"},
+            lambda axes: _BASE.transpose(axes),
+            also=("gt.transpose",),
+        ),
+        Spec("Tensor.__getitem__", _index, {"key": 1}, {"key": "index"}, lambda key: _BASE[key], also=("gt.getitem",)),
+        Spec("Tensor.to", _to, {"device": "cpu"}, {"device": "device"}, lambda device: _BASE),
+        Spec("Tensor.__add__", _plus, {"y": t()}, {"y": "operand"}, lambda y: _BASE + y, also=("gt.add",)),
+        Spec(
+            "Variable.assign",
+            _assign,
+            {"value": _BASE * 2},
+            {"value": "operand"},
+            lambda value: np.asarray(value).astype(f32),
+            also=("Variable.assign",),
+        ),
+        Spec(
+            "Variable.assign_add",
+            _assign_add,
+            {"value": _BASE * 2},
+            {"value": "operand"},
+            lambda value: _BASE + np.asarray(value).astype(f32),
+            also=("Variable.assign_add",),
+        ),
+        Spec(
+            "Variable",
+            _variable,
+            {"initial_value": _BASE, "dtype": None},
+            {"initial_value": "operand", "dtype": "dtype"},
+            lambda initial_value, dtype: np.asarray(initial_value, dtype=dtype),
+        ),
+    ]
 
 
 # Public callables the table does not call, and why (the test checks this list is complete).
@@ -485,7 +580,7 @@ class Outcome:
 
 
 def _public_names(spec: Spec) -> list[str]:
-    names = {f"gt.{spec.name}"}
+    names = {f"gt.{spec.name}", *spec.also}
     for n, f in public_callables().items():
         if f is spec.fn:
             names.add(f"gt.{n}")
