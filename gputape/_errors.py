@@ -20,6 +20,7 @@ This module imports nothing from gputape: the public names are looked up lazily,
 from __future__ import annotations
 
 import os
+import reprlib
 import sys
 import types
 from typing import Any
@@ -29,13 +30,18 @@ _PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
 #: exceptions passed through untouched wherever gputape wraps errors
 NEVER_WRAP = (MemoryError, FloatingPointError)
 
-_names: dict[types.CodeType, str] | None = None
+_names: dict[types.CodeType, str] = {}
+_names_key = -1
 
 
 def _public_names() -> dict[types.CodeType, str]:
-    """code object -> public name (``gt.sum``, ``gt.nn.relu``, ``gt.Variable.assign``), built once."""
-    global _names
-    if _names is not None:
+    """code object -> public name (``gt.sum``, ``gt.nn.relu``, ``gt.Variable.assign``).
+
+    Rebuilt when another gputape module was imported since (``gputape.tf`` loads on demand).
+    """
+    global _names, _names_key
+    key = sum(1 for n in list(sys.modules) if n.startswith("gputape"))
+    if key == _names_key:
         return _names
     gt = sys.modules.get("gputape")
     found: dict[types.CodeType, dict[int, list[str]]] = {}
@@ -55,7 +61,10 @@ def _public_names() -> dict[types.CodeType, str]:
             for n in sorted(dir(ns)):
                 if n.startswith("_"):
                     continue
-                obj = getattr(ns, n, None)
+                try:
+                    obj = getattr(ns, n, None)
+                except Exception:  # a lazy module attribute that fails to load: not ours to report here
+                    continue
                 if not (getattr(obj, "__module__", None) or "").startswith(home):
                     continue
                 if isinstance(obj, type):
@@ -72,6 +81,7 @@ def _public_names() -> dict[types.CodeType, str]:
         for c, by_fn in found.items()
         if len(by_fn) == 1
     }
+    _names_key = key
     return _names
 
 
@@ -154,19 +164,23 @@ def where(op: str | None = None) -> str:
     return name
 
 
+_repr = reprlib.Repr()
+_repr.maxlevel, _repr.maxlist, _repr.maxtuple, _repr.maxdict, _repr.maxstring, _repr.maxother = 3, 6, 6, 4, 40, 60
+
+
 def describe(value: Any) -> str:
-    """A short, safe description of an argument (never calls the value's own ``__repr__`` on arrays)."""
-    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
-    if shape is not None and dtype is not None and not isinstance(shape, (types.FunctionType, types.MethodType)):
-        try:
-            return f"{type(value).__name__} of shape {tuple(shape)} and dtype {dtype}"
-        except Exception:  # a hostile shape
-            pass
+    """A short, safe description of an argument: arrays by shape and dtype, anything else by a
+    bounded repr (a ten-million-element list is not printed), whatever its hooks raise."""
     try:
-        r = repr(value)
+        shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+        if shape is not None and dtype is not None and not callable(shape):
+            return f"{type(value).__name__} of shape {tuple(shape)} and dtype {dtype}"
+    except Exception:  # a hostile shape or dtype attribute
+        pass
+    try:
+        return _repr.repr(value)
     except Exception:
-        r = f"<{type(value).__name__} object>"
-    return r if len(r) <= 80 else r[:77] + "..."
+        return f"<{type(value).__name__} object>"
 
 
 def is_clear(exc: BaseException) -> bool:

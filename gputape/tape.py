@@ -259,9 +259,10 @@ def _op_error(prim: Primitive, args: tuple, params: dict, exc: Exception) -> Exc
 
     The forward's own exception stays the cause (``raise _op_error(...) from exc``); one
     gputape already explained is re-raised as it is, and so are MemoryError and
-    FloatingPointError (``_errors.NEVER_WRAP``), which callers catch by class.
+    FloatingPointError (``_errors.NEVER_WRAP``), which callers catch by class, and runtime
+    failures (RuntimeError, NotImplementedError, a CUDA error): they are not about the arguments.
     """
-    if isinstance(exc, _errors.NEVER_WRAP) or _errors.is_clear(exc):
+    if isinstance(exc, (*_errors.NEVER_WRAP, RuntimeError)) or _errors.is_clear(exc):
         raise exc
     shapes, dtypes, devices = [], [], []
     for a in args:

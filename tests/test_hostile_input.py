@@ -358,3 +358,22 @@ def test_random_draws_replay_under_gt_function():
     a = draw().numpy()
     b = draw().numpy()
     assert a.dtype == np.int64 and ((0 <= a) & (a < 10)).all() and ((0 <= b) & (b < 10)).all()
+
+
+def test_runtime_failures_of_a_forward_are_not_called_bad_arguments():
+    @gt.primitive("hostile_test_runtime")
+    def failing(xp, x):
+        raise RuntimeError("the device went away")
+
+    @gt.primitive("hostile_test_notimpl")
+    def unfinished(xp, x):
+        raise NotImplementedError("not for this dtype yet")
+
+    try:
+        with pytest.raises(RuntimeError, match="the device went away") as e:
+            failing(gt.ones(2))
+        assert type(e.value) is RuntimeError
+        with pytest.raises(NotImplementedError, match="not for this dtype yet"):
+            unfinished(gt.ones(2))
+    finally:
+        del gt.REGISTRY["hostile_test_runtime"], gt.REGISTRY["hostile_test_notimpl"]
