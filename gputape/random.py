@@ -18,6 +18,8 @@ import numpy as np
 
 from . import _errors, backend
 from .device import current_device
+from .ops._util import is_index as _is_index
+from .ops._util import norm_dtype as _norm_dtype
 from .ops._util import norm_real as _norm_real
 from .ops._util import norm_shape as _norm_shape
 from .tensor import Tensor, _wrap
@@ -33,7 +35,7 @@ def seed(n: int) -> None:
     """
     global _rng
     try:
-        if hasattr(n, "__index__") or isinstance(n, (float, str, bytes)):
+        if _is_index(n) or isinstance(n, (float, str, bytes)):
             n = operator.index(n)
         _rng = np.random.default_rng(n)
     except _errors.NEVER_WRAP:
@@ -63,9 +65,7 @@ def _place(a: np.ndarray, device: str | None) -> Tensor:
 
 
 def _float_dtype(dtype: Any, op: str, dt: np.dtype | None = None) -> np.dtype:
-    from .ops._util import norm_dtype
-
-    dt = norm_dtype(dtype, f"random.{op}") if dt is None else dt
+    dt = _norm_dtype(dtype, f"random.{op}") if dt is None else dt
     if dt.kind != "f":
         raise _errors.argument_error(
             dtype,
@@ -134,10 +134,8 @@ def uniform(
     >>> sorted(set(gt.random.uniform((100,), 2, 5, dtype="int32").numpy().tolist()))
     [2, 3, 4]
     """
-    from .ops._util import norm_dtype
-
     shape = _norm_shape(shape, "random.uniform")
-    dt = norm_dtype(dtype, "random.uniform")
+    dt = _norm_dtype(dtype, "random.uniform")
     if dt.kind in "iu":
         if maxval is None:
             raise _errors.argument_error(

@@ -18,6 +18,14 @@ from ..tensor import NUMERIC_KINDS, Tensor
 NOPARAMS: dict[str, Any] = {}  # shared, never mutated: most ops take no parameters
 
 
+def is_index(v: Any) -> bool:
+    """One integer (an int, a numpy integer, a 0-d array or tensor), not a sequence of them.
+
+    ``hasattr(v, "__index__")`` alone would take a 1-d numpy array for one: ndarray defines it.
+    """
+    return hasattr(v, "__index__") and not getattr(v, "ndim", 0)
+
+
 def norm_axes(axis: Any, ndim: int, op: str) -> tuple[int, ...]:
     """Normalise ``axis`` (None, int or tuple) to a sorted tuple of non-negative ints.
 
@@ -30,7 +38,7 @@ def norm_axes(axis: Any, ndim: int, op: str) -> tuple[int, ...]:
     out = []
     try:
         a0 = axis.numpy().tolist() if isinstance(axis, Tensor) else axis
-        for a in (a0,) if isinstance(a0, int) or hasattr(a0, "__index__") else tuple(a0):
+        for a in (a0,) if isinstance(a0, int) or is_index(a0) else tuple(a0):
             a = _index(a)
             if not -ndim <= a < top:
                 raise _out_of_range(axis, ndim, op)
@@ -84,7 +92,7 @@ def norm_shape(shape: Any, op: str, allow_unknown: bool = False, signed: bool = 
     try:
         if isinstance(shape, Tensor):
             shape = shape._data.tolist()
-        dims = (operator.index(shape),) if hasattr(shape, "__index__") else tuple(operator.index(s) for s in shape)
+        dims = (operator.index(shape),) if is_index(shape) else tuple(operator.index(s) for s in shape)
     except _errors.NEVER_WRAP:
         raise
     except Exception as exc:

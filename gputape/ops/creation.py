@@ -29,7 +29,9 @@ def _create(op: str, names: str, make: Any, *args: Any, **kwargs: Any) -> Tensor
     except _errors.NEVER_WRAP:
         raise
     except Exception as exc:
-        raise _errors.argument_error(args, f"do not make a {op}", exc, op=op, arg=names, cls=ValueError) from exc
+        raise _errors.argument_error(
+            args, "cannot make a tensor together", exc, op=op, arg=names, cls=ValueError
+        ) from exc
 
 
 def _dtype(dtype: Any, op: str) -> Any:
@@ -154,7 +156,8 @@ def linspace(start: Any, stop: Any, num: int = 50, dtype: Any = "float32", devic
 
 def _nondiff(name: str, nargs: int) -> Any:
     def op(*args: Any) -> Tensor:
-        datas = [a._data if isinstance(a, Tensor) else _tape._const_array(a, None) for a in args]
+        # None stays None: numpy (and TensorFlow) say t == None is all False, not an error
+        datas = [a._data if isinstance(a, Tensor) else a if a is None else _tape._const_array(a, None) for a in args]
         xp = np
         for d in datas:
             if hasattr(d, "shape") and backend.xp_of(d) is not np:

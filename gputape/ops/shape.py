@@ -16,7 +16,7 @@ import numpy as np
 from .. import _errors
 from ..tape import apply, primitive
 from ..tensor import Tensor, _to_array, as_tensor
-from ._util import norm_axis, norm_shape, norm_size
+from ._util import is_index, norm_axis, norm_shape, norm_size
 
 _NUMPY_PAD_MODES = (
     "edge",
@@ -42,7 +42,7 @@ def _tensors(xs: Any, op: str) -> list[Any]:
 
 
 def _axes_tuple(axes: Any, n: int) -> tuple[int, ...]:
-    if hasattr(axes, "__index__") or isinstance(axes, (str, float)) or not hasattr(axes, "__iter__"):
+    if is_index(axes) or isinstance(axes, (str, float)) or not hasattr(axes, "__iter__"):
         raise _errors.argument_error(
             axes,
             f"is not a permutation of the {n} axes",
@@ -325,7 +325,7 @@ def split(x: Any, indices_or_sections: Any, axis: int = 0) -> list[Any]:
     n = x.ndim
     ax = norm_axis(axis, n, "split")
     length = x.shape[ax]
-    if hasattr(indices_or_sections, "__index__") and not isinstance(indices_or_sections, Tensor):
+    if is_index(indices_or_sections):
         k = norm_size(indices_or_sections, "split", "a number of sections")
         if k <= 0 or length % k:
             raise ValueError(f"gt.split: axis {axis} of length {length} does not split into {k} equal sections")
