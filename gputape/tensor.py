@@ -98,6 +98,8 @@ def _to_array(value: Any, dtype: Any = None, device: str | None = None) -> Any:
     the public function called and the argument, with the original error as its cause.
     """
     try:
+        if dtype is not None and getattr(getattr(value, "dtype", None), "kind", None) == "c":
+            _no_complex_drop(value, dtype)
         if isinstance(value, Tensor):
             data = value._data
             if device is not None and backend.device_of(data) != backend.parse_device(device):
@@ -129,6 +131,18 @@ def _to_array(value: Any, dtype: Any = None, device: str | None = None) -> Any:
         if _errors.is_clear(exc) or _device_failure(exc, device):
             raise
         raise _conversion_error(value, dtype, device, exc) from exc
+
+
+def _no_complex_drop(value: Any, dtype: Any) -> None:
+    """numpy casts complex to real by dropping the imaginary part (with a ComplexWarning);
+    TensorFlow refuses. A silent wrong value is worse than an error: refuse."""
+    if np.dtype(dtype).kind != "c":
+        raise _errors.argument_error(
+            value,
+            f"is complex and cannot be converted to {np.dtype(dtype)} without dropping its imaginary part",
+            cls=TypeError,
+            hint="pass np.real(value) (or gt.abs of it), or gt.cast it, if that is what you want",
+        )
 
 
 def _device_failure(exc: Exception, device: Any) -> bool:

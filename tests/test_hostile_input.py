@@ -383,3 +383,13 @@ def test_runtime_failures_of_a_forward_are_not_called_bad_arguments():
 def test_comparing_with_none_is_all_false_as_in_numpy():
     assert (gt.ones(2) == None).numpy().tolist() == [False, False]  # noqa: E711 - the comparison is the test
     assert (gt.ones(2) != None).numpy().tolist() == [True, True]  # noqa: E711
+
+
+def test_a_complex_value_is_not_silently_made_real():
+    z = np.array([1 + 2j, 3.0])
+    for make in (lambda: gt.constant(z, "float32"), lambda: gt.Variable(z, dtype="float64")):
+        with pytest.raises(TypeError, match=r"complex and cannot be converted to float(32|64) without dropping"):
+            make()
+    assert gt.constant(z, "complex64").numpy().tolist() == [1 + 2j, 3 + 0j]
+    with pytest.warns(np.exceptions.ComplexWarning):  # an explicit cast drops it, as tf.cast (numpy warns)
+        assert gt.cast(gt.constant(z), "float32").numpy().tolist() == [1.0, 3.0]
