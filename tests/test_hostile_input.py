@@ -9,8 +9,8 @@ main at 0d1f945, and after the boundary fixes):
 ==============  ==========  =========================================
 category        before      after
 ==============  ==========  =========================================
-clear           388         1173
-result          717         641
+clear           388         1174
+result          717         640
 numpy           206         1 (gt.nn)
 python          177         9 (gt.nn, gt.global_norm, clip_by_global_norm)
 hostile         168         7 (gt.nn, gt.global_norm, clip_by_global_norm)
