@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from . import backend
+from . import _errors, backend
 from . import tensor as _tensor_mod
 from .tensor import FLOAT_DTYPES, Tensor, Variable, _new, _next_id, _wrap, _wrap_op
 
@@ -259,7 +259,15 @@ class Node:
 
 
 def _op_error(prim: Primitive, args: tuple, params: dict, exc: Exception) -> Exception:
-    """Turn an array library's error into one that names the op, shapes, dtypes, devices."""
+    """Turn an array library's error into one that names the function, op, shapes, dtypes, devices.
+
+    The forward's own exception stays the cause (``raise _op_error(...) from exc``); one
+    gputape already explained is re-raised as it is, and so are MemoryError and
+    FloatingPointError (``_errors.NEVER_WRAP``), which callers catch by class, and runtime
+    failures (RuntimeError, NotImplementedError, a CUDA error): they are not about the arguments.
+    """
+    if isinstance(exc, (*_errors.NEVER_WRAP, RuntimeError)) or _errors.is_clear(exc):
+        raise exc
     shapes, dtypes, devices = [], [], []
     for a in args:
         if isinstance(a, Tensor):
@@ -274,25 +282,28 @@ def _op_error(prim: Primitive, args: tuple, params: dict, exc: Exception) -> Exc
             shapes.append(type(a).__name__)
             dtypes.append("-")
             devices.append(backend.device_of(a) if hasattr(a, "shape") else "-")
+    name = _errors.where(prim.name)
     real = sorted({d for d in devices if d != "-"})
     if len(real) > 1:
-        return ValueError(
-            f"gt.{prim.name}: inputs are on different devices ({' and '.join(real)}); "
-            "move them to one device with .to(...) first"
+        return _errors.mark(
+            ValueError(
+                f"{name}: inputs are on different devices ({' and '.join(real)}); "
+                "move them to one device with .to(...) first"
+            )
         )
-    extra = f" with {params}" if params else ""
-    cls = ValueError if isinstance(exc, (ValueError, IndexError)) else type(exc)
-    if cls not in (ValueError, TypeError, IndexError):
-        cls = ValueError
+    extra = f" with {_errors.describe(params)}" if params else ""
+    # numpy says TypeError for dtypes an op does not take (ufunc 'floor' on complex, a string
+    # operand) and ValueError/IndexError for values and shapes; anything else (an operand's own
+    # exception) means the argument could not be used at all: a TypeError
+    cls = ValueError if isinstance(exc, (ValueError, IndexError)) else TypeError
     hint = ""
     if prim.name in ("matmul", "dot", "einsum"):
         hint = "; the inner dimensions must agree (x.shape[-1] == y.shape[-2])"
     elif len(shapes) > 1:
         hint = "; shapes must be equal or broadcastable (numpy rules)"
-    return cls(
-        f"gt.{prim.name}: cannot apply to inputs of shapes {shapes} and dtypes {dtypes}{extra}"
-        f"{hint}. ({type(exc).__name__}: {exc})"
-    )
+    names = _errors.argument_names(args)
+    what = ", ".join(f"{n} of shape {s} and dtype {d}" for n, s, d in zip(names, shapes, dtypes))
+    return _errors.mark(cls(f"{name}: cannot apply to {what}{extra}{hint}. ({type(exc).__name__}: {exc})"))
 
 
 def _fix_output(out: Any) -> Any:
@@ -302,16 +313,25 @@ def _fix_output(out: Any) -> Any:
     return out
 
 
-def _const_array(a: Any, prim: Primitive) -> Any:
-    """A non-tensor argument: Python scalars and arrays pass through, lists become arrays."""
-    if isinstance(a, (list, tuple)):
-        from .tensor import _to_array, packed
+def _const_array(a: Any, prim: Primitive | None) -> Any:
+    """A non-tensor argument: Python numbers and arrays pass through, lists of tensors are packed,
+    anything else is converted.
 
-        p = packed(a)  # a list holding tensors is packed on the tape; apply then runs again with it
-        return _to_array(a) if p is None else p
-    if a is None and prim.name != "clip":
-        raise TypeError(f"gt.{prim.name}: got None where a tensor or number was expected")
-    return a
+    Conversion (``tensor._to_array``) refuses None, ragged lists, strings, object arrays and
+    objects whose ``__array__`` raises, naming the function and the argument.
+    """
+    if type(a) is float or type(a) is int or type(a) is _ndarray or isinstance(a, (np.generic, bool, complex)):
+        return a
+    if a is None and prim is not None and prim.name == "clip":
+        return a  # clip's missing bound
+    if isinstance(a, (list, tuple)):
+        p = _tensor_mod.packed(a)  # a list holding tensors is packed on the tape; apply then runs again with it
+        if p is not None:
+            return p
+    if isinstance(a, _ndarray) or hasattr(a, "__cuda_array_interface__"):
+        if getattr(getattr(a, "dtype", None), "kind", None) in _tensor_mod.NUMERIC_KINDS:
+            return a  # an ndarray subclass or a device array
+    return _tensor_mod._to_array(a)
 
 
 def apply(prim: Primitive, args: tuple, params: dict) -> Any:
@@ -342,7 +362,7 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
         datas = [backend.to_device(d, dev) if type(d) is _ndarray else d for d in datas]
     try:
         out = prim.fwd(xp, *datas, **params)
-    except (ValueError, TypeError, IndexError) as exc:
+    except Exception as exc:
         raise _op_error(prim, args, params, exc) from exc
     if prim.nout == 1:
         if type(out) is not _ndarray:
@@ -378,7 +398,7 @@ def unary_op(prim: Primitive, name: str, doc: str) -> Callable[[Any], Tensor]:
                 out = prim.cpu(d)
             else:
                 out = prim.fwd(np if type(d) is _ndarray else backend.xp_of(d), d)
-        except (ValueError, TypeError, IndexError) as exc:
+        except Exception as exc:
             raise _op_error(prim, (x,), _NOPARAMS, exc) from exc
         if type(out) is not _ndarray:
             out = _fix_output(out)
@@ -389,7 +409,7 @@ def unary_op(prim: Primitive, name: str, doc: str) -> Callable[[Any], Tensor]:
             _record1(prim, x, res)
         return res
 
-    op.__name__ = op.__qualname__ = name
+    _errors.own_code(op, name)
     op.__doc__ = doc
     op.__module__ = "gputape.tape"
     return op
@@ -425,7 +445,7 @@ def binary_op(prim: Primitive, name: str, doc: str, same: Primitive | None = Non
                 out = prim.cpu(a, b)
             else:
                 out = prim.fwd(np if type(d) is _ndarray else backend.xp_of(d), a, b)
-        except (ValueError, TypeError, IndexError) as exc:
+        except Exception as exc:
             raise _op_error(prim, (x, y), _NOPARAMS, exc) from exc
         if type(out) is not _ndarray:
             out = _fix_output(out)
@@ -438,7 +458,7 @@ def binary_op(prim: Primitive, name: str, doc: str, same: Primitive | None = Non
 
     if same is not None and same not in _same_ops:
         _same_ops[same] = unary_op(same, same.name, "")
-    op.__name__ = op.__qualname__ = name
+    _errors.own_code(op, name)
     op.__doc__ = doc
     return op
 
@@ -1692,14 +1712,32 @@ def _custom_vjp(F: Any, g: Any, needs: list[bool], nb: int, node: Node, *saved: 
             f"{info['nargs']} inputs; return exactly one gradient (or None) per input"
         )
     out = []
-    for x in flat_in + var_grads:
+    for i, x in enumerate(flat_in + var_grads):
+        if x is not None and not isinstance(x, Tensor):
+            x = _wrap(_custom_grad_array(x, i, info))
         if x is None:
             out.append(None)
-        elif diff:
-            out.append(x if isinstance(x, Tensor) else _wrap(x))
         else:
-            out.append(x._data if isinstance(x, Tensor) else x)
+            out.append(x if diff else x._data)
     return out
+
+
+def _custom_grad_array(x: Any, i: int, info: dict) -> Any:
+    """A gradient grad_fn returned as a number, list or array; anything else is the user's bug, named.
+
+    Python numbers and lists take the dtype of the function's (first) output, so that a
+    float64 function's ``lambda dy: 2.0`` is a float64 gradient, not float32.
+    """
+    out_dtype = info["out_meta"][0][1]
+    dtype = out_dtype if not hasattr(x, "dtype") and out_dtype in FLOAT_DTYPES else None
+    try:
+        return _tensor_mod._to_array(x, dtype)
+    except (TypeError, ValueError) as exc:
+        what = f"input {i}" if i < info["nargs"] else f"variable {info['variables'][i - info['nargs']].name!r}"
+        raise TypeError(
+            f"custom_gradient {info['name']!r}: grad_fn returned {_errors.describe(x)} as the gradient for {what}; "
+            "return a tensor (or an array, a number, or None for no gradient) per input"
+        ) from exc
 
 
 _CUSTOM.vjp = _custom_vjp

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from . import backend
+from . import _errors, backend
 from .device import current_device
 
 # Two id streams: outputs of ops get even ids, constants and variables odd ids.
@@ -85,30 +85,104 @@ def _py_dtype(value: Any) -> Any:
     return None
 
 
+# The kinds of dtype a tensor may hold: numbers. numpy also makes object, string, structured
+# and datetime arrays; no op is defined on them, so they are refused where values come in.
+NUMERIC_KINDS = "biufc"
+
+
 def _to_array(value: Any, dtype: Any = None, device: str | None = None) -> Any:
-    """Convert ``value`` to a device array following gputape's dtype rules."""
-    if isinstance(value, Tensor):
-        data = value._data
-        if device is not None and backend.device_of(data) != backend.parse_device(device):
-            data = backend.asarray_on(backend.to_host(data), backend.parse_device(device))
-        if dtype is not None and data.dtype != np.dtype(dtype):
-            data = data.astype(dtype)
-        return data
-    if value is None:
-        raise TypeError("gt.constant: None is not a tensor value; pass a number, a list or an array")
-    if dtype is None:
-        dtype = _py_dtype(value)
-    dev = backend.parse_device(device) if device is not None else None
-    if type(value) is _ndarray or backend.xp_of(value) is np:
-        if dev is None or dev == "cpu":
-            # A copy, as TensorFlow's convert_to_tensor makes: the caller may
-            # mutate its array, and tensors are immutable.
-            return np.array(value, dtype=dtype, copy=True)
-        return backend.asarray_on(value, dev, dtype)
-    # A device (cupy) array stays on its device unless another one is asked for.
-    if dev is None or dev == backend.device_of(value):
-        return value.astype(dtype, copy=False) if dtype is not None else value
-    return backend.asarray_on(backend.to_host(value), dev, dtype)
+    """Convert ``value`` to a device array following gputape's dtype rules.
+
+    A value that cannot be converted (``None``, a ragged list, a string, an object whose
+    ``__array__`` raises, an unknown dtype or device) raises a TypeError/ValueError naming
+    the public function called and the argument, with the original error as its cause.
+    """
+    try:
+        if dtype is not None and getattr(getattr(value, "dtype", None), "kind", None) == "c":
+            _no_complex_drop(value, dtype)
+        if isinstance(value, Tensor):
+            data = value._data
+            if device is not None and backend.device_of(data) != backend.parse_device(device):
+                data = backend.asarray_on(backend.to_host(data), backend.parse_device(device))
+            if dtype is not None and data.dtype != np.dtype(dtype):
+                data = _checked_kind(data.astype(dtype), value)
+            return data
+        if value is None:
+            raise _errors.argument_error(None, "is None", hint="pass a tensor, a number, a list or an array")
+        if dtype is None:
+            dtype = _py_dtype(value)
+        dev = backend.parse_device(device) if device is not None else None
+        if type(value) is _ndarray or backend.xp_of(value) is np:
+            if dev is None or dev == "cpu":
+                # A copy, as TensorFlow's convert_to_tensor makes: the caller may
+                # mutate its array, and tensors are immutable.
+                out = np.array(value, dtype=dtype, copy=True)
+            else:
+                out = backend.asarray_on(value, dev, dtype)
+        # A device (cupy) array stays on its device unless another one is asked for.
+        elif dev is None or dev == backend.device_of(value):
+            out = value.astype(dtype, copy=False) if dtype is not None else value
+        else:
+            out = backend.asarray_on(backend.to_host(value), dev, dtype)
+        return out if out.dtype.kind in NUMERIC_KINDS else _checked_kind(out, value)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as exc:
+        if _errors.is_clear(exc) or _device_failure(exc, device):
+            raise
+        raise _conversion_error(value, dtype, device, exc) from exc
+
+
+def _no_complex_drop(value: Any, dtype: Any) -> None:
+    """numpy casts complex to real by dropping the imaginary part (with a ComplexWarning);
+    TensorFlow refuses. A silent wrong value is worse than an error: refuse."""
+    if np.dtype(dtype).kind != "c":
+        raise _errors.argument_error(
+            value,
+            f"is complex and cannot be converted to {np.dtype(dtype)} without dropping its imaginary part",
+            cls=TypeError,
+            hint="pass np.real(value) (or gt.abs of it), or gt.cast it, if that is what you want",
+        )
+
+
+def _device_failure(exc: Exception, device: Any) -> bool:
+    """An error of the device itself (no such GPU, a CUDA error), not of the value: passed through."""
+    return type(exc).__module__.startswith("cupy") or (device is not None and isinstance(exc, RuntimeError))
+
+
+def _checked_kind(out: Any, value: Any) -> Any:
+    if out.dtype.kind not in NUMERIC_KINDS:
+        raise _errors.argument_error(
+            value,
+            f"converts to an array of dtype {out.dtype}, which no gputape op computes with",
+            hint="tensors hold bool, integer, float or complex numbers; convert the data to numbers first",
+            cls=TypeError,
+        )
+    return out
+
+
+def _conversion_error(value: Any, dtype: Any, device: Any, exc: Exception) -> Exception:
+    """Say which of value, dtype and device made the conversion fail."""
+    if device is not None:
+        try:
+            backend.parse_device(device)
+        except Exception as e:
+            return _errors.argument_error(device, f"is not a device: {e}", arg="device", cls=type(e))
+    if dtype is not None:
+        try:
+            np.dtype(dtype)
+        except Exception:
+            return _errors.argument_error(dtype, "is not a dtype", exc, arg="dtype", cls=TypeError)
+    if isinstance(exc, ValueError) and "inhomogeneous" in str(exc):
+        problem = "is a ragged nested sequence (its rows have different lengths)"
+        hint = "pad the rows to one length, or pass them as separate tensors"
+    elif isinstance(exc, (TypeError, ValueError)) and dtype is not None:
+        problem = f"cannot be converted to a tensor of dtype {np.dtype(dtype)}"
+        hint = ""
+    else:
+        problem = "cannot be converted to a tensor"
+        hint = "pass a tensor, a number, a (nested) list of numbers or an array"
+    return _errors.argument_error(value, problem, exc, hint=hint)
 
 
 class TensorShape(tuple):
@@ -358,7 +432,28 @@ class Variable(Tensor):
         return _getrefcount(self._data) <= _EXCLUSIVE_REFS
 
     def _check(self, op: str, value: Any) -> Any:
-        arr = value._data if isinstance(value, Tensor) else _to_array(value, self._data.dtype)
+        """The array to store: same device and shape, dtype cast only where no value changes kind.
+
+        The rule is numpy's ``same_kind`` casting: a float64 value goes into a float32
+        variable (what optimizers do with float64 gradients), ints and bools into floats,
+        but complex into float, float into int, and anything non-numeric raise a TypeError.
+        Python numbers and lists follow gputape's conversion rule (float -> float32, int ->
+        int32) for that test and are then converted exactly to the variable's dtype.
+        """
+        if isinstance(value, Tensor):
+            arr = value._data
+        else:
+            try:
+                arr = _to_array(value)
+            except (TypeError, ValueError) as exc:
+                raise _errors.mark(
+                    type(exc)(
+                        f"Variable.{op}: variable {self._name!r} of dtype {self._data.dtype} cannot take it: {exc}"
+                    )
+                ) from exc
+            if arr.dtype != self._data.dtype and not hasattr(value, "dtype"):
+                if np.can_cast(arr.dtype, self._data.dtype, casting="same_kind"):
+                    arr = _to_array(value, self._data.dtype)  # 0.1 into float64 is float64's 0.1
         xp = backend.xp_of(self._data)
         if backend.xp_of(arr) is not xp:
             raise ValueError(
@@ -373,14 +468,17 @@ class Variable(Tensor):
         if arr.dtype != self._data.dtype:
             if not np.can_cast(arr.dtype, self._data.dtype, casting="same_kind"):
                 raise TypeError(
-                    f"Variable.{op}: value of dtype {arr.dtype} cannot be stored in variable "
-                    f"{self._name!r} of dtype {self._data.dtype}; cast it first"
+                    f"Variable.{op}: a value of dtype {arr.dtype} cannot be stored in variable {self._name!r} "
+                    f"of dtype {self._data.dtype} without changing its values (only casts within a kind, such "
+                    f"as float64 to float32, are implicit); cast it yourself first, e.g. "
+                    f"gt.cast(value, {str(self._data.dtype)!r}), if dropping the imaginary part or the fraction "
+                    "is what you want"
                 )
             arr = arr.astype(self._data.dtype)
         return arr
 
     def assign(self, value: Any) -> Variable:
-        """Set the value (same shape; dtype cast within its kind).
+        """Set the value (same shape; dtype cast within its kind, see ``_check``).
 
         >>> import gputape as gt
         >>> gt.Variable([1.0, 2.0]).assign([3.0, 4.0]).numpy().tolist()

@@ -38,6 +38,16 @@ def _vjp(f: Callable[..., Any], xs: list[Tensor], v: Tensor) -> list[Tensor]:
     return tape.gradient(y, xs, output_gradients=v, unconnected_gradients="zero")
 
 
+def _real64(a: Any) -> np.ndarray:
+    """An argument as float64 (gputape's conversion rules and errors; complex refused: the check is real)."""
+    from .tensor import _to_array
+
+    arr = a._data if isinstance(a, Tensor) else _to_array(a)
+    if arr.dtype.kind == "c":
+        raise TypeError(f"gt.testing.check_grads: an argument is complex ({arr.dtype}); the check is for real inputs")
+    return np.array(arr, dtype=np.float64)
+
+
 def check_grads(
     f: Callable[..., Any],
     *args: Any,
@@ -59,7 +69,9 @@ def check_grads(
     if order < 1:
         raise ValueError("check_grads: order must be at least 1")
     rng = np.random.default_rng(seed)
-    xs = [_wrap(np.array(a._data if isinstance(a, Tensor) else a, dtype=np.float64)) for a in args]
+    if not callable(f):
+        raise TypeError(f"gt.testing.check_grads: argument f ({type(f).__name__}) is not callable; pass the function")
+    xs = [_wrap(_real64(a)) for a in args]
     y0 = _flat_out(f(*xs))
     if not isinstance(y0, Tensor):
         raise TypeError(f"check_grads: f must return a gt.Tensor (or a list of them), got {type(y0).__name__}")

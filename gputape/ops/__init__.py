@@ -15,9 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from .. import _errors
+from .. import backend as _backend
 from .. import tape as _tape
 from ..tensor import Tensor, Variable
 from . import creation, elementwise, linalg, reduce, shape
+from ._util import norm_dtype as _norm_dtype
 from ._util import sum_to as _sum_to_impl
 from .aliases import around, fabs
 from .creation import (
@@ -250,7 +253,7 @@ def _same(self):
 
 
 def _astype_m(self, dtype):
-    if self._data.dtype == np.dtype(dtype):
+    if self._data.dtype == _norm_dtype(dtype, "cast"):
         return _same(self)
     return cast(self, dtype)
 
@@ -259,6 +262,10 @@ def _to_m(self, device):
     """A copy on ``device`` (GPU to GPU peer to peer); the same value when already there."""
     from ..device import tensor_to
 
+    try:
+        _backend.parse_device(device)
+    except (TypeError, ValueError) as exc:
+        raise _errors.argument_error(device, f"is not a device: {exc}", arg="device", cls=type(exc)) from exc
     return tensor_to(self, device)
 
 

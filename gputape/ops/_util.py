@@ -1,38 +1,171 @@
-"""Helpers shared by the op modules (axis handling, the no-params dict)."""
+"""Helpers shared by the op modules: argument normalisation (axes, shapes, sizes, dtypes), sum_to.
+
+The normalisers are the boundary where arguments enter the ops: each runs what it always
+ran and only when that fails builds, through ``gputape._errors``, an error that names the
+public function and the argument.
+"""
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
-from ..tensor import Tensor
+import numpy as np
+
+from .. import _errors
+from ..tensor import NUMERIC_KINDS, Tensor
 
 NOPARAMS: dict[str, Any] = {}  # shared, never mutated: most ops take no parameters
 
 
+def is_index(v: Any) -> bool:
+    """One integer (an int, a numpy integer, a 0-d array or tensor), not a sequence of them.
+
+    ``hasattr(v, "__index__")`` alone would take a 1-d numpy array for one: ndarray defines it.
+    """
+    return hasattr(v, "__index__") and not getattr(v, "ndim", 0)
+
+
 def norm_axes(axis: Any, ndim: int, op: str) -> tuple[int, ...]:
-    """Normalise ``axis`` (None, int or tuple) to a sorted tuple of non-negative ints."""
+    """Normalise ``axis`` (None, int or tuple) to a sorted tuple of non-negative ints.
+
+    An axis that is not an integer (a string, a float, None inside a tuple), out of range or
+    repeated raises a TypeError/ValueError naming the function and the argument.
+    """
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, Tensor):
-        axis = axis.numpy().tolist()
-    axes = (axis,) if isinstance(axis, (int,)) or hasattr(axis, "__index__") else tuple(axis)
+    top = ndim if ndim else 1  # a 0-d tensor takes axis 0 (or -1), as numpy's reductions do
     out = []
-    for a in axes:
-        a = int(a)
-        if not -ndim <= a < max(ndim, 1):
-            raise ValueError(f"gt.{op}: axis {a} is out of range for a tensor of rank {ndim}")
-        out.append(a % ndim if ndim else 0)
+    try:
+        a0 = axis.numpy().tolist() if isinstance(axis, Tensor) else axis
+        for a in (a0,) if isinstance(a0, int) or is_index(a0) else tuple(a0):
+            a = _index(a)
+            if not -ndim <= a < top:
+                raise _out_of_range(axis, ndim, op)
+            out.append(a % ndim if ndim else 0)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as exc:
+        raise _axis_error(axis, exc, op) from exc
     if len(set(out)) != len(out):
-        raise ValueError(f"gt.{op}: repeated axis in {axis!r}")
+        raise _errors.argument_error(axis, "repeats an axis (repeated axis)", op=op, cls=ValueError)
     return tuple(sorted(out))
 
 
-def norm_axis(axis: int, ndim: int, op: str) -> int:
-    """Normalise a single axis to a non-negative int."""
-    a = int(axis)
+def norm_axis(axis: Any, ndim: int, op: str) -> int:
+    """Normalise a single axis to a non-negative int (errors as in :func:`norm_axes`)."""
+    try:
+        a = _index(axis)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as exc:
+        raise _axis_error(axis, exc, op) from exc
     if not -ndim <= a < ndim:
-        raise ValueError(f"gt.{op}: axis {a} is out of range for a tensor of rank {ndim}")
+        raise _out_of_range(axis, ndim, op)
     return a % ndim
+
+
+_index = operator.index  # numpy's rule: 1.5 or "1" is no axis (int() would take both)
+
+
+def _out_of_range(axis: Any, ndim: int, op: str) -> Exception:
+    return _errors.argument_error(
+        axis, f"is out of range for a tensor of rank {ndim} (axes go from {-ndim} to {ndim - 1})", op=op, cls=ValueError
+    )
+
+
+def _axis_error(axis: Any, exc: Exception, op: str) -> Exception:
+    if _errors.is_clear(exc):
+        return exc
+    return _errors.argument_error(
+        axis, "is not an axis", exc, op=op, cls=TypeError, hint="pass an int, a tuple of ints or None"
+    )
+
+
+def norm_shape(shape: Any, op: str, allow_unknown: bool = False, signed: bool = False) -> tuple[int, ...]:
+    """A shape argument (an int, a sequence of ints, a 1-d integer tensor or array) as a tuple.
+
+    Sizes must be integers (numpy refuses ``2.5``; ``int()`` would truncate it) and
+    non-negative; with ``allow_unknown`` one ``-1`` is allowed (reshape); ``signed`` takes
+    any integers (split's indices).
+    """
+    try:
+        if isinstance(shape, Tensor):
+            shape = shape._data.tolist()
+        dims = (operator.index(shape),) if is_index(shape) else tuple(operator.index(s) for s in shape)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as exc:
+        raise _errors.argument_error(
+            shape, "is not a shape", exc, op=op, cls=TypeError, hint="pass an int or a sequence of ints"
+        ) from exc
+    for d in dims:
+        if d < 0 and not signed and not (allow_unknown and d == -1 and dims.count(-1) == 1):
+            raise _errors.argument_error(
+                shape,
+                "has a negative size" + (" (only one -1 is allowed)" if allow_unknown else ""),
+                op=op,
+                cls=ValueError,
+            )
+    return dims
+
+
+def norm_size(n: Any, op: str, what: str = "a size", minimum: int = 0) -> int:
+    """An integer argument (a count, a number of sections) that must be at least ``minimum``."""
+    try:
+        k = operator.index(n)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as exc:
+        raise _errors.argument_error(n, f"is not an integer ({what})", exc, op=op, cls=TypeError) from exc
+    if k < minimum:
+        raise _errors.argument_error(n, f"must be at least {minimum} ({what})", op=op, cls=ValueError)
+    return k
+
+
+def norm_dtype(dtype: Any, op: str) -> np.dtype:
+    """A dtype argument as a numpy dtype; only numbers (bool, int, uint, float, complex) are tensors' dtypes."""
+    try:
+        dt = np.dtype(dtype)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as exc:
+        raise _errors.argument_error(
+            dtype, "is not a dtype", exc, op=op, cls=TypeError, hint="pass e.g. 'float32', gt.float32 or np.int64"
+        ) from exc
+    if dt.kind not in NUMERIC_KINDS:
+        raise _errors.argument_error(
+            dtype,
+            f"is dtype {dt}, which no gputape op computes with",
+            op=op,
+            cls=TypeError,
+            hint="tensors hold bool, integer, float or complex numbers",
+        )
+    return dt
+
+
+def norm_real(v: Any, op: str | None, arg: str | None = None) -> Any:
+    """A real-number argument (ddof, a distribution's mean): NaN and inf pass, as in numpy."""
+    if type(v) is float or type(v) is int:
+        return v
+    try:
+        if isinstance(v, (str, bytes, complex, np.complexfloating)) or v is None:
+            raise TypeError(f"{type(v).__name__} is not a real number")
+        return float(v)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as exc:
+        raise _errors.argument_error(v, "is not a real number", exc, op=op, arg=arg, cls=TypeError) from exc
+
+
+def norm_flag(flag: Any, op: str) -> bool:
+    """A boolean argument (``keepdims``): anything Python can take the truth of."""
+    try:
+        return bool(flag)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as exc:
+        raise _errors.argument_error(flag, "has no truth value", exc, op=op, cls=TypeError) from exc
 
 
 def sum_to(F: Any, x: Any, shape: tuple[int, ...], nb: int = 0) -> Any:

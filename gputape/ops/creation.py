@@ -10,20 +10,40 @@ from typing import Any
 
 import numpy as np
 
-from .. import backend
+from .. import _errors, backend
 from .. import tape as _tape
 from ..device import current_device
-from ..tensor import Tensor, _py_dtype, _wrap, _wrap_op, as_tensor
+from ..tensor import Tensor, _py_dtype, _to_array, _wrap, _wrap_op, as_tensor
+from ._util import norm_axis, norm_dtype, norm_shape, norm_size
 
 
 def _xp(device: str | None) -> Any:
     return backend.xp_for_device(backend.parse_device(device) if device else current_device())
 
 
-def _shape(shape: Any) -> tuple[int, ...]:
-    if isinstance(shape, Tensor):
-        shape = shape.numpy().tolist()
-    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+def _create(op: str, names: str, make: Any, *args: Any, **kwargs: Any) -> Tensor:
+    """Run numpy's/cupy's constructor on arguments already checked one by one; what it still
+    refuses in combination (an arange whose bounds give no length) names the arguments."""
+    try:
+        return _wrap(make(*args, **kwargs))
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as exc:
+        raise _errors.argument_error(
+            args, "cannot make a tensor together", exc, op=op, arg=names, cls=ValueError
+        ) from exc
+
+
+def _dtype(dtype: Any, op: str) -> Any:
+    return None if dtype is None else norm_dtype(dtype, op)
+
+
+def _number(v: Any, op: str) -> Any:
+    """A scalar argument (a fill value, a bound): numbers pass, anything else must convert to one."""
+    if type(v) is float or type(v) is int or isinstance(v, (np.number, np.bool_, bool, complex)):
+        return v
+    a = _to_array(v)  # refuses None, strings, hostile objects, naming the function and argument
+    return a if a.ndim else a[()]
 
 
 def zeros(shape: Any, dtype: Any = "float32", device: str | None = None) -> Tensor:
@@ -33,7 +53,7 @@ def zeros(shape: Any, dtype: Any = "float32", device: str | None = None) -> Tens
     >>> gt.zeros((2, 3)).shape
     (2, 3)
     """
-    return _wrap(_xp(device).zeros(_shape(shape), dtype))
+    return _create("zeros", "shape, dtype", _xp(device).zeros, norm_shape(shape, "zeros"), norm_dtype(dtype, "zeros"))
 
 
 def ones(shape: Any, dtype: Any = "float32", device: str | None = None) -> Tensor:
@@ -43,7 +63,7 @@ def ones(shape: Any, dtype: Any = "float32", device: str | None = None) -> Tenso
     >>> gt.ones(2).numpy().tolist()
     [1.0, 1.0]
     """
-    return _wrap(_xp(device).ones(_shape(shape), dtype))
+    return _create("ones", "shape, dtype", _xp(device).ones, norm_shape(shape, "ones"), norm_dtype(dtype, "ones"))
 
 
 def full(shape: Any, fill_value: Any, dtype: Any = None, device: str | None = None) -> Tensor:
@@ -53,9 +73,11 @@ def full(shape: Any, fill_value: Any, dtype: Any = None, device: str | None = No
     >>> gt.full((2,), 7.0).numpy().tolist()
     [7.0, 7.0]
     """
+    shape = norm_shape(shape, "full")
+    fill_value = _number(fill_value, "full")
     if dtype is None:
         dtype = _py_dtype(fill_value) or np.asarray(fill_value).dtype
-    return _wrap(_xp(device).full(_shape(shape), fill_value, dtype))
+    return _create("full", "shape, fill_value, dtype", _xp(device).full, shape, fill_value, norm_dtype(dtype, "full"))
 
 
 def _like(x: Any) -> Any:
@@ -70,7 +92,7 @@ def zeros_like(x: Any, dtype: Any = None) -> Tensor:
     [0.0, 0.0]
     """
     d = _like(x)
-    return _wrap(backend.xp_of(d).zeros(d.shape, dtype or d.dtype))
+    return _wrap(backend.xp_of(d).zeros(d.shape, _dtype(dtype, "zeros_like") or d.dtype))
 
 
 def ones_like(x: Any, dtype: Any = None) -> Tensor:
@@ -81,7 +103,7 @@ def ones_like(x: Any, dtype: Any = None) -> Tensor:
     [1.0, 1.0]
     """
     d = _like(x)
-    return _wrap(backend.xp_of(d).ones(d.shape, dtype or d.dtype))
+    return _wrap(backend.xp_of(d).ones(d.shape, _dtype(dtype, "ones_like") or d.dtype))
 
 
 def eye(n: int, m: int | None = None, dtype: Any = "float32", device: str | None = None) -> Tensor:
@@ -91,7 +113,9 @@ def eye(n: int, m: int | None = None, dtype: Any = "float32", device: str | None
     >>> gt.eye(2).numpy().tolist()
     [[1.0, 0.0], [0.0, 1.0]]
     """
-    return _wrap(_xp(device).eye(n, m, dtype=dtype))
+    n = norm_size(n, "eye", "a number of rows")
+    m = None if m is None else norm_size(m, "eye", "a number of columns")
+    return _create("eye", "n, m", _xp(device).eye, n, m, dtype=norm_dtype(dtype, "eye"))
 
 
 def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None, device: str | None = None) -> Tensor:
@@ -101,12 +125,16 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None, devic
     >>> gt.arange(3).numpy().tolist()
     [0, 1, 2]
     """
+    start, step = _number(start, "arange"), _number(step, "arange")
+    stop = None if stop is None else _number(stop, "arange")
     if dtype is None:
         vals = [v for v in (start, stop, step) if v is not None]
         dtype = np.dtype("float32") if any(isinstance(v, float) for v in vals) else np.dtype("int32")
     if stop is None:
         start, stop = 0, start
-    return _wrap(_xp(device).arange(start, stop, step, dtype=dtype))
+    return _create(
+        "arange", "start, stop, step", _xp(device).arange, start, stop, step, dtype=norm_dtype(dtype, "arange")
+    )
 
 
 def linspace(
@@ -138,14 +166,12 @@ def linspace(
     >>> str(y.dtype), tape.gradient(y, a).numpy().item()
     ('float64', 2.5)
     """
-    num = int(num)
-    if num < 0:
-        raise ValueError(f"gt.linspace: the number of samples must be non-negative, got {num}")
+    num = norm_size(num, "linspace", "a number of samples")
     ends = [v if isinstance(v, Tensor) or hasattr(v, "dtype") else np.asarray(v, _py_dtype(v)) for v in (start, stop)]
     dt = np.result_type(*(e.dtype for e in ends))
     if dt.kind not in "fc":
         dt = np.dtype("float32")
-    dtype = dt if dtype is None else np.dtype(dtype)
+    dtype = dt if dtype is None else norm_dtype(dtype, "linspace")
     if not any(isinstance(e, Tensor) for e in ends):
         out = _xp(device).linspace(
             _like_host(ends[0], device), _like_host(ends[1], device), num, endpoint, retstep, dt, axis
@@ -196,23 +222,29 @@ def _linspace_diff(ends: list, num: int, endpoint: bool, retstep: bool, dt: Any,
 
 def _nondiff(name: str, nargs: int) -> Any:
     def op(*args: Any) -> Tensor:
-        datas = [a._data if isinstance(a, Tensor) else a for a in args]
+        # None stays None: numpy (and TensorFlow) say t == None is all False, not an error
+        datas = [a._data if isinstance(a, Tensor) else a if a is None else _tape._const_array(a, None) for a in args]
         xp = np
         for d in datas:
             if hasattr(d, "shape") and backend.xp_of(d) is not np:
                 xp = backend.xp_of(d)
         try:
             r = getattr(xp, name)(*datas)
-        except (ValueError, TypeError) as exc:
+        except _errors.NEVER_WRAP:
+            raise
+        except Exception as exc:
             shapes = [getattr(d, "shape", type(d).__name__) for d in datas]
-            raise ValueError(f"gt.{name}: cannot apply to inputs of shapes {shapes}: {exc}") from exc
+            dtypes = [str(getattr(d, "dtype", type(d).__name__)) for d in datas]
+            raise _errors.mark(
+                ValueError(f"gt.{name}: cannot apply to inputs of shapes {shapes} and dtypes {dtypes}: {exc}")
+            ) from exc
         res = _wrap_op(np.asarray(r) if isinstance(r, np.generic) else r)
         if _tape._ACTIVE:
             _tape.traced(_fixed(getattr(xp, name)), tuple(args), res._data, True)
             _tape.note_nondiff(name, args, res)
         return res
 
-    op.__name__ = op.__qualname__ = name
+    _errors.own_code(op, name)
     op.__doc__ = f"""Elementwise ``{name}`` (no gradient: the result is {"bool" if name != "sign" else "float"}).
 
     >>> import gputape as gt
@@ -244,7 +276,9 @@ def argmax(x: Any, axis: Any = None) -> Tensor:
     >>> gt.argmax(gt.constant([[1.0, 3.0], [4.0, 2.0]]), axis=1).numpy().tolist()
     [1, 0]
     """
-    return _index_result("argmax", x, axis, backend.xp_of(_like(x)).argmax(_like(x), axis=axis))
+    d = _like(x)
+    ax = None if axis is None else norm_axis(axis, d.ndim, "argmax")
+    return _index_result("argmax", x, axis, backend.xp_of(d).argmax(d, axis=ax))
 
 
 def argmin(x: Any, axis: Any = None) -> Tensor:
@@ -254,7 +288,9 @@ def argmin(x: Any, axis: Any = None) -> Tensor:
     >>> gt.argmin(gt.constant([[1.0, 3.0], [4.0, 2.0]]), axis=1).numpy().tolist()
     [0, 1]
     """
-    return _index_result("argmin", x, axis, backend.xp_of(_like(x)).argmin(_like(x), axis=axis))
+    d = _like(x)
+    ax = None if axis is None else norm_axis(axis, d.ndim, "argmin")
+    return _index_result("argmin", x, axis, backend.xp_of(d).argmin(d, axis=ax))
 
 
 def _index_result(name: str, x: Any, axis: Any, r: Any) -> Tensor:

@@ -575,9 +575,9 @@ def cast(x: Any, dtype: Any) -> Any:
     >>> str(gt.cast(gt.constant([1.5]), "float64").dtype)
     'float64'
     """
-    import numpy as np
+    from ._util import norm_dtype
 
-    return apply(_cast, (x,), {"dtype": np.dtype(dtype)})
+    return apply(_cast, (x,), {"dtype": norm_dtype(dtype, "cast")})
 
 
 # C-level forwards for numpy inputs: the same math as each fwd above, one Python

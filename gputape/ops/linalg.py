@@ -157,6 +157,12 @@ def einsum(subscripts: str, *operands: Any) -> Any:
     >>> gt.einsum("ij,j->i", a, gt.constant([1.0, 1.0])).numpy().tolist()
     [3.0, 7.0]
     """
+    if not isinstance(subscripts, str):
+        from .. import _errors
+
+        raise _errors.argument_error(
+            subscripts, "is not a subscripts string", arg="subscripts", cls=TypeError, hint="e.g. 'ij,jk->ik'"
+        )
     shapes = [tuple(getattr(o, "shape", ())) for o in operands]
     ins, out = _parse_einsum(subscripts, shapes)
     return apply(_einsum, tuple(operands), {"ins": ins, "out": out})

@@ -7,14 +7,17 @@ and broadcast it back.
 
 from __future__ import annotations
 
+import builtins
+import math
+import warnings
 from typing import Any
 
 import numpy as np
 
-from .. import backend
+from .. import _errors, backend
 from ..tape import apply, primitive
 from ..tensor import as_tensor
-from ._util import norm_axes
+from ._util import norm_axes, norm_flag, norm_real
 
 
 def _reduction_params(x: Any, axis: Any, keepdims: bool, op: str) -> tuple[Any, dict]:
@@ -22,7 +25,14 @@ def _reduction_params(x: Any, axis: Any, keepdims: bool, op: str) -> tuple[Any, 
     shape = x._data.shape
     axes = norm_axes(axis, len(shape), op)
     kept = tuple(1 if i in axes else s for i, s in enumerate(shape))
-    return x, {"axis": axes, "keepdims": bool(keepdims), "kept": kept}
+    return x, {"axis": axes, "keepdims": keepdims if type(keepdims) is bool else norm_flag(keepdims, op), "kept": kept}
+
+
+def _empty_mean(xp: Any, x: Any, axis: tuple, keepdims: bool) -> Any:
+    """numpy's mean over zero elements: NaN, with numpy's RuntimeWarning."""
+    warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=5)
+    shape = tuple(1 if i in axis else s for i, s in enumerate(x.shape) if keepdims or i not in axis)
+    return xp.full(shape, np.nan, x.dtype if x.dtype.kind in "fc" else np.float64)
 
 
 def _expand(F: Any, g: Any, nb: int, node: Any) -> Any:
@@ -56,13 +66,15 @@ def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
 
 @primitive("mean")
 def _mean(xp, x, axis, keepdims, kept):
+    n = 1
+    for a in axis:
+        n *= x.shape[a]
+    if not n:
+        return _empty_mean(xp, x, axis, keepdims)
     if xp is np and x.dtype.kind == "f":
         # np.mean is a Python function (~6 us on small arrays); a float sum over a
         # Python-int count keeps the dtype and costs a fifth of that
-        n = 1
-        for a in axis:
-            n *= x.shape[a]
-        return np.add.reduce(x, axis=axis, keepdims=keepdims) / (n or 1)
+        return np.add.reduce(x, axis=axis, keepdims=keepdims) / n
     return xp.mean(x, axis=axis, keepdims=keepdims)
 
 
@@ -78,6 +90,9 @@ def _(F, g, needs, nb, node):
 
 def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """Arithmetic mean over ``axis`` (None: all axes).
+
+    Over zero elements it is NaN, with numpy's ``RuntimeWarning: Mean of empty slice``
+    (TensorFlow gives NaN too); its gradient is then empty, like the input.
 
     >>> import gputape as gt
     >>> gt.mean(gt.constant([[1.0, 2.0], [3.0, 4.0]]), axis=1).numpy().tolist()
@@ -225,22 +240,52 @@ def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
 def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
     """Variance over ``axis`` (``ddof`` as in numpy); composed from mean and square.
 
+    As in numpy, the sum of squares is divided by ``max(n - ddof, 0)``: with no degrees
+    of freedom left (an empty tensor, ``ddof >= n``) the result is NaN or inf, with numpy's
+    ``RuntimeWarning: Degrees of freedom <= 0 for slice``. Complex tensors are refused
+    (numpy's var takes ``|x - mean|**2``, which gputape has no op for).
+
     >>> import gputape as gt
     >>> gt.var(gt.constant([1.0, 2.0, 3.0, 4.0])).numpy().item()
     1.25
     """
+    return _var(x, axis, keepdims, ddof, "var")
+
+
+def _var(x: Any, axis: Any, keepdims: Any, ddof: Any, op: str) -> Any:
     from .elementwise import square
 
     x = as_tensor(x)
-    axes = norm_axes(axis, x.ndim, "var")
+    axes = norm_axes(axis, x.ndim, op)
+    keepdims = norm_flag(keepdims, op)
+    if x.dtype.kind == "c":
+        raise _errors.argument_error(
+            x,
+            f"is complex ({x.dtype}); gt.{op} takes real tensors",
+            op=op,
+            cls=TypeError,
+            hint="take the variance of the real and imaginary parts (or of abs(x)) separately",
+        )
+    if type(ddof) is not int:
+        ddof = norm_real(ddof, op)  # numpy takes a float ddof too
     n = int(np.prod([x.shape[a] for a in axes])) if axes else 1
-    d = x - mean(x, axis=axes, keepdims=True)
+    div = n - ddof
+    if div > 0:
+        d = x - mean(x, axis=axes, keepdims=True)
+        s = sum(square(d), axis=axes, keepdims=keepdims)
+        return s / div if ddof else s / n
+    if div == div:  # numpy warns for max(n - ddof, 0) == 0; a NaN ddof gives NaN silently
+        warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=3)
+    d = x - sum(x, axis=axes, keepdims=True) / builtins.max(n, 1)  # no second warning for an empty mean
     s = sum(square(d), axis=axes, keepdims=keepdims)
-    return s / (n - ddof) if ddof else s / n
+    # numpy's s / 0 (inf, and 0 / 0 = nan) as a product: a Python 0 divisor would make the
+    # divide VJP raise ZeroDivisionError
+    with np.errstate(invalid="ignore"):
+        return s * (math.inf if div == div else math.nan)
 
 
 def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
-    """Standard deviation over ``axis``: ``sqrt(var(x))``.
+    """Standard deviation over ``axis``: ``sqrt(var(x))`` (NaN/inf without degrees of freedom, as in numpy).
 
     >>> import gputape as gt
     >>> gt.std(gt.constant([1.0, 3.0])).numpy().item()
@@ -248,4 +293,4 @@ def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
     """
     from .elementwise import sqrt
 
-    return sqrt(var(x, axis=axis, keepdims=keepdims, ddof=ddof))
+    return sqrt(_var(x, axis, keepdims, ddof, "std"))

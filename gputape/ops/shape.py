@@ -13,9 +13,70 @@ from typing import Any
 
 import numpy as np
 
+from .. import _errors
 from ..tape import apply, primitive
-from ..tensor import Tensor, as_tensor
-from ._util import norm_axis
+from ..tensor import Tensor, _to_array, as_tensor
+from ._util import is_index, norm_axis, norm_shape, norm_size
+
+_NUMPY_PAD_MODES = (
+    "edge",
+    "linear_ramp",
+    "maximum",
+    "mean",
+    "median",
+    "minimum",
+    "reflect",
+    "symmetric",
+    "wrap",
+    "empty",
+)
+
+
+def _tensors(xs: Any, op: str) -> list[Any]:
+    """The list-of-tensors argument of concatenate/stack: a non-empty sequence, each converted."""
+    if isinstance(xs, Tensor) or not isinstance(xs, (list, tuple)):
+        raise _errors.argument_error(xs, "is not a list or tuple of tensors", arg="xs", cls=TypeError)
+    if not xs:
+        raise _errors.argument_error(xs, "is empty; need at least one tensor", arg="xs", cls=ValueError)
+    return [as_tensor(x) for x in xs]
+
+
+def _axes_tuple(axes: Any, n: int) -> tuple[int, ...]:
+    if is_index(axes) or isinstance(axes, (str, float)) or not hasattr(axes, "__iter__"):
+        raise _errors.argument_error(
+            axes,
+            f"is not a permutation of the {n} axes",
+            arg="axes",
+            cls=TypeError,
+            hint="pass a tuple such as (1, 0), or None to reverse the axes",
+        )
+    try:
+        seq = list(axes)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as exc:
+        raise _errors.argument_error(axes, "is not a sequence of axes", exc, arg="axes") from exc
+    return tuple(norm_axis(a, n, "transpose") for a in seq)
+
+
+def _pad_width(pad_width: Any, ndim: int) -> list[list[int]]:
+    """numpy's pad_width forms (n, (before, after), one pair per axis) as one integer pair per axis."""
+    try:
+        a = np.asarray(pad_width)
+        if a.dtype.kind not in "iu" or (a < 0).any():
+            raise ValueError(f"pad widths must be non-negative integers, got dtype {a.dtype}")
+        return np.broadcast_to(a, (ndim, 2)).tolist()
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as exc:
+        raise _errors.argument_error(
+            pad_width,
+            f"is not a padding width for a tensor of rank {ndim}",
+            exc,
+            arg="pad_width",
+            cls=ValueError,
+            hint="pass an int, a (before, after) pair, or one pair per axis",
+        ) from exc
 
 
 def _reshape_back(F, g, needs, nb, node):
@@ -37,10 +98,7 @@ def reshape(x: Any, shape: Any) -> Any:
     >>> gt.reshape(gt.constant([1.0, 2.0, 3.0, 4.0]), (2, -1)).shape
     (2, 2)
     """
-    if isinstance(shape, Tensor):
-        shape = tuple(int(s) for s in shape.numpy().ravel())
-    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
-    return apply(_reshape, (x,), {"shape": shape})
+    return apply(_reshape, (x,), {"shape": norm_shape(shape, "reshape", allow_unknown=True)})
 
 
 def flatten(x: Any) -> Any:
@@ -112,7 +170,7 @@ def transpose(x: Any, axes: Any = None) -> Any:
     """
     x = as_tensor(x)
     n = x.ndim
-    axes = tuple(range(n - 1, -1, -1)) if axes is None else tuple(norm_axis(a, n, "transpose") for a in axes)
+    axes = tuple(range(n - 1, -1, -1)) if axes is None else _axes_tuple(axes, n)
     if sorted(axes) != list(range(n)):
         raise ValueError(f"gt.transpose: axes {axes} are not a permutation of the {n} axes of shape {x.shape}")
     return apply(_transpose, (x,), {"axes": axes})
@@ -175,7 +233,7 @@ def broadcast_to(x: Any, shape: Any) -> Any:
     >>> gt.broadcast_to(gt.constant([1.0, 2.0]), (3, 2)).shape
     (3, 2)
     """
-    return apply(_broadcast_to, (x,), {"shape": tuple(int(s) for s in shape)})
+    return apply(_broadcast_to, (x,), {"shape": norm_shape(shape, "broadcast_to")})
 
 
 @primitive("concatenate")
@@ -199,9 +257,7 @@ def concatenate(xs: Any, axis: int = 0) -> Any:
     >>> gt.concatenate([gt.ones((2, 2)), gt.zeros((1, 2))], axis=0).shape
     (3, 2)
     """
-    xs = [as_tensor(x) for x in xs]
-    if not xs:
-        raise ValueError("gt.concatenate: need at least one tensor")
+    xs = _tensors(xs, "concatenate")
     n = xs[0].ndim
     ax = norm_axis(axis, n, "concatenate") - n
     return apply(_concatenate, tuple(xs), {"axis": ax, "shapes": [x.shape for x in xs]})
@@ -226,9 +282,7 @@ def stack(xs: Any, axis: int = 0) -> Any:
     >>> gt.stack([gt.ones(2), gt.zeros(2)], axis=1).shape
     (2, 2)
     """
-    xs = [as_tensor(x) for x in xs]
-    if not xs:
-        raise ValueError("gt.stack: need at least one tensor")
+    xs = _tensors(xs, "stack")
     n = xs[0].ndim + 1
     ax = norm_axis(axis, n, "stack") - n
     return apply(_stack, tuple(xs), {"axis": ax})
@@ -271,14 +325,14 @@ def split(x: Any, indices_or_sections: Any, axis: int = 0) -> list[Any]:
     n = x.ndim
     ax = norm_axis(axis, n, "split")
     length = x.shape[ax]
-    if isinstance(indices_or_sections, (int, np.integer)):
-        k = int(indices_or_sections)
+    if is_index(indices_or_sections):
+        k = norm_size(indices_or_sections, "split", "a number of sections")
         if k <= 0 or length % k:
             raise ValueError(f"gt.split: axis {axis} of length {length} does not split into {k} equal sections")
         bounds = [length // k * i for i in range(1, k)]
         sections: Any = k
     else:
-        bounds = [int(i) for i in indices_or_sections]
+        bounds = list(norm_shape(indices_or_sections, "split", signed=True))
         sections = bounds
     edges = [0] + [builtins.min(builtins.max(b, 0), length) for b in bounds] + [length]
     sizes = [builtins.max(edges[i + 1] - edges[i], 0) for i in range(len(edges) - 1)]
@@ -305,9 +359,13 @@ def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: float =
     [0.0, 1.0, 1.0, 0.0]
     """
     if mode != "constant":
-        raise NotImplementedError(f"gt.pad: mode {mode!r} is not supported; only mode='constant' is")
+        if mode in _NUMPY_PAD_MODES:
+            raise NotImplementedError(f"gt.pad: mode {mode!r} is not supported; only mode='constant' is")
+        raise _errors.argument_error(
+            mode, "is not a padding mode", arg="mode", cls=ValueError, hint="gt.pad supports mode='constant'"
+        )
     x = as_tensor(x)
-    pw = np.broadcast_to(np.asarray(pad_width, dtype=int), (x.ndim, 2)).tolist()
+    pw = _pad_width(pad_width, x.ndim)
     return apply(_pad, (x,), {"pad_width": [tuple(p) for p in pw], "constant_values": constant_values})
 
 
@@ -437,7 +495,7 @@ def take(x: Any, indices: Any, axis: Any = None) -> Any:
     [30.0, 10.0]
     """
     x = as_tensor(x)
-    ind = indices._data if isinstance(indices, Tensor) else np.asarray(indices)
+    ind = indices._data if isinstance(indices, Tensor) else _to_array(indices)
     if axis is None:
         return getitem(flatten(x), (ind,))
     ax = norm_axis(axis, x.ndim, "take")

@@ -1,0 +1,428 @@
+"""Hostile input: every public function, called with bad arguments, fails clearly or answers right.
+
+The table lives in ``tests/_hostile.py``; ``PYTHONPATH=. python tests/_hostile.py`` prints the
+counts per category and every case that is neither ``clear`` nor ``result``.
+
+Counts over the same 1853 calls to 104 public functions and methods (the table run against
+main at 0d1f945, and after the boundary fixes):
+
+==============  ==========  =========================================
+category        before      after
+==============  ==========  =========================================
+clear           388         1174
+result          717         640
+numpy           206         1 (gt.nn)
+python          177         9 (gt.nn, gt.global_norm, clip_by_global_norm)
+hostile         168         7 (gt.nn, gt.global_norm, clip_by_global_norm)
+gputape-other   145         0
+accepted        44          22 (gt.nn, clip_by_global_norm)
+wrong           8           0
+refused         0           0
+==============  ==========  =========================================
+
+(``result`` fell because values numpy turns into string or object arrays, and float sizes
+that ``int()`` used to truncate, are now refused with a clear error.) What is left lives in
+``gputape/nn`` and ``gputape/optim.py``, which convert their own arguments (``float(alpha)``,
+``float(clip_norm)``, ``iter(t_list)``); ``KNOWN_ELSEWHERE`` lists each case, so a new one fails.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import _hostile
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+import gputape as gt
+
+SPECS = _hostile.specs()
+
+_NN_ALPHA = {"x=complex", "alpha=nan", "alpha=inf", "alpha=str", "alpha=None", "alpha=complex", "alpha=hostile"}
+_NN = "gputape/nn converts its own arguments (float(alpha), bool(approximate), labels) and takes complex logits"
+_OPTIM = "gputape/optim.py converts its own arguments (iter(t_list), float(clip_norm))"
+KNOWN_ELSEWHERE: dict[str, tuple[str, set[str]]] = {
+    "global_norm": (_OPTIM, {"t_list=None", "t_list=hostile"}),
+    "clip_by_global_norm": (
+        _OPTIM,
+        {
+            "t_list=None",
+            "t_list=hostile",
+            "clip_norm=nan",
+            "clip_norm=str",
+            "clip_norm=None",
+            "clip_norm=complex",
+            "clip_norm=hostile",
+        },
+    ),
+    "nn.elu": (_NN, _NN_ALPHA),
+    "nn.leaky_relu": (_NN, _NN_ALPHA),
+    "nn.gelu": (_NN, {"x=complex", "approximate=hostile"}),
+    "nn.relu": (_NN, {"x=complex"}),
+    "nn.sigmoid": (_NN, {"x=complex"}),
+    "nn.softplus": (_NN, {"x=complex"}),
+    "nn.softmax": (_NN, {"x=complex"}),
+    "nn.log_softmax": (_NN, {"x=complex"}),
+    "nn.mean_squared_error": (_NN, {"y_true=complex", "y_pred=complex"}),
+    "nn.sigmoid_cross_entropy_with_logits": (_NN, {"labels=complex", "logits=complex"}),
+    "nn.softmax_cross_entropy_with_logits": (_NN, {"labels=complex", "logits=complex"}),
+    "nn.sparse_softmax_cross_entropy_with_logits": (_NN, {"labels=ragged", "labels=hostile", "logits=complex"}),
+}
+
+
+# Merged in the same session as the table, not yet in it (the follow-up adds their specs and
+# fixes these cases; the entries go as it does).
+_PENDING_NUMPY_SURFACE = set(
+    "amax amin append argpartition argsort around array_split atleast_1d atleast_2d atleast_3d column_stack cross "
+    "cumprod cumsum diag diagonal diff dsplit dstack fabs flip fliplr flipud hsplit hstack inner kron outer partition "
+    "ravel remainder repeat roll rot90 select sort take_along_axis tensordot tile trace tril triu vsplit vstack".split()
+)
+_PENDING = "merged after the table was written: specs and fixes pending"
+KNOWN_ELSEWHERE["linspace"] = (
+    _PENDING,
+    {
+        "start=str",
+        "start=None",
+        "start=hostile",
+        "stop=str",
+        "stop=None",
+        "stop=hostile",
+        "dtype=unknown",
+        "dtype=int",
+        "dtype=hostile",
+        "start=complex",
+        "stop=complex",
+        "dtype=object",
+        "dtype=structured",
+    },
+)
+KNOWN_ELSEWHERE["clip_by_norm"] = (
+    _PENDING,
+    {"clip_norm=nan", "clip_norm=inf", "clip_norm=str", "clip_norm=None", "clip_norm=complex", "clip_norm=hostile"},
+)
+KNOWN_ELSEWHERE["clip_by_global_norm"][1].add("clip_norm=inf")
+
+
+def test_the_table_covers_every_public_function():
+    covered = {s.name for s in SPECS} | set(_hostile.SKIPPED) | _PENDING_NUMPY_SURFACE
+    missing = sorted(set(_hostile.public_callables()) - covered)
+    assert not missing, f"public functions the hostile table neither calls nor skips with a reason: {missing}"
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
+def test_every_hostile_call_fails_clearly_or_answers_right(spec):
+    names = _hostile._public_names(spec)
+    bad = {}
+    for param, kind in spec.kinds.items():
+        for value in _hostile.BAD[kind]:
+            o = _hostile.run_one(spec, param, value, names)
+            if o.category not in ("clear", "result"):
+                bad[f"{o.param}={o.bad}"] = f"{o.category}: {o.spec}({o.param}={o.bad}): {o.detail[:300]}"
+    reason, known = KNOWN_ELSEWHERE.get(spec.name, ("", set()))
+    unexpected = [v for k, v in bad.items() if k not in known]
+    assert not unexpected, "\n".join(unexpected)
+    if bad:
+        pytest.xfail(f"{len(bad)} known cases in another module: {reason}")
+
+
+# -- the issue's examples --------------------------------------------------------------------------
+
+
+def test_sum_with_a_string_axis_names_sum_and_axis():
+    with pytest.raises(TypeError, match=r"gt\.sum: argument axis \('a'\) is not an axis") as e:
+        gt.sum(gt.ones((2, 2)), axis="a")
+    assert e.value.__cause__ is not None  # numpy's/Python's own message is kept as the cause
+
+
+def test_ragged_list_names_the_op_and_says_ragged():
+    with pytest.raises(ValueError, match=r"gt\.exp: argument x .* is a ragged nested sequence") as e:
+        gt.exp([[1.0, 2.0], [3.0]])
+    assert "inhomogeneous" in str(e.value.__cause__)
+
+
+def test_an_inner_op_failure_names_the_public_function_the_user_called():
+    with pytest.raises(ValueError, match=r"^gt\.nn\.softmax: argument x .* ragged"):
+        gt.nn.softmax([[1.0, 2.0], [3.0]])
+    with pytest.raises(ValueError, match=r"^gt\.std \(in gt\.var\)|^gt\.std: argument axis"):
+        gt.std(gt.ones((2, 2)), axis=5)
+
+
+def test_custom_gradient_whose_grad_fn_returns_a_string():
+    @gt.custom_gradient
+    def doubled(x):
+        return x * 2.0, lambda dy: "not a gradient"
+
+    x = gt.constant([1.0, 2.0])
+    with gt.GradientTape() as tape:
+        tape.watch(x)
+        y = doubled(x)
+    with pytest.raises(TypeError, match=r"custom_gradient 'doubled': grad_fn returned 'not a gradient' .* input 0"):
+        tape.gradient(y, x)
+
+
+def test_custom_gradient_may_return_arrays_and_numbers():
+    @gt.custom_gradient
+    def f(x, y):
+        return x * y, lambda dy: (np.full(2, 3.0, np.float32), [1.0, 1.0])
+
+    x, y = gt.constant([1.0, 2.0]), gt.constant([3.0, 4.0])
+    with gt.GradientTape() as tape:
+        tape.watch([x, y])
+        z = f(x, y)
+    gx, gy = tape.gradient(z, [x, y])
+    assert_allclose(gx.numpy(), [3.0, 3.0])
+    assert_allclose(gy.numpy(), [1.0, 1.0])
+
+    @gt.custom_gradient
+    def g(x):
+        return x * 1.0, lambda dy: 2.0  # a Python number: the dtype of the output (float64 here)
+
+    x64 = gt.constant(np.array([1.0, 2.0]))
+    with gt.GradientTape() as tape:
+        tape.watch(x64)
+        y = g(x64)
+    gx = tape.gradient(y, x64)
+    assert gx.dtype == np.float64 and gx.numpy().tolist() == [2.0, 2.0]
+
+
+def test_forward_errors_keep_numpys_message_as_the_cause():
+    with pytest.raises(
+        ValueError, match=r"gt\.matmul: cannot apply to x of shape \(2, 3\) .* y of shape \(2, 3\)"
+    ) as e:
+        gt.matmul(gt.ones((2, 3)), gt.ones((2, 3)))
+    assert isinstance(e.value.__cause__, ValueError) and "matmul" in str(e.value.__cause__)
+
+
+# -- hostile objects: chained, and interrupts never wrapped ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda h: gt.exp(h),
+        lambda h: gt.add(gt.ones(2), h),
+        lambda h: gt.constant(h),
+        lambda h: gt.sum(gt.ones(2), axis=h),
+        lambda h: gt.zeros(h),
+        lambda h: gt.reshape(gt.ones(4), h),
+        lambda h: gt.Variable(gt.ones(2)).assign(h),
+    ],
+    ids=["exp", "add", "constant", "sum-axis", "zeros-shape", "reshape-shape", "assign"],
+)
+def test_a_hostile_objects_exception_is_chained_with_the_argument_named(call):
+    with pytest.raises(TypeError, match=r"argument") as e:
+        call(_hostile.Hostile())
+    cause = e.value.__cause__
+    while cause is not None and not isinstance(cause, _hostile.HostileError):
+        cause = cause.__cause__
+    assert isinstance(cause, _hostile.HostileError), f"the hostile exception is not in the chain of {e.value!r}"
+
+
+class _Raises:
+    """Every conversion hook raises ``exc``."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    def _boom(self, *args, **kwargs):
+        raise self.exc
+
+    __array__ = __float__ = __int__ = __index__ = __len__ = __iter__ = __bool__ = _boom
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit, MemoryError], ids=lambda e: e.__name__)
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda h: gt.exp(h),
+        lambda h: gt.multiply(gt.ones(2), h),
+        lambda h: gt.constant(h),
+        lambda h: gt.sum(gt.ones(2), axis=h),
+        lambda h: gt.sum(gt.ones(2), keepdims=h),
+        lambda h: gt.zeros(h),
+        lambda h: gt.random.normal((2,), mean=h),
+        lambda h: gt.Variable(gt.ones(2)).assign(h),
+        lambda h: gt.transpose(gt.ones((2, 2)), [h, 0]),
+    ],
+    ids=["exp", "multiply", "constant", "sum-axis", "sum-keepdims", "zeros", "normal", "assign", "transpose"],
+)
+def test_interrupts_and_memory_errors_are_never_wrapped(call, exc):
+    with pytest.raises(exc) as e:
+        call(_Raises(exc()))
+    assert type(e.value) is exc
+
+
+def test_floating_point_errors_the_user_asked_for_pass_through():
+    with np.errstate(divide="raise"), pytest.raises(FloatingPointError):
+        gt.divide(gt.ones(2), gt.zeros(2))
+
+
+# -- numpy's rules for empty reductions ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape, axis", [((0,), None), ((0, 3), 0), ((0, 3), None), ((2, 0), 1)])
+def test_mean_of_empty_is_nan_with_numpys_warning(shape, axis):
+    x = np.zeros(shape, np.float32)
+    with pytest.warns(RuntimeWarning, match="Mean of empty slice"), np.errstate(all="ignore"):
+        expected = np.mean(x, axis=axis)
+    v = gt.Variable(x)
+    with pytest.warns(RuntimeWarning, match="Mean of empty slice"), gt.GradientTape() as tape:
+        y = gt.mean(v, axis=axis)
+    assert y.shape == expected.shape and y.dtype == np.float32
+    assert np.isnan(y.numpy()).all()
+    g = tape.gradient(y, v)
+    assert g.shape == shape  # an empty gradient for an empty input, no crash
+
+
+def test_mean_over_an_empty_output_does_not_warn():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert gt.mean(gt.zeros((0, 3)), axis=1).shape == (0,)
+
+
+@pytest.mark.parametrize("fn", ["var", "std"])
+@pytest.mark.parametrize(
+    "x, ddof, axis",
+    [
+        (np.zeros((0,)), 0, None),
+        (np.zeros((0, 2)), 0, 0),
+        (np.array([1.0, 2.0]), 2, None),
+        (np.array([1.0, 3.0]), 2.5, None),
+        (np.array([1.0, 1.0]), 2, None),
+    ],
+)
+def test_var_and_std_without_degrees_of_freedom_follow_numpy(fn, x, ddof, axis):
+    with pytest.warns(RuntimeWarning, match="Degrees of freedom <= 0"), np.errstate(all="ignore"):
+        expected = getattr(np, fn)(x, axis=axis, ddof=ddof)
+    v = gt.Variable(x)
+    with pytest.warns(RuntimeWarning, match="Degrees of freedom <= 0"), gt.GradientTape() as tape:
+        y = getattr(gt, fn)(v, axis=axis, ddof=ddof)
+    assert_allclose(y.numpy(), expected)
+    with np.errstate(all="ignore"):
+        assert tape.gradient(y, v).shape == x.shape
+
+
+def test_var_of_complex_is_refused():
+    with pytest.raises(TypeError, match=r"gt\.var: argument x .* is complex"):
+        gt.var(gt.constant(np.array([1 + 1j, 2.0])))
+
+
+# -- Variable.assign: same-kind casts only ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value, dtype",
+    [
+        (np.array([1 + 2j, 3.0]), "complex128"),
+        (np.array([1.0, 2.0], dtype=object), "object"),
+        (["a", "b"], "<U1"),
+        (np.zeros(2, dtype=[("a", "f4")]), "[('a', '<f4')]"),
+    ],
+    ids=["complex", "object", "strings", "structured"],
+)
+@pytest.mark.parametrize("method", ["assign", "assign_add", "assign_sub"])
+def test_assign_refuses_values_that_would_change(value, dtype, method):
+    v = gt.Variable(np.array([1.0, 2.0], np.float32), name="w")
+    with pytest.raises(TypeError, match=rf"Variable\.{method}: .*'w'.*float32") as e:
+        getattr(v, method)(value)
+    assert dtype in str(e.value)
+    assert_allclose(v.numpy(), [1.0, 2.0])  # unchanged
+
+
+def test_assign_refuses_floats_into_an_int_variable():
+    v = gt.Variable([1, 2], name="count")
+    with pytest.raises(TypeError, match=r"'count' of dtype int32 .* gt\.cast"):
+        v.assign([1.5, 2.0])
+    assert v.numpy().tolist() == [1, 2]
+
+
+def test_assign_keeps_the_casts_optimizers_make():
+    v = gt.Variable(np.array([1.0, 2.0], np.float32))
+    v.assign(np.array([0.5, 0.25]))  # float64 into float32
+    assert v.dtype == np.float32 and v.numpy().tolist() == [0.5, 0.25]
+    v.assign_sub(gt.constant(np.array([0.5, 0.25])))
+    v.assign_add(np.array([1, 2]))  # ints into floats
+    assert v.numpy().tolist() == [1.0, 2.0]
+    d = gt.Variable(np.zeros(1))
+    d.assign([0.1])  # a Python float goes into a float64 variable exactly, not via float32
+    assert d.numpy()[0] == 0.1
+    w = gt.Variable(np.ones(2, np.float32))
+    gt.optim.SGD(0.5).apply_gradients([(gt.constant(np.array([1.0, 2.0])), w)])  # float64 gradients
+    assert w.dtype == np.float32 and w.numpy().tolist() == [0.5, 0.0]
+
+
+# -- gt.random: float draws need float dtypes (TensorFlow's rules) ---------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "bool", "uint8", "complex64"])
+def test_normal_refuses_non_float_dtypes(dtype):
+    with pytest.raises((ValueError, TypeError), match=r"gt\.random\.normal: argument dtype"):
+        gt.random.normal((2,), dtype=dtype)
+
+
+def test_uniform_integers_need_maxval_and_draw_in_range():
+    with pytest.raises(ValueError, match=r"gt\.random\.uniform: argument maxval .* must be given"):
+        gt.random.uniform((2,), dtype="int32")
+    with pytest.raises(ValueError, match=r"gt\.random\.uniform: argument dtype .* bool"):
+        gt.random.uniform((2,), dtype="bool")
+    with pytest.raises(ValueError, match="must be greater than minval"):
+        gt.random.uniform((2,), 3, 3, dtype="int64")
+    x = gt.random.uniform((500,), -2, 3, dtype="int32").numpy()
+    assert x.dtype == np.int32 and set(x.tolist()) == {-2, -1, 0, 1, 2}
+
+
+def test_random_parameters_are_checked():
+    with pytest.raises(ValueError, match=r"gt\.random\.normal: argument stddev \(-1\.0\) must not be negative"):
+        gt.random.normal((2,), stddev=-1.0)
+    with pytest.raises(ValueError, match=r"gt\.random\.uniform: argument minval .* must be finite"):
+        gt.random.uniform((2,), minval=float("-inf"))
+    with pytest.raises(ValueError, match=r"gt\.random\.normal: argument shape .* negative"):
+        gt.random.normal((2, -1))
+    with pytest.raises(TypeError, match=r"gt\.random\.seed: argument n"):
+        gt.random.seed(2.5)
+
+
+def test_random_draws_replay_under_gt_function():
+    @gt.function
+    def draw():
+        return gt.random.uniform((3,), 0, 10, dtype="int64") + 0
+
+    gt.random.seed(0)
+    a = draw().numpy()
+    b = draw().numpy()
+    assert a.dtype == np.int64 and ((0 <= a) & (a < 10)).all() and ((0 <= b) & (b < 10)).all()
+
+
+def test_runtime_failures_of_a_forward_are_not_called_bad_arguments():
+    @gt.primitive("hostile_test_runtime")
+    def failing(xp, x):
+        raise RuntimeError("the device went away")
+
+    @gt.primitive("hostile_test_notimpl")
+    def unfinished(xp, x):
+        raise NotImplementedError("not for this dtype yet")
+
+    try:
+        with pytest.raises(RuntimeError, match="the device went away") as e:
+            failing(gt.ones(2))
+        assert type(e.value) is RuntimeError
+        with pytest.raises(NotImplementedError, match="not for this dtype yet"):
+            unfinished(gt.ones(2))
+    finally:
+        del gt.REGISTRY["hostile_test_runtime"], gt.REGISTRY["hostile_test_notimpl"]
+
+
+def test_comparing_with_none_is_all_false_as_in_numpy():
+    assert (gt.ones(2) == None).numpy().tolist() == [False, False]  # noqa: E711 - the comparison is the test
+    assert (gt.ones(2) != None).numpy().tolist() == [True, True]  # noqa: E711
+
+
+def test_a_complex_value_is_not_silently_made_real():
+    z = np.array([1 + 2j, 3.0])
+    for make in (lambda: gt.constant(z, "float32"), lambda: gt.Variable(z, dtype="float64")):
+        with pytest.raises(TypeError, match=r"complex and cannot be converted to float(32|64) without dropping"):
+            make()
+    assert gt.constant(z, "complex64").numpy().tolist() == [1 + 2j, 3 + 0j]
+    with pytest.warns(np.exceptions.ComplexWarning):  # an explicit cast drops it, as tf.cast (numpy warns)
+        assert gt.cast(gt.constant(z), "float32").numpy().tolist() == [1.0, 3.0]
