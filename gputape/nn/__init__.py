@@ -20,13 +20,33 @@ from .functional import (
     softplus,
     sparse_softmax_cross_entropy_with_logits,
 )
-from .layers import Dense, Dropout, Flatten, Layer, Sequential
+from .layers import (
+    Activation,
+    Add,
+    BatchNormalization,
+    Concatenate,
+    Dense,
+    Dropout,
+    Embedding,
+    Flatten,
+    Layer,
+    LayerNormalization,
+    Reshape,
+    Sequential,
+)
 
 __all__ = [
+    "Activation",
+    "Add",
+    "BatchNormalization",
+    "Concatenate",
     "Dense",
     "Dropout",
+    "Embedding",
     "Flatten",
     "Layer",
+    "LayerNormalization",
+    "Reshape",
     "Sequential",
     "activations",
     "elu",

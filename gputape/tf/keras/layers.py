@@ -10,27 +10,36 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...nn import activations as _activations
-from ...nn.layers import Dense, Dropout, Flatten, Layer
+from ...nn.layers import (
+    Activation,
+    Add,
+    BatchNormalization,
+    Concatenate,
+    Dense,
+    Dropout,
+    Embedding,
+    Flatten,
+    Layer,
+    LayerNormalization,
+    Reshape,
+)
 from ...ops import identity
 
-__all__ = ["Activation", "Dense", "Dropout", "Flatten", "Input", "InputLayer", "Layer"]
-
-
-class Activation(Layer):
-    """Apply an activation (a name or a callable) as a layer.
-
-    >>> import gputape.tf as tf
-    >>> tf.keras.layers.Activation("relu")(tf.constant([-1.0, 1.0])).numpy().tolist()
-    [0.0, 1.0]
-    """
-
-    def __init__(self, activation: Any, **kwargs: Any) -> None:
-        self.activation = _activations.get(activation)
-        super().__init__(**kwargs)
-
-    def call(self, inputs: Any) -> Any:
-        return self.activation(inputs)
+__all__ = [
+    "Activation",
+    "Add",
+    "BatchNormalization",
+    "Concatenate",
+    "Dense",
+    "Dropout",
+    "Embedding",
+    "Flatten",
+    "Input",
+    "InputLayer",
+    "Layer",
+    "LayerNormalization",
+    "Reshape",
+]
 
 
 class InputLayer(Layer):
