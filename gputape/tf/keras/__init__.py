@@ -22,6 +22,10 @@ from ...tensor import Tensor
 from . import activations, initializers, layers, losses, metrics, optimizers
 from .layers import Input, InputLayer
 
+# The Keras 3 release whose sources the layers, losses, metrics and their documented examples were
+# checked against (keras/src/...); gputape.tf.__version__ is the TensorFlow API level.
+__version__ = "3.16.0"
+
 __all__ = [
     "Input",
     "Model",
