@@ -33,7 +33,7 @@ from ..module import _SKIP as _SKIP_ATTRS
 from ..module import Module, _leaves, _snake
 from ..ops import cast, concatenate, matmul, reshape, sqrt, square, take
 from ..ops import mean as _mean
-from ..tensor import FLOAT_DTYPES, Tensor, Variable, _wrap, as_tensor, constant
+from ..tensor import FLOAT_DTYPES, Tensor, TensorShape, Variable, _wrap, as_tensor, constant
 from . import activations, initializers
 
 __all__ = [
@@ -45,6 +45,8 @@ __all__ = [
     "Dropout",
     "Embedding",
     "Flatten",
+    "KerasTensor",
+    "Lambda",
     "Layer",
     "LayerNormalization",
     "Reshape",
@@ -69,12 +71,13 @@ def _takes_training(fn: Callable[..., Any]) -> bool:
     return "training" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
-def _call_layer(layer: Any, x: Any, training: bool | None) -> Any:
+def _call_layer(layer: Any, x: Any, training: bool | None, args: tuple = (), kwargs: dict | None = None) -> Any:
+    kwargs = kwargs or {}
     if isinstance(layer, Layer):
-        return layer(x, training=training)
+        return layer(x, *args, training=training, **kwargs)
     fn = layer.__call__ if isinstance(layer, Module) else layer
     target = getattr(fn, "__func__", fn)
-    return fn(x, training=training) if _takes_training(target) else fn(x)
+    return fn(x, *args, training=training, **kwargs) if _takes_training(target) else fn(x, *args, **kwargs)
 
 
 def _shape_of(x: Any) -> tuple[int, ...]:
@@ -538,6 +541,8 @@ class Layer(Module):
         raise NotImplementedError(f"{type(self).__name__} must define call(self, inputs, training=None)")
 
     def __call__(self, inputs: Any, *args: Any, training: bool | None = None, **kwargs: Any) -> Any:
+        if _is_symbolic(inputs):  # the functional API: build, and return symbolic outputs
+            return _symbolic_call(self, inputs, args, kwargs)
         if isinstance(inputs, np.ndarray):
             # Host data meets weights on the layer's device (a GPU needs device arrays).
             dev = getattr(self, "_device", None) or current_device()
@@ -707,6 +712,27 @@ class Activation(Layer):
 
     def call(self, inputs: Any) -> Any:
         return self.activation(inputs)
+
+
+class Lambda(Layer):
+    """Wrap a function of tensors as a layer (so the functional API can use it).
+
+    >>> import gputape as gt
+    >>> gt.nn.Lambda(lambda x: x * 2)(gt.constant([1.0])).numpy().tolist()
+    [2.0]
+    """
+
+    def __init__(self, function: Callable[..., Any], **kwargs: Any) -> None:
+        if not callable(function):
+            raise TypeError(f"Lambda: function must be callable, got {type(function).__name__}")
+        self.function = function
+        super().__init__(**kwargs)
+
+    def _config(self) -> dict[str, Any]:
+        return {"function": _fn_name(self.function)}
+
+    def call(self, inputs: Any) -> Any:
+        return self.function(inputs)
 
 
 class Reshape(Layer):
@@ -1009,7 +1035,8 @@ def _readable_bytes(n: float) -> str:
 
 
 def _summary_rows(model: Layer) -> list[tuple[str, str, str]]:
-    entries = list(model.layers) if isinstance(model, Sequential) else [m for m in model._parts()[1]]
+    layers = getattr(model, "layers", None)
+    entries = list(layers) if isinstance(layers, (list, tuple)) else list(model._parts()[1])
     if not entries:
         entries = [model]
     rows = []
@@ -1056,6 +1083,118 @@ def _summary_text(model: Layer, line_length: int | None) -> str:
     out.append(f" Trainable params: {count([v for v in weights if id(v) in tw])}")
     out.append(f" Non-trainable params: {count([v for v in weights if id(v) not in tw])}")
     return "\n".join(out)
+
+
+# -- the functional API: symbolic tensors ---------------------------------------------------------
+
+
+class KerasTensor:
+    """A symbolic input or output of the functional API: a shape (``None`` for unknown sizes) and a dtype.
+
+    ``tf.keras.Input(shape=...)`` makes one; calling a layer on it builds the
+    layer and returns the symbolic output; ``tf.keras.Model(inputs, outputs)``
+    then runs those layers in order on real tensors. It holds no value: gputape
+    ops refuse it (wrap the computation in a layer, e.g. ``Lambda``).
+
+    >>> import gputape.tf as tf
+    >>> x = tf.keras.Input(shape=(None, 3), name="seq")
+    >>> y = tf.keras.layers.Dense(5)(x)
+    >>> x, y.shape
+    (<KerasTensor shape=(None, None, 3), dtype=float32, name='seq'>, (None, None, 5))
+    """
+
+    __array_priority__ = 2000  # numpy hands `array <op> KerasTensor` to __array_ufunc__, which refuses
+
+    def __init__(self, shape: Any, dtype: Any = "float32", name: str | None = None, node: Any = None) -> None:
+        self.shape = TensorShape(None if d is None else int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+        self.name = name
+        self._node = node  # the _Node that produced it
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        name = f", name={self.name!r}" if self.name else ""
+        return f"<KerasTensor shape={tuple(self.shape)}, dtype={self.dtype}{name}>"
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            f"{self!r} is symbolic (functional API): it has no value for gputape ops; compute inside a layer "
+            "(tf.keras.layers.Lambda(fn), Add, Concatenate ...) so that the model runs it on real tensors"
+        )
+
+    __array__ = __array_ufunc__ = __bool__ = __float__ = _refuse
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __matmul__ = _refuse
+
+
+class _Node:
+    """One layer call in a functional graph: the layer, its symbolic inputs (a structure) and outputs."""
+
+    __slots__ = ("args", "inputs", "kwargs", "layer", "outputs")
+
+    def __init__(self, layer: Any, inputs: Any, args: tuple, kwargs: dict) -> None:
+        self.layer, self.inputs, self.args, self.kwargs = layer, inputs, args, kwargs
+        self.outputs: Any = None
+
+
+def _flatten(s: Any) -> list[Any]:
+    if isinstance(s, dict):
+        return [leaf for k in sorted(s) for leaf in _flatten(s[k])]
+    if isinstance(s, (list, tuple)):
+        return [leaf for v in s for leaf in _flatten(v)]
+    return [s]
+
+
+def _map(fn: Callable[[Any], Any], s: Any) -> Any:
+    if isinstance(s, dict):
+        return {k: _map(fn, v) for k, v in s.items()}
+    if isinstance(s, (list, tuple)):
+        return type(s)(_map(fn, v) for v in s)
+    return fn(s)
+
+
+def _is_symbolic(x: Any) -> bool:
+    if isinstance(x, KerasTensor):
+        return True
+    if isinstance(x, (list, tuple)):
+        return any(_is_symbolic(i) for i in x)
+    if isinstance(x, dict):
+        return any(_is_symbolic(i) for i in x.values())
+    return False
+
+
+def _symbolic_call(layer: Layer, inputs: Any, args: tuple, kwargs: dict) -> Any:
+    """Build ``layer`` for symbolic ``inputs`` and return symbolic outputs (shapes found by running it)."""
+    if _is_symbolic((args, kwargs)):
+        raise NotImplementedError(f"{layer.name!r}: symbolic tensors go in the first argument (a list for several)")
+    if not layer.built:
+        layer._build_once(_map(lambda kt: tuple(kt.shape), inputs), current_device())
+    # The output's shape and dtype come from running the layer on zeros twice, with every unknown size
+    # set to 2 and then to 3: sizes that follow the input's come out unknown (None). The layer's state
+    # (a running statistic, a counter) is put back afterwards, and losses it added are dropped.
+    saved = [(v, v.numpy()) for v in layer.weights]
+    runs = []
+    for fill in (2, 3):
+        xs = _map(lambda kt, f=fill: constant(np.zeros([f if d is None else d for d in kt.shape], kt.dtype)), inputs)
+        runs.append(_call_layer(layer, xs, False, args, kwargs))
+    for v, value in saved:
+        v.assign(value)
+    layer._clear_losses()
+    node = _Node(layer, inputs, args, kwargs)
+
+    def spec(a: Any, b: Any) -> KerasTensor:
+        sa, sb = _shape_of(a), _shape_of(b)
+        shape = [da if da == db else None for da, db in zip(sa, sb)] if len(sa) == len(sb) else sa
+        return KerasTensor(shape, getattr(a, "dtype", np.float32), node=node)
+
+    flat_a, flat_b = _flatten(runs[0]), _flatten(runs[1])
+    outs = iter([spec(a, b) for a, b in zip(flat_a, flat_b)])
+    node.outputs = _map(lambda _: next(outs), runs[0])
+    first = _flatten(node.outputs)[0]
+    layer._output_shape = first.shape
+    return node.outputs
 
 
 class Sequential(Layer):
