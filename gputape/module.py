@@ -172,7 +172,10 @@ class Module:
 
 # Attributes that hold bookkeeping, never parameters: walking them would find
 # nothing and, for back-references such as a parent pointer, loop.
-_SKIP = frozenset({"_name", "_losses"})
+_SKIP = frozenset({"_name", "_losses", "_output_shape"})
+
+
+_WALKED = (Variable, Module, dict, list, tuple)
 
 
 def _walk_module(mod: Module, path: str, seen: set[int]) -> Iterator[tuple[str, Any]]:
@@ -193,7 +196,7 @@ def _walk_module(mod: Module, path: str, seen: set[int]) -> Iterator[tuple[str, 
 
 def _leaves(value: Any, path: str, seen: set[int], ordered: bool) -> Iterator[tuple[str, Any]]:
     """Variables and Modules inside ``value`` (nested lists, tuples, dicts), not entering modules."""
-    if not isinstance(value, (Variable, Module, dict, list, tuple)) or id(value) in seen:
+    if not isinstance(value, _WALKED) or id(value) in seen:
         return  # shared or cyclic references: the first path wins
     seen.add(id(value))
     if isinstance(value, (Variable, Module)):
@@ -204,4 +207,5 @@ def _leaves(value: Any, path: str, seen: set[int], ordered: bool) -> Iterator[tu
     else:
         entries = enumerate(value)
     for key, item in entries:
-        yield from _leaves(item, f"{path}/{key}", seen, ordered)
+        if isinstance(item, _WALKED):
+            yield from _leaves(item, f"{path}/{key}", seen, ordered)

@@ -321,3 +321,21 @@ def test_sequential_prints_its_layer_tree():
     assert "  (0): <Dense 'd1', units=4" in text
     assert "\n  (1): <Sequential " in text and "\n    (0): <Dense " in text  # nested models indent
     assert "0x" not in text
+
+
+def test_shared_weights_and_back_references_are_listed_once_without_looping():
+    class Tied(keras.layers.Layer):
+        def __init__(self):
+            super().__init__()
+            self.enc = keras.layers.Dense(3, input_shape=(4,))
+            self.also = self.enc.kernel  # the same variable under two attributes
+            self.pair = [self.enc, self.enc]
+            self.enc.parent = self  # a back-reference from the sub-layer
+
+        def call(self, x):
+            return self.enc(x)
+
+    t = Tied()
+    assert [id(v) for v in t.weights] == [id(t.enc.kernel), id(t.enc.bias)]
+    t.trainable = False
+    assert t.trainable_weights == [] and t.enc.trainable is False

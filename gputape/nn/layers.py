@@ -72,9 +72,9 @@ def _takes_training(fn: Callable[..., Any]) -> bool:
 
 
 def _call_layer(layer: Any, x: Any, training: bool | None, args: tuple = (), kwargs: dict | None = None) -> Any:
-    kwargs = kwargs or {}
     if isinstance(layer, Layer):
-        return layer(x, *args, training=training, **kwargs)
+        return layer(x, *args, training=training, **kwargs) if args or kwargs else layer(x, training=training)
+    kwargs = kwargs or {}
     fn = layer.__call__ if isinstance(layer, Module) else layer
     target = getattr(fn, "__func__", fn)
     return fn(x, *args, training=training, **kwargs) if _takes_training(target) else fn(x, *args, **kwargs)
@@ -95,8 +95,16 @@ def _set_trainable(v: Variable, flag: bool) -> None:
     v._trainable = flag
 
 
+def _first(v: Variable, seen: set[int]) -> bool:
+    if id(v) in seen:
+        return False
+    seen.add(id(v))
+    return True
+
+
 class _CallDepth(threading.local):
     depth = 0  # > 0 while a layer's call runs: only the outermost call clears add_loss terms
+    losses_used = False  # no add_loss yet in this thread: nothing to clear, skip the model walk
 
 
 _CALLS = _CallDepth()
@@ -239,32 +247,32 @@ class Layer(Module):
         return v
 
     # -- weights, in Keras' order ----------------------------------------------------------
-    def _parts(self) -> tuple[list[Variable], list[Module]]:
-        """This layer's own Variables and its direct sub-modules, in assignment order."""
+    def _parts(self, seen: set[int] | None = None) -> tuple[list[Variable], list[Module]]:
+        """This layer's own Variables and its direct sub-modules, in assignment order, none in ``seen``."""
         own: list[Variable] = []
         subs: list[Module] = []
+        seen = {id(self)} if seen is None else seen  # each object once, whatever holds it twice
         for key, value in vars(self).items():
-            if key in _SKIP_ATTRS:
-                continue
-            for _, leaf in _leaves(value, key, {id(self)}, False):
-                (own if isinstance(leaf, Variable) else subs).append(leaf)
+            if type(value) is Variable:  # the common case first: this runs on every trainable_variables read
+                if id(value) not in seen:
+                    seen.add(id(value))
+                    own.append(value)
+            elif isinstance(value, (Module, list, tuple, dict)) and key not in _SKIP_ATTRS:
+                for _, leaf in _leaves(value, key, seen, False):
+                    (own if isinstance(leaf, Variable) else subs).append(leaf)
         return own, subs
 
     def _collect(self, seen: set[int]) -> list[Variable]:
-        own, subs = self._parts()
-        frozen = getattr(self, "_frozen", ())
-        first = [v for v in own if v.trainable or id(v) in frozen]  # created trainable
-        first_ids = {id(v) for v in first}
-        out = [v for v in first + [v for v in own if id(v) not in first_ids] if id(v) not in seen]
-        seen.update(id(v) for v in out)
+        """Keras' order; ``seen`` holds the ids of the variables and layers already listed (cycles end)."""
+        own, subs = self._parts(seen)
+        frozen = self.__dict__.get("_frozen")
+        first = [v for v in own if v.trainable or id(v) in frozen] if frozen else [v for v in own if v.trainable]
+        if len(first) != len(own):  # created trainable first, then the rest, as Keras lists them
+            ids = {id(v) for v in first}
+            first += [v for v in own if id(v) not in ids]
         for sub in subs:
-            if isinstance(sub, Layer):
-                out += sub._collect(seen)
-            else:
-                extra = [v for v in sub.variables if id(v) not in seen]
-                seen.update(id(v) for v in extra)
-                out += extra
-        return out
+            first += sub._collect(seen) if isinstance(sub, Layer) else [v for v in sub.variables if _first(v, seen)]
+        return first
 
     @property
     def weights(self) -> list[Variable]:
@@ -404,6 +412,7 @@ class Layer(Module):
         [2.5]
         """
         self.__dict__.setdefault("_losses", []).append(loss)
+        _CALLS.losses_used = True
 
     @property
     def losses(self) -> list[Any]:
@@ -541,7 +550,7 @@ class Layer(Module):
         raise NotImplementedError(f"{type(self).__name__} must define call(self, inputs, training=None)")
 
     def __call__(self, inputs: Any, *args: Any, training: bool | None = None, **kwargs: Any) -> Any:
-        if _is_symbolic(inputs):  # the functional API: build, and return symbolic outputs
+        if not isinstance(inputs, Tensor) and _is_symbolic(inputs):  # functional API: build, return symbolic
             return _symbolic_call(self, inputs, args, kwargs)
         if isinstance(inputs, np.ndarray):
             # Host data meets weights on the layer's device (a GPU needs device arrays).
@@ -555,24 +564,28 @@ class Layer(Module):
             inputs = self._autocast(inputs)
         if _takes_training(type(self).call):
             kwargs["training"] = training
-        outermost = not _CALLS.depth
-        if outermost:
-            self._clear_losses()
-        _CALLS.depth += 1
-        try:
+        calls = _CALLS
+        if calls.losses_used:  # some layer uses add_loss: the outermost call clears the last call's terms
+            if not calls.depth:
+                self._clear_losses()
+            calls.depth += 1
+            try:
+                out = self.call(inputs, *args, **kwargs)
+            finally:
+                calls.depth -= 1
+        else:
             out = self.call(inputs, *args, **kwargs)
-        finally:
-            _CALLS.depth -= 1
-        self._output_shape = _shape_of(out) if hasattr(out, "shape") else None
+        if "_output_shape" not in self.__dict__:  # for summary(); the first call's shape is enough
+            self._output_shape = tuple(out.shape) if hasattr(out, "shape") else None
         return out
 
     def _autocast(self, x: Any) -> Any:
-        if isinstance(x, (list, tuple)):
-            return type(x)(self._autocast(i) for i in x)
         if isinstance(x, Tensor):
             return cast(x, self.dtype) if x.dtype in FLOAT_DTYPES and x.dtype != self.dtype else x
         if isinstance(x, np.ndarray) and x.dtype.kind == "f" and x.dtype != self.dtype:
             return x.astype(self.dtype)
+        if isinstance(x, (list, tuple)):  # a merge layer's inputs
+            return type(x)(self._autocast(i) for i in x)
         return x
 
     def __repr__(self) -> str:
@@ -695,25 +708,6 @@ class Flatten(Layer):
         return reshape(inputs, (shape[0], -1) if shape else (1, -1))
 
 
-class Activation(Layer):
-    """Apply an activation (a Keras name or a callable) as a layer.
-
-    >>> import gputape as gt
-    >>> gt.nn.Activation("relu")(gt.constant([-1.0, 1.0])).numpy().tolist()
-    [0.0, 1.0]
-    """
-
-    def __init__(self, activation: Any, **kwargs: Any) -> None:
-        self.activation = activations.get(activation)
-        super().__init__(**kwargs)
-
-    def _config(self) -> dict[str, Any]:
-        return {"activation": _fn_name(self.activation)}
-
-    def call(self, inputs: Any) -> Any:
-        return self.activation(inputs)
-
-
 class Lambda(Layer):
     """Wrap a function of tensors as a layer (so the functional API can use it).
 
@@ -724,7 +718,7 @@ class Lambda(Layer):
 
     def __init__(self, function: Callable[..., Any], **kwargs: Any) -> None:
         if not callable(function):
-            raise TypeError(f"Lambda: function must be callable, got {type(function).__name__}")
+            raise TypeError(f"{type(self).__name__}: function must be callable, got {type(function).__name__}")
         self.function = function
         super().__init__(**kwargs)
 
@@ -733,6 +727,25 @@ class Lambda(Layer):
 
     def call(self, inputs: Any) -> Any:
         return self.function(inputs)
+
+
+class Activation(Lambda):
+    """Apply an activation (a Keras name or a callable) as a layer.
+
+    >>> import gputape as gt
+    >>> gt.nn.Activation("relu")(gt.constant([-1.0, 1.0])).numpy().tolist()
+    [0.0, 1.0]
+    """
+
+    def __init__(self, activation: Any, **kwargs: Any) -> None:
+        super().__init__(activations.get(activation), **kwargs)
+
+    @property
+    def activation(self) -> Callable[[Any], Any]:
+        return self.function
+
+    def _config(self) -> dict[str, Any]:
+        return {"activation": _fn_name(self.function)}
 
 
 class Reshape(Layer):
