@@ -198,3 +198,9 @@ def test_loss_dtype_follows_y_pred_or_the_loss_dtype():
     assert tf.keras.losses.MeanSquaredError()([1.0], np.array([0.0])).dtype == np.float64
     assert tf.keras.losses.MeanSquaredError()([1, 2], [0, 0]).dtype == np.float32  # integers compute in float32
     assert tf.keras.losses.MeanSquaredError(dtype="float32")([1.0], np.array([0.0])).dtype == np.float32
+    w = tf.Variable(np.array([0.5, 1.0]))  # float64
+    with tf.GradientTape() as tape:
+        loss = tf.keras.losses.MeanSquaredError(dtype="float32")([0.0, 0.0], w)
+    g = tape.gradient(loss, w)
+    assert loss.dtype == np.float32 and g.dtype == np.float64  # cast back for the variable
+    assert_allclose(g.numpy(), [0.5, 1.0])

@@ -243,7 +243,7 @@ def sparse_categorical_crossentropy(
         labels = labels.reshape(labels.shape[:-1])
     if p.ndim < 1 or labels.shape != p.shape[:-1]:
         raise ValueError(
-            f"{_who}: y_true of shape {np.shape(y_true)} does not fit y_pred of shape {tuple(p.shape)}; class ids "
+            f"{_who}: y_true of shape {tuple(labels.shape)} does not fit y_pred of shape {tuple(p.shape)}; class ids "
             f"need shape y_pred.shape[:-1] = {tuple(p.shape[:-1])} (or that with a trailing 1)"
         )
     logits = p if from_logits else _log_probs(p, -1)
@@ -292,8 +292,8 @@ class Loss:
         raise NotImplementedError(f"{type(self).__name__} must define call(self, y_true, y_pred)")
 
     def __call__(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> Tensor:
-        if self.dtype is not None and not isinstance(y_pred, Tensor):
-            y_pred = constant(np.asarray(y_pred), dtype=self.dtype)
+        if self.dtype is not None:  # Keras computes the loss in the loss' dtype (a differentiable cast)
+            y_pred = _as(y_pred, self.dtype, None)
         values = self.call(y_true, y_pred)
         values = values if isinstance(values, Tensor) else constant(values)
         if sample_weight is not None:
