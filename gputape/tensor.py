@@ -494,8 +494,7 @@ def _numpy_text(data: Any, how: Any) -> str:
     # multi-line value on a new line and shows a scalar as its plain value.
     a = backend.to_host(data)
     if a.ndim == 0:
-        v = a[()]
-        return np.format_float_positional(v, trim="0") if a.dtype.kind == "f" else str(v.item())
+        return str(a[()])  # numpy's shortest round-trip text: 0.1, 1e+20, True
     text = how(a)
     return "\n" + text if "\n" in text else text
 

@@ -154,3 +154,14 @@ def test_building_on_symbolic_inputs_leaves_layer_state_untouched():
     _ = bn(x)
     assert bn.moving_mean.numpy().tolist() == [0.0, 0.0, 0.0]
     assert bn.moving_variance.numpy().tolist() == [1.0, 1.0, 1.0]
+
+
+def test_predict_batches_several_inputs_and_outputs():
+    a, b = keras.Input(shape=(2,), name="a"), keras.Input(shape=(1,), name="b")
+    s = layers.Concatenate()([a, b])
+    model = keras.Model({"a": a, "b": b}, [layers.Dense(1)(s), s])
+    xa, xb = np.arange(10.0).reshape(5, 2).astype("float32"), np.ones((5, 1), "float32")
+    out, cat = model.predict({"a": xa, "b": xb}, batch_size=2)
+    assert out.shape == (5, 1) and isinstance(out, np.ndarray)
+    np.testing.assert_array_equal(cat, np.concatenate([xa, xb], -1))
+    np.testing.assert_allclose(out, model({"a": xa, "b": xb})[0].numpy(), rtol=1e-6)

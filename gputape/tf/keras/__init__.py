@@ -53,9 +53,19 @@ class _ModelMixin:
         >>> tf.keras.Sequential([tf.keras.layers.Dense(2)]).predict(tf.ones((5, 3))).shape
         (5, 2)
         """
-        n = len(x)
-        outs = [self(x[i : i + batch_size], training=False) for i in range(0, n, batch_size)]
-        return np.concatenate([to_host(o._data) if isinstance(o, Tensor) else np.asarray(o) for o in outs])
+        n = len(_layers._flatten(x)[0])  # a functional model may take a list or dict of inputs
+        outs = [
+            self(_layers._map(lambda a, i=i: a[i : i + batch_size], x), training=False) for i in range(0, n, batch_size)
+        ]
+
+        def host(o: Any) -> np.ndarray:
+            return to_host(o._data) if isinstance(o, Tensor) else np.asarray(o)
+
+        if isinstance(outs[0], (list, tuple, dict)):  # several outputs: concatenate each
+            flat = [_layers._flatten(o) for o in outs]
+            joined = iter([np.concatenate([host(f[k]) for f in flat]) for k in range(len(flat[0]))])
+            return _layers._map(lambda _: next(joined), outs[0])
+        return np.concatenate([host(o) for o in outs])
 
     def compile(self, *args: Any, **kwargs: Any) -> None:
         """Not provided: raises ``NotImplementedError`` pointing to a GradientTape loop.
