@@ -896,6 +896,20 @@ def _moments_axes(layer: Layer, shape: tuple[int, ...], axis: Any) -> tuple[int,
     return tuple(sorted(a % rank for a in axes))
 
 
+def _add_gamma_beta(layer: Any, shape: tuple[int, ...]) -> None:
+    # the normalisation layers' learned scale and offset (absent with scale=False / center=False)
+    layer.gamma = layer.add_weight(shape=shape, initializer=layer._inits[0], name="gamma") if layer.scale else None
+    layer.beta = layer.add_weight(shape=shape, initializer=layer._inits[1], name="beta") if layer.center else None
+
+
+def _scale_shift(layer: Any, y: Any, bshape: tuple[int, ...]) -> Any:
+    if layer.gamma is not None:
+        y = y * reshape(layer.gamma, bshape)
+    if layer.beta is not None:
+        y = y + reshape(layer.beta, bshape)
+    return y
+
+
 class BatchNormalization(Layer):
     """Normalise each feature over the batch (Keras 3's ``BatchNormalization``).
 
@@ -945,8 +959,7 @@ class BatchNormalization(Layer):
         if input_shape[ax] is None:
             raise ValueError(f"BatchNormalization {self.name!r}: the size of axis {self.axis} must be known")
         shape = (int(input_shape[ax]),)
-        self.gamma = self.add_weight(shape=shape, initializer=self._inits[0], name="gamma") if self.scale else None
-        self.beta = self.add_weight(shape=shape, initializer=self._inits[1], name="beta") if self.center else None
+        _add_gamma_beta(self, shape)
         self.moving_mean = self.add_weight(
             shape=shape, initializer=self._stat_inits[0], trainable=False, name="moving_mean"
         )
@@ -975,11 +988,7 @@ class BatchNormalization(Layer):
             mean = reshape(self.moving_mean.value(), bshape)
             var = reshape(self.moving_variance.value(), bshape)
         y = (x - mean) / sqrt(var + self.epsilon)
-        if self.gamma is not None:
-            y = y * reshape(self.gamma, bshape)
-        if self.beta is not None:
-            y = y + reshape(self.beta, bshape)
-        return y
+        return _scale_shift(self, y, bshape)
 
 
 class LayerNormalization(Layer):
@@ -1018,8 +1027,7 @@ class LayerNormalization(Layer):
     def build(self, input_shape: tuple[int | None, ...]) -> None:
         axes = _moments_axes(self, tuple(input_shape), self.axis)
         shape = tuple(int(input_shape[a]) for a in axes)
-        self.gamma = self.add_weight(shape=shape, initializer=self._inits[0], name="gamma") if self.scale else None
-        self.beta = self.add_weight(shape=shape, initializer=self._inits[1], name="beta") if self.center else None
+        _add_gamma_beta(self, shape)
 
     def call(self, inputs: Any) -> Any:
         x = as_tensor(inputs)
@@ -1027,11 +1035,7 @@ class LayerNormalization(Layer):
         bshape = tuple(x.shape[i] if i in axes else 1 for i in range(x.ndim))
         mean = _mean(x, axis=axes, keepdims=True)
         y = (x - mean) / sqrt(_mean(square(x - mean), axis=axes, keepdims=True) + self.epsilon)
-        if self.gamma is not None:
-            y = y * reshape(self.gamma, bshape)
-        if self.beta is not None:
-            y = y + reshape(self.beta, bshape)
-        return y
+        return _scale_shift(self, y, bshape)
 
 
 def _fn_name(fn: Any) -> str:
