@@ -108,6 +108,20 @@ class DataLoader:
                 out.append((lo + rows.start, lo + rows.stop))
         return out
 
+    def __repr__(self) -> str:
+        """What it batches, how, and where.
+
+        >>> import gputape as gt, numpy as np
+        >>> gt.data.DataLoader(np.zeros((10, 3)), np.arange(10), batch_size=4, shuffle=True, seed=0)
+        <DataLoader shapes=[(10, 3), (10,)], batch_size=4, batches=3, shuffle=True, drop_remainder=False, device='cpu'>
+        """
+        shapes = [tuple(a.shape) for a in self.arrays]
+        shard = ", shard=True" if self.shard else ""
+        return (
+            f"<DataLoader shapes={shapes}, batch_size={self.batch_size}, batches={len(self)}, shuffle={self.shuffle}, "
+            f"drop_remainder={self.drop_remainder}, device={self.device!r}{shard}>"
+        )
+
     def __len__(self) -> int:
         if not self.shard:
             full, rest = divmod(self.n, self.batch_size)

@@ -2,10 +2,12 @@
 
 Like ``tf.Module``, a module does not register anything when attributes are
 set: the properties walk the attributes (and lists, tuples and dicts inside
-them) each time they are read, so any way of building a model works. Order is
-the attributes' assignment order, depth first, which is stable across runs.
-Variables are unhashable (they compare elementwise), so de-duplication is by
-identity.
+them) each time they are read, so any way of building a model works. The order
+is ``tf.Module``'s: attributes sorted by name, dict entries by key, a module's
+own Variables before those of its sub-modules, and the properties return
+tuples. (Keras layers, :class:`gputape.nn.Layer`, keep Keras' order instead:
+lists, in creation order.) Variables are unhashable (they compare
+elementwise), so de-duplication is by identity: the first path wins.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ class Module:
 
     Subclass it, assign Variables, modules, or lists/tuples/dicts of them to
     attributes, and read ``trainable_variables`` to get what a tape should
-    differentiate (a list, so ``model.trainable_variables + [v]`` works).
+    differentiate: a tuple in ``tf.Module``'s order (attributes sorted by
+    name, a module's own Variables before its sub-modules').
 
     >>> import gputape as gt
     >>> class Affine(gt.Module):
@@ -43,10 +46,13 @@ class Module:
     ...         return (x @ self.w + self.b) * self.scale
     >>> m = Affine()
     >>> [v.name for v in m.trainable_variables], len(m.variables), m.name
-    (['w', 'b'], 3, 'affine')
+    (['b', 'w'], 3, 'affine')
     >>> [path for path, _ in m.named_variables()]
-    ['w', 'b', 'scale']
+    ['b', 'scale', 'w']
     """
+
+    # tf.Module sorts attributes (and dict keys) by name; Keras layers keep creation order.
+    _sorted_walk = True
 
     def __init__(self, name: str | None = None) -> None:
         self._name = name if name is not None else _snake(type(self).__name__)
@@ -80,9 +86,8 @@ class Module:
 
     # -- walking ----------------------------------------------------------------------
     def _walk(self) -> Iterator[tuple[str, Any]]:
-        """Yield ``(path, Variable | Module)`` for everything reachable, depth first, each once."""
-        seen: set[int] = {id(self)}
-        yield from _walk_value(self, "", seen)
+        """Yield ``(path, Variable | Module)`` for everything reachable, each once (tf.Module's order)."""
+        yield from _walk_module(self, "", {id(self)})
 
     def named_variables(self) -> list[tuple[str, Variable]]:
         """``(path, variable)`` pairs; paths follow attributes, like ``'layers/0/kernel'``.
@@ -102,20 +107,20 @@ class Module:
         return [(p, o) for p, o in self._walk() if isinstance(o, Variable)]
 
     @property
-    def variables(self) -> list[Variable]:
-        """All Variables of this module and its sub-modules, in a stable order, each once.
+    def variables(self) -> tuple[Variable, ...]:
+        """All Variables of this module and its sub-modules, each once, as a tuple (``tf.Module``'s order).
 
         >>> import gputape as gt
         >>> m = gt.Module()
-        >>> m.a = gt.Variable(1.0)
+        >>> m.b, m.a = gt.Variable(1.0, name="b"), gt.Variable(2.0, name="a")
         >>> m.same = m.a
-        >>> len(m.variables)
-        1
+        >>> [v.name for v in m.variables]
+        ['a', 'b']
         """
-        return [v for _, v in self.named_variables()]
+        return tuple(v for _, v in self.named_variables())
 
     @property
-    def trainable_variables(self) -> list[Variable]:
+    def trainable_variables(self) -> tuple[Variable, ...]:
         """The trainable Variables (what a tape watches and an optimizer updates).
 
         >>> import gputape as gt
@@ -124,10 +129,10 @@ class Module:
         >>> [float(v) for v in m.trainable_variables]
         [1.0]
         """
-        return [v for v in self.variables if v.trainable]
+        return tuple(v for v in self.variables if v.trainable)
 
     @property
-    def non_trainable_variables(self) -> list[Variable]:
+    def non_trainable_variables(self) -> tuple[Variable, ...]:
         """The Variables with ``trainable=False`` (statistics, counters).
 
         >>> import gputape as gt
@@ -136,11 +141,11 @@ class Module:
         >>> len(m.non_trainable_variables)
         1
         """
-        return [v for v in self.variables if not v.trainable]
+        return tuple(v for v in self.variables if not v.trainable)
 
     @property
-    def submodules(self) -> list[Module]:
-        """All modules reachable from this one (not itself), depth first, each once.
+    def submodules(self) -> tuple[Module, ...]:
+        """All modules reachable from this one (not itself), each once: direct ones first, then theirs.
 
         >>> import gputape as gt
         >>> outer = gt.Module(name="outer")
@@ -149,7 +154,7 @@ class Module:
         >>> [m.name for m in outer.submodules]
         ['inner', 'leaf']
         """
-        return [o for _, o in self._walk() if isinstance(o, Module)]
+        return tuple(o for _, o in self._walk() if isinstance(o, Module))
 
     @classmethod
     def with_name_scope(cls, method: Callable[..., Any]) -> Callable[..., Any]:
@@ -167,27 +172,40 @@ class Module:
 
 # Attributes that hold bookkeeping, never parameters: walking them would find
 # nothing and, for back-references such as a parent pointer, loop.
-_SKIP = frozenset({"_name"})
+_SKIP = frozenset({"_name", "_losses", "_output_shape"})
 
 
-def _walk_value(obj: Any, path: str, seen: set[int]) -> Iterator[tuple[str, Any]]:
-    if isinstance(obj, Module):
-        items: Any = ((k, v) for k, v in vars(obj).items() if k not in _SKIP)
-    elif isinstance(obj, dict):
-        items = obj.items()
-    elif isinstance(obj, (list, tuple)):
-        items = enumerate(obj)
-    else:
-        return
+_WALKED = (Variable, Module, dict, list, tuple)
+
+
+def _walk_module(mod: Module, path: str, seen: set[int]) -> Iterator[tuple[str, Any]]:
+    """tf.Module's ``_flatten_module``: this module's leaves first, then each sub-module's, depth first."""
+    items = [(k, v) for k, v in vars(mod).items() if k not in _SKIP]
+    ordered = getattr(type(mod), "_sorted_walk", True)
+    if ordered:
+        items.sort(key=lambda kv: kv[0])
+    subs: list[tuple[str, Module]] = []
     for key, value in items:
-        if not isinstance(value, (Variable, Module, dict, list, tuple)):
-            continue
-        sub = f"{path}/{key}" if path else str(key)
-        if id(value) in seen:  # shared or cyclic references: first path wins
-            continue
-        seen.add(id(value))
-        if isinstance(value, (Variable, Module)):
-            yield sub, value
-            if isinstance(value, Variable):
-                continue
-        yield from _walk_value(value, sub, seen)
+        for p, leaf in _leaves(value, key, seen, ordered):
+            yield (f"{path}/{p}" if path else p), leaf
+            if isinstance(leaf, Module):
+                subs.append((f"{path}/{p}" if path else p, leaf))
+    for p, sub in subs:
+        yield from _walk_module(sub, p, seen)
+
+
+def _leaves(value: Any, path: str, seen: set[int], ordered: bool) -> Iterator[tuple[str, Any]]:
+    """Variables and Modules inside ``value`` (nested lists, tuples, dicts), not entering modules."""
+    if not isinstance(value, _WALKED) or id(value) in seen:
+        return  # shared or cyclic references: the first path wins
+    seen.add(id(value))
+    if isinstance(value, (Variable, Module)):
+        yield path, value
+        return
+    if isinstance(value, dict):
+        entries: Any = sorted(value.items(), key=lambda kv: str(kv[0])) if ordered else value.items()
+    else:
+        entries = enumerate(value)
+    for key, item in entries:
+        if isinstance(item, _WALKED):
+            yield from _leaves(item, f"{path}/{key}", seen, ordered)

@@ -333,9 +333,46 @@ class Tensor:
         return getattr(ufunc, method)(*raw, **kwargs)
 
     def __repr__(self) -> str:
-        body = np.array2string(backend.to_host(self._data), separator=", ", threshold=20)
+        """TensorFlow's layout around numpy's repr (summarised beyond 1000 elements, rows aligned).
+
+        >>> import gputape as gt
+        >>> gt.constant([[1.0, 2.0], [3.0, 4.0]])
+        <gt.Tensor: shape=(2, 2), dtype=float32, numpy=
+        array([[1., 2.],
+               [3., 4.]], dtype=float32)>
+        >>> gt.constant(0.5)
+        <gt.Tensor: shape=(), dtype=float32, numpy=0.5>
+        """
         dev = "" if self.device == "cpu" else f", device={self.device!r}"
-        return f"gt.Tensor({body}, shape={self.shape}, dtype={self.dtype}{dev})"
+        return f"<gt.Tensor: shape={self.shape}, dtype={self.dtype}{dev}, numpy={_numpy_text(self._data, repr)}>"
+
+    def __str__(self) -> str:
+        """TensorFlow's ``str``: numpy's ``str`` of the value, then shape and dtype.
+
+        >>> import gputape as gt
+        >>> print(gt.constant([[1.0, 2.0], [3.0, 4.0]]))
+        gt.Tensor(
+        [[1. 2.]
+         [3. 4.]], shape=(2, 2), dtype=float32)
+        """
+        dev = "" if self.device == "cpu" else f", device={self.device!r}"
+        return f"gt.Tensor({_numpy_text(self._data, str)}, shape={self.shape}, dtype={self.dtype}{dev})"
+
+    def __format__(self, format_spec: str) -> str:
+        """``f"{loss:.4f}"`` formats a 0-d tensor's value; other shapes take only an empty spec, as numpy.
+
+        >>> import gputape as gt
+        >>> f"{gt.constant(2.0) / 3:.4f}", f"{gt.constant(7):>3d}"
+        ('0.6667', '  7')
+        """
+        if not format_spec:
+            return str(self)
+        if self._data.ndim != 0:
+            raise TypeError(
+                f"unsupported format string {format_spec!r} for a gt.Tensor of shape {self.shape}: only 0-d "
+                "(scalar) tensors take a format spec, as with numpy arrays; format float(t[i]) or t.numpy() instead"
+            )
+        return format(self.item(), format_spec)
 
     # Tensors compare elementwise, so, as in TensorFlow and numpy, they are not hashable.
     __hash__ = None  # type: ignore[assignment]
@@ -534,11 +571,30 @@ class Variable(Tensor):
         return self
 
     def __repr__(self) -> str:
-        body = np.array2string(backend.to_host(self._data), separator=", ", threshold=20)
-        return f"<gt.Variable {self._name!r} shape={self.shape} dtype={self.dtype}, numpy={body}>"
+        """TensorFlow's layout: ``<gt.Variable 'w' shape=(2,) dtype=float32, numpy=array([...])>``.
+
+        >>> import gputape as gt
+        >>> gt.Variable([1.0, 2.0], name="w")
+        <gt.Variable 'w' shape=(2,) dtype=float32, numpy=array([1., 2.], dtype=float32)>
+        """
+        dev = "" if self.device == "cpu" else f" device={self.device!r}"
+        body = _numpy_text(self._data, repr)
+        return f"<gt.Variable {self.name!r} shape={self.shape} dtype={self.dtype}{dev}, numpy={body}>"
+
+    __str__ = __repr__  # TensorFlow prints a variable the same way either way
 
     def __reduce__(self):
         return (Variable, (backend.to_host(self._data), self._trainable, self._name))
+
+
+def _numpy_text(data: Any, how: Any) -> str:
+    # numpy's own repr/str (its 1000-element summary threshold, aligned rows); TensorFlow starts a
+    # multi-line value on a new line and shows a scalar as its plain value.
+    a = backend.to_host(data)
+    if a.ndim == 0:
+        return str(a[()])  # numpy's shortest round-trip text: 0.1, 1e+20, True
+    text = how(a)
+    return "\n" + text if "\n" in text else text
 
 
 def _same_kind(a: Any, b: Any) -> bool:

@@ -25,22 +25,24 @@ class Net(gt.Module):
         self.tensor = gt.constant([1.0])  # so are tensors that are not Variables
 
 
-def test_collects_from_attributes_lists_tuples_and_dicts_in_assignment_order():
+def test_collects_in_tf_module_order_attributes_sorted_own_before_submodules():
+    # tf.Module's _flatten_module: attributes sorted by name, dict entries by key (nest.flatten),
+    # this module's own leaves first, then each sub-module's in the order they were found
     net = Net()
-    assert [v.name for v in net.trainable_variables] == ["first/w", "b0/w", "b1/w", "p0", "p1", "z", "a"]
-    assert [v.name for v in net.non_trainable_variables] == ["first/stats", "b0/stats", "b1/stats"]
+    assert [v.name for v in net.trainable_variables] == ["p0", "p1", "a", "z", "b0/w", "b1/w", "first/w"]
+    assert [v.name for v in net.non_trainable_variables] == ["b0/stats", "b1/stats", "first/stats"]
     assert len(net.variables) == 10
     assert [p for p, _ in net.named_variables()] == [
-        "first/w",
-        "first/stats",
-        "blocks/0/w",
-        "blocks/0/stats",
-        "blocks/1/w",
-        "blocks/1/stats",
         "pair/0",
         "pair/1/deep",
-        "table/z",
         "table/a",
+        "table/z",
+        "blocks/0/stats",
+        "blocks/0/w",
+        "blocks/1/stats",
+        "blocks/1/w",
+        "first/stats",
+        "first/w",
     ]
 
 
@@ -50,13 +52,13 @@ def test_order_is_stable_between_reads_and_instances():
     assert [id(v) for v in a.variables] == [id(v) for v in a.variables]
 
 
-def test_variables_are_lists_so_concatenation_works():
+def test_variables_are_tuples_as_in_tf_module():
     net = Net()
     extra = gt.Variable(0.0, name="extra")
-    combined = net.trainable_variables + [extra]
-    assert isinstance(net.trainable_variables, list) and combined[-1] is extra
-    net.trainable_variables.clear()  # a fresh list each read: clearing it changes nothing
-    assert len(net.trainable_variables) == 7
+    assert isinstance(net.trainable_variables, tuple) and isinstance(net.variables, tuple)
+    combined = net.trainable_variables + (extra,)
+    assert combined[-1] is extra and len(net.trainable_variables) == 7
+    assert isinstance(net.submodules, tuple)
 
 
 def test_shared_variables_and_modules_are_listed_once():
@@ -86,9 +88,10 @@ def test_cycles_do_not_loop():
     assert [m.name for m in child.submodules] == ["parent"]
 
 
-def test_submodules_are_depth_first():
+def test_submodules_direct_ones_first_in_sorted_attribute_order():
     net = Net()
-    assert [m.name for m in net.submodules] == ["first", "b0", "b1"]
+    net.first.inner = gt.Module(name="inner")
+    assert [m.name for m in net.submodules] == ["b0", "b1", "first", "inner"]
 
 
 def test_names_default_to_snake_case_class_name():
@@ -124,7 +127,7 @@ def test_tape_watches_module_variables_and_gradients_match_hand_derivation():
     with gt.GradientTape(watch_accessed_variables=False) as tape:
         tape.watch(m.trainable_variables)
         loss = gt.sum(m(x) ** 2)
-    dw, db = tape.gradient(loss, m.trainable_variables)
+    db, dw = tape.gradient(loss, m.trainable_variables)  # sorted by attribute name: b, w
     y = x @ m.w.numpy() + m.b.numpy()
     assert_allclose(dw.numpy(), x.T @ (2 * y))
     assert_allclose(db.numpy(), (2 * y).sum(0))

@@ -20,13 +20,37 @@ from .functional import (
     softplus,
     sparse_softmax_cross_entropy_with_logits,
 )
-from .layers import Dense, Dropout, Flatten, Layer, Sequential
+from .layers import (
+    Activation,
+    Add,
+    BatchNormalization,
+    Concatenate,
+    Dense,
+    Dropout,
+    Embedding,
+    Flatten,
+    KerasTensor,
+    Lambda,
+    Layer,
+    LayerNormalization,
+    Reshape,
+    Sequential,
+)
 
 __all__ = [
+    "Activation",
+    "Add",
+    "BatchNormalization",
+    "Concatenate",
     "Dense",
     "Dropout",
+    "Embedding",
     "Flatten",
+    "KerasTensor",
+    "Lambda",
     "Layer",
+    "LayerNormalization",
+    "Reshape",
     "Sequential",
     "activations",
     "elu",

@@ -29,7 +29,12 @@ __all__ = [
     "HeNormal",
     "HeUniform",
     "Initializer",
+    "LecunNormal",
+    "LecunUniform",
     "Ones",
+    "RandomNormal",
+    "RandomUniform",
+    "TruncatedNormal",
     "VarianceScaling",
     "Zeros",
     "get",
@@ -88,6 +93,66 @@ class Constant(Initializer):
 
     def __call__(self, shape: Any, dtype: Any = "float32") -> np.ndarray:
         return np.full(_shape(shape), self.value, dtype)
+
+
+class _Random(Initializer):
+    # seeded initializers draw from their own generator, the others from gt.random's
+    def __init__(self, seed: int | None = None) -> None:
+        self.seed = seed
+
+    def _rng(self) -> np.random.Generator:
+        return np.random.default_rng(self.seed) if self.seed is not None else _random.generator()
+
+
+class RandomNormal(_Random):
+    """Normal draws, ``mean=0.0, stddev=0.05`` by default (Keras' ``'random_normal'``).
+
+    >>> import gputape as gt
+    >>> w = gt.nn.initializers.RandomNormal(seed=0)((400, 300))
+    >>> bool(abs(w.std() - 0.05) < 0.001 and abs(w.mean()) < 0.001)
+    True
+    """
+
+    def __init__(self, mean: float = 0.0, stddev: float = 0.05, seed: int | None = None) -> None:
+        super().__init__(seed)
+        self.mean, self.stddev = float(mean), float(stddev)
+
+    def __call__(self, shape: Any, dtype: Any = "float32") -> np.ndarray:
+        return self._rng().normal(self.mean, self.stddev, _shape(shape)).astype(dtype)
+
+
+class RandomUniform(_Random):
+    """Uniform draws in ``[minval, maxval)``, ``[-0.05, 0.05)`` by default (Keras' ``'random_uniform'``).
+
+    >>> import gputape as gt
+    >>> w = gt.nn.initializers.RandomUniform(seed=0)((1000,))
+    >>> bool(w.min() >= -0.05 and w.max() < 0.05)
+    True
+    """
+
+    def __init__(self, minval: float = -0.05, maxval: float = 0.05, seed: int | None = None) -> None:
+        super().__init__(seed)
+        self.minval, self.maxval = float(minval), float(maxval)
+
+    def __call__(self, shape: Any, dtype: Any = "float32") -> np.ndarray:
+        return self._rng().uniform(self.minval, self.maxval, _shape(shape)).astype(dtype)
+
+
+class TruncatedNormal(_Random):
+    """Normal draws redrawn beyond two standard deviations (Keras' ``'truncated_normal'``, ``stddev=0.05``).
+
+    >>> import gputape as gt
+    >>> w = gt.nn.initializers.TruncatedNormal(seed=0)((1000,))
+    >>> bool(abs(w).max() <= 0.1)
+    True
+    """
+
+    def __init__(self, mean: float = 0.0, stddev: float = 0.05, seed: int | None = None) -> None:
+        super().__init__(seed)
+        self.mean, self.stddev = float(mean), float(stddev)
+
+    def __call__(self, shape: Any, dtype: Any = "float32") -> np.ndarray:
+        return (self.mean + _truncated_normal(self._rng(), self.stddev, _shape(shape))).astype(dtype)
 
 
 class VarianceScaling(Initializer):
@@ -189,6 +254,31 @@ class HeNormal(VarianceScaling):
         super().__init__(2.0, "fan_in", "truncated_normal", seed)
 
 
+class LecunNormal(VarianceScaling):
+    """Truncated normal with variance ``1 / fan_in`` (for SELU networks).
+
+    >>> import gputape as gt
+    >>> gt.nn.initializers.LecunNormal(seed=1)((24, 5)).shape
+    (24, 5)
+    """
+
+    def __init__(self, seed: int | None = None) -> None:
+        super().__init__(1.0, "fan_in", "truncated_normal", seed)
+
+
+class LecunUniform(VarianceScaling):
+    """Uniform in ``±sqrt(3 / fan_in)``.
+
+    >>> import gputape as gt
+    >>> w = gt.nn.initializers.LecunUniform(seed=1)((12, 5))
+    >>> bool(abs(w).max() <= (3 / 12) ** 0.5)
+    True
+    """
+
+    def __init__(self, seed: int | None = None) -> None:
+        super().__init__(1.0, "fan_in", "uniform", seed)
+
+
 _BY_NAME: dict[str, Callable[[], Initializer]] = {
     "zeros": Zeros,
     "ones": Ones,
@@ -198,20 +288,34 @@ _BY_NAME: dict[str, Callable[[], Initializer]] = {
     "he_normal": HeNormal,
     "xavier_uniform": GlorotUniform,
     "xavier_normal": GlorotNormal,
+    "lecun_normal": LecunNormal,
+    "lecun_uniform": LecunUniform,
+    "random_normal": RandomNormal,
+    "random_uniform": RandomUniform,
+    "truncated_normal": TruncatedNormal,
+    "constant": Constant,
+    "variance_scaling": VarianceScaling,
+    # Keras' aliases
+    "normal": RandomNormal,
+    "uniform": RandomUniform,
+    "one": Ones,
+    "zero": Zeros,
 }
 
 
 def get(identifier: str | Callable[..., Any]) -> Callable[..., Any]:
-    """An initializer from its Keras name (``'he_normal'``) or a callable ``(shape, dtype)``.
+    """An initializer from its Keras name (``'he_normal'``, ``'random_normal'``, ``'HeNormal'``) or a callable.
 
     >>> import gputape as gt
-    >>> type(gt.nn.initializers.get("he_normal")).__name__
-    'HeNormal'
+    >>> [type(gt.nn.initializers.get(n)).__name__ for n in ("he_normal", "random_normal", "GlorotUniform", "uniform")]
+    ['HeNormal', 'RandomNormal', 'GlorotUniform', 'RandomUniform']
     """
     if callable(identifier):
         return identifier
     if isinstance(identifier, str):
-        key = identifier.lower()
+        from ..module import _snake
+
+        key = _snake(identifier)
         if key in _BY_NAME:
             return _BY_NAME[key]()
         raise ValueError(f"unknown initializer {identifier!r}; use one of {sorted(_BY_NAME)} or a callable")

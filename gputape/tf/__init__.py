@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -774,3 +775,45 @@ def tensordot(a: Any, b: Any, axes: Any, name: str | None = None) -> Tensor:
     (2, 4)
     """
     return _ops.tensordot(a, b, axes)
+
+
+# -- versions and tf.dtypes ---------------------------------------------------------------
+
+# The TensorFlow release whose API and semantics ``gputape.tf`` follows: TensorFlow 2.16 is the first
+# whose ``tf.keras`` is Keras 3, which is the Keras that ``tf.keras`` here imitates (see
+# ``tf.keras.__version__``). It is not gputape's own version (``gputape.__version__``), and code
+# that branches on ``tf.__version__`` takes TensorFlow 2's paths.
+__version__ = "2.16.0"
+version = types.SimpleNamespace(VERSION=__version__, GIT_VERSION="gputape", COMPILER_VERSION="n/a")
+
+DType = np.dtype
+
+
+def as_dtype(type_value: Any) -> np.dtype:
+    """TensorFlow's ``tf.as_dtype``: the dtype for a name, a numpy type or a dtype.
+
+    >>> import gputape.tf as tf
+    >>> tf.as_dtype("float32") == tf.float32, tf.dtypes.as_dtype(bool) == tf.bool
+    (True, True)
+    """
+    try:
+        return np.dtype(type_value)
+    except TypeError as e:
+        raise TypeError(f"tf.as_dtype: cannot convert {type_value!r} to a dtype") from e
+
+
+dtypes = types.SimpleNamespace(
+    DType=DType,
+    as_dtype=as_dtype,
+    cast=cast,
+    bool=bool,
+    float16=float16,
+    float32=float32,
+    float64=float64,
+    int8=int8,
+    int16=int16,
+    int32=int32,
+    int64=int64,
+    uint8=uint8,
+)
+__all__ += ["DType", "__version__", "as_dtype", "dtypes", "version"]

@@ -57,6 +57,16 @@ def _leaves(s: Any) -> list[Any]:
     return [s]
 
 
+def _spec_text(s: Any, batched: bool) -> str:
+    if isinstance(s, dict):
+        return "{" + ", ".join(f"{k!r}: {_spec_text(v, batched)}" for k, v in s.items()) + "}"
+    if isinstance(s, tuple):
+        return "(" + ", ".join(_spec_text(v, batched) for v in s) + ")"
+    a = np.asarray(s)
+    shape = (None, *a.shape[1:]) if batched and a.ndim else a.shape  # a batch's first dimension varies
+    return f"TensorSpec(shape={shape}, dtype={a.dtype})"
+
+
 class Dataset:
     """An iterable pipeline; build one with :meth:`from_tensor_slices`.
 
@@ -64,6 +74,8 @@ class Dataset:
     >>> [int(x) for x in tf.data.Dataset.from_tensor_slices([1, 2, 3]).repeat(2).take(4)]
     [1, 2, 3, 1]
     """
+
+    _batched = False  # set on datasets made by batch(): their first dimension prints as None
 
     def __init__(self, make: Callable[[], Iterator[Any]], length: int | None) -> None:
         self._make = make  # a fresh iterator of host-array elements per pass
@@ -146,7 +158,9 @@ class Dataset:
 
         n = self._length
         length = None if n is None else (n // batch_size if drop_remainder else -(-n // batch_size))
-        return Dataset(make, length)
+        out = Dataset(make, length)
+        out._batched = not drop_remainder  # TensorFlow: the batch dimension is known only when dropping the rest
+        return out
 
     def repeat(self, count: int | None = None) -> Dataset:
         """Repeat the dataset ``count`` times (forever when None).
@@ -218,6 +232,21 @@ class Dataset:
         if self._length is None:
             raise TypeError("the length of this dataset is unknown or infinite")
         return self._length
+
+    def __repr__(self) -> str:
+        """TensorFlow's ``<... element_spec=...>``, from the first element (so a ``map`` function runs once).
+
+        >>> import gputape.tf as tf
+        >>> tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [0])).batch(1)  # doctest: +NORMALIZE_WHITESPACE
+        <Dataset element_spec=(TensorSpec(shape=(None, 2), dtype=float32),
+                               TensorSpec(shape=(None,), dtype=int32)), cardinality=1>
+        """
+        try:
+            first = next(iter(self._make()), None)
+            spec = "?" if first is None else _spec_text(first, batched=self._batched)
+        except Exception:  # a pipeline that fails on its first element still prints
+            spec = "?"
+        return f"<Dataset element_spec={spec}, cardinality={self.cardinality()}>"
 
     def cardinality(self) -> int:
         """Number of elements, ``-1`` when infinite (TensorFlow's INFINITE), as a Python int.

@@ -1,8 +1,8 @@
 """``tf.keras``: the parts of Keras a custom GradientTape loop uses.
 
-Layers, ``Sequential``, subclassed ``Model``, optimizers, losses, metrics,
-initializers and activations. ``compile``/``fit``/``evaluate`` are not
-provided: gputape is for custom training loops.
+Layers, ``Sequential``, functional and subclassed ``Model``, optimizers,
+losses, metrics, initializers and activations. ``compile``/``fit``/``evaluate``
+are not provided: gputape is for custom training loops.
 
 >>> import gputape.tf as tf
 >>> model = tf.keras.Sequential([tf.keras.layers.Dense(4, activation="relu"), tf.keras.layers.Dense(2)])
@@ -20,9 +20,14 @@ from ...backend import to_host
 from ...nn import layers as _layers
 from ...tensor import Tensor
 from . import activations, initializers, layers, losses, metrics, optimizers
-from .layers import Input, InputLayer
+from .layers import Input, InputLayer, KerasTensor
+
+# The Keras 3 release whose sources the layers, losses, metrics and their documented examples were
+# checked against (keras/src/...); gputape.tf.__version__ is the TensorFlow API level.
+__version__ = "3.16.0"
 
 __all__ = [
+    "Functional",
     "Input",
     "Model",
     "Sequential",
@@ -48,9 +53,19 @@ class _ModelMixin:
         >>> tf.keras.Sequential([tf.keras.layers.Dense(2)]).predict(tf.ones((5, 3))).shape
         (5, 2)
         """
-        n = len(x)
-        outs = [self(x[i : i + batch_size], training=False) for i in range(0, n, batch_size)]
-        return np.concatenate([to_host(o._data) if isinstance(o, Tensor) else np.asarray(o) for o in outs])
+        n = len(_layers._flatten(x)[0])  # a functional model may take a list or dict of inputs
+        outs = [
+            self(_layers._map(lambda a, i=i: a[i : i + batch_size], x), training=False) for i in range(0, n, batch_size)
+        ]
+
+        def host(o: Any) -> np.ndarray:
+            return to_host(o._data) if isinstance(o, Tensor) else np.asarray(o)
+
+        if isinstance(outs[0], (list, tuple, dict)):  # several outputs: concatenate each
+            flat = [_layers._flatten(o) for o in outs]
+            joined = iter([np.concatenate([host(f[k]) for f in flat]) for k in range(len(flat[0]))])
+            return _layers._map(lambda _: next(joined), outs[0])
+        return np.concatenate([host(o) for o in outs])
 
     def compile(self, *args: Any, **kwargs: Any) -> None:
         """Not provided: raises ``NotImplementedError`` pointing to a GradientTape loop.
@@ -84,9 +99,9 @@ class _ModelMixin:
 
 
 class Model(_ModelMixin, _layers.Layer):
-    """Subclass it, create layers in ``__init__`` and define ``call(self, inputs, training=None)``.
+    """A Keras model: ``Model(inputs, outputs)`` (the functional API), or a subclass that defines ``call``.
 
-    The functional form ``Model(inputs, outputs)`` is not supported.
+    Subclassed: create layers in ``__init__`` and define ``call(self, inputs, training=None)``.
 
     >>> import gputape.tf as tf
     >>> class MLP(tf.keras.Model):
@@ -97,15 +112,22 @@ class Model(_ModelMixin, _layers.Layer):
     ...     def call(self, x, training=False):
     ...         return self.out(self.hidden(x))
     >>> model = MLP()
-    >>> model(tf.ones((1, 4))).shape, len(model.trainable_variables)
-    ((1, 2), 4)
+    >>> model(tf.ones((1, 4))).shape, len(model.trainable_variables), [type(lay).__name__ for lay in model.layers]
+    ((1, 2), 4, ['Dense', 'Dense'])
+
+    Functional: see :class:`Functional`.
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is Model and (args or "inputs" in kwargs or "outputs" in kwargs):
+            return super().__new__(Functional)  # Python then runs Functional.__init__
+        return super().__new__(cls)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         if args or "inputs" in kwargs or "outputs" in kwargs:
             raise NotImplementedError(
-                "gputape.tf.keras.Model: the functional API Model(inputs, outputs) is not supported; subclass "
-                "Model and define call(), or use Sequential"
+                f"{type(self).__name__}: a subclassed Model cannot also take inputs/outputs here; build the "
+                "functional model with tf.keras.Model(inputs, outputs), or define call()"
             )
         super().__init__(**kwargs)
 
@@ -113,6 +135,98 @@ class Model(_ModelMixin, _layers.Layer):
         # A subclassed model's layers build themselves on the first call.
         self._device = device
         self.built = True
+
+    @property
+    def layers(self) -> list[Any]:
+        """The model's direct layers (a functional model's in graph order, its InputLayers first).
+
+        >>> import gputape.tf as tf
+        >>> x = tf.keras.Input(shape=(2,), name="x")
+        >>> [type(l).__name__ for l in tf.keras.Model(x, tf.keras.layers.Dense(1)(x)).layers]
+        ['InputLayer', 'Dense']
+        """
+        found = getattr(self, "_layer_list", None)
+        if found is not None:
+            return list(found)
+        return [m for m in self._parts()[1] if isinstance(m, _layers.Layer)]
+
+
+class Functional(Model):
+    """``tf.keras.Model(inputs, outputs)``: the layers between symbolic ``Input``s and outputs, run in order.
+
+    ``inputs`` and ``outputs`` are a symbolic tensor, a list/tuple or a dict of
+    them; calling the model takes (and returns) the same structure. Layers
+    shared between branches share their weights.
+
+    >>> import gputape.tf as tf
+    >>> a, b = tf.keras.Input(shape=(2,), name="a"), tf.keras.Input(shape=(3,), name="b")
+    >>> h = tf.keras.layers.Concatenate()([a, tf.keras.layers.Dense(4)(b)])
+    >>> model = tf.keras.Model(inputs=[a, b], outputs=[tf.keras.layers.Dense(1)(h), h])
+    >>> [o.shape for o in model([tf.ones((5, 2)), tf.ones((5, 3))])]
+    [(5, 1), (5, 6)]
+    """
+
+    def __init__(self, inputs: Any, outputs: Any, name: str | None = None, trainable: bool = True, **kw: Any) -> None:
+        _layers.Layer.__init__(self, name=name, trainable=trainable, **kw)
+        flat_in, flat_out = _layers._flatten(inputs), _layers._flatten(outputs)
+        for what, flat in (("inputs", flat_in), ("outputs", flat_out)):
+            bad = [type(t).__name__ for t in flat if not isinstance(t, KerasTensor)]
+            if bad or not flat:
+                raise TypeError(
+                    f"Model: {what} must be symbolic tensors from tf.keras.Input and layer calls, got {bad or 'none'}"
+                )
+        for t in flat_in:
+            if not isinstance(t._node.layer, InputLayer):
+                raise ValueError(f"Model: every input must come from tf.keras.Input, got {t!r} made by a layer")
+        self._inputs_struct, self._outputs_struct = inputs, outputs
+        self.inputs, self.outputs = flat_in, flat_out
+        nodes: list[Any] = []
+        done: set[int] = set()
+
+        def visit(t: KerasTensor) -> None:
+            node = t._node
+            if id(node) in done:
+                return
+            if isinstance(node.layer, InputLayer):
+                if not any(t is i for i in flat_in):
+                    raise ValueError(
+                        f"Model: graph disconnected: the outputs depend on {t!r}, which is not among the inputs "
+                        f"{[i.name for i in flat_in]}"
+                    )
+            else:
+                for parent in _layers._flatten(node.inputs):
+                    visit(parent)
+                nodes.append(node)
+            done.add(id(node))
+
+        for t in flat_out:
+            visit(t)
+        self._nodes = nodes
+        order = [t._node.layer for t in flat_in] + [n.layer for n in nodes]
+        self._layer_list = list({id(layer): layer for layer in order}.values())
+        self.built = True
+
+    def call(self, inputs: Any, training: bool | None = None) -> Any:
+        given = _layers._flatten(inputs)
+        if len(given) != len(self.inputs):
+            raise ValueError(
+                f"Model {self.name!r}: expects {len(self.inputs)} input(s) shaped like {self._inputs_struct!r}, "
+                f"got {len(given)}"
+            )
+        values: dict[int, Any] = {}
+        for k, (spec, value) in enumerate(zip(self.inputs, given)):
+            shape = _layers._shape_of(value)
+            if len(shape) != len(spec.shape) or any(d is not None and d != g for d, g in zip(spec.shape, shape)):
+                raise ValueError(
+                    f"Model {self.name!r}: input {k} ({spec.name!r}) expects shape {tuple(spec.shape)}, got {shape}"
+                )
+            values[id(spec)] = value
+        for node in self._nodes:
+            x = _layers._map(lambda t: values[id(t)], node.inputs)
+            out = _layers._call_layer(node.layer, x, training, node.args, node.kwargs)
+            for t, v in zip(_layers._flatten(node.outputs), _layers._flatten(out)):
+                values[id(t)] = v
+        return _layers._map(lambda t: values[id(t)], self._outputs_struct)
 
 
 class Sequential(_ModelMixin, _layers.Sequential):
@@ -126,7 +240,15 @@ class Sequential(_ModelMixin, _layers.Sequential):
 
     def __init__(self, layers: Any = None, name: str | None = None, **kwargs: Any) -> None:
         layers = list(layers or ())
+        if layers and isinstance(layers[0], KerasTensor) and isinstance(layers[0]._node.layer, InputLayer):
+            layers[0] = layers[0]._node.layer
         spec = layers.pop(0) if layers and isinstance(layers[0], InputLayer) else None
         super().__init__(layers, name=name, **kwargs)
         if spec is not None:
-            self.build(spec.shape)
+            if any(d is None for d in spec.shape[1:]):
+                x = spec.output  # sizes known only at call time: build each layer on the symbolic tensor
+                for layer in self.layers:
+                    x = layer(x)
+                self.built = True
+            else:
+                self.build(spec.shape)

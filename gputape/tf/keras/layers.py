@@ -10,58 +10,97 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...nn import activations as _activations
-from ...nn.layers import Dense, Dropout, Flatten, Layer
+from ...nn.layers import (
+    Activation,
+    Add,
+    BatchNormalization,
+    Concatenate,
+    Dense,
+    Dropout,
+    Embedding,
+    Flatten,
+    KerasTensor,
+    Lambda,
+    Layer,
+    LayerNormalization,
+    Reshape,
+    _Node,
+)
 from ...ops import identity
 
-__all__ = ["Activation", "Dense", "Dropout", "Flatten", "Input", "InputLayer", "Layer"]
-
-
-class Activation(Layer):
-    """Apply an activation (a name or a callable) as a layer.
-
-    >>> import gputape.tf as tf
-    >>> tf.keras.layers.Activation("relu")(tf.constant([-1.0, 1.0])).numpy().tolist()
-    [0.0, 1.0]
-    """
-
-    def __init__(self, activation: Any, **kwargs: Any) -> None:
-        self.activation = _activations.get(activation)
-        super().__init__(**kwargs)
-
-    def call(self, inputs: Any) -> Any:
-        return self.activation(inputs)
+__all__ = [
+    "Activation",
+    "Add",
+    "BatchNormalization",
+    "Concatenate",
+    "Dense",
+    "Dropout",
+    "Embedding",
+    "Flatten",
+    "Input",
+    "InputLayer",
+    "KerasTensor",
+    "Lambda",
+    "Layer",
+    "LayerNormalization",
+    "Reshape",
+]
 
 
 class InputLayer(Layer):
     """Declares the input's shape (without the batch); passes inputs through unchanged.
 
-    As the first entry of a ``Sequential``, it makes the model build its
-    variables at once, as Keras does.
+    ``tf.keras.Input`` makes one and returns its symbolic output. As the
+    first entry of a ``Sequential`` it makes the model build its variables at
+    once, as Keras does.
 
     >>> import gputape.tf as tf
-    >>> tf.keras.Input(shape=(3,)).shape
+    >>> tf.keras.layers.InputLayer(shape=(3,)).shape
     (None, 3)
     """
 
-    def __init__(self, shape: Any = None, dtype: Any = None, name: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        shape: Any = None,
+        dtype: Any = None,
+        name: str | None = None,
+        batch_size: int | None = None,
+        **kwargs: Any,
+    ) -> None:
         if shape is None:
             shape = kwargs.pop("input_shape", None)
+        batch_shape = kwargs.pop("batch_shape", None)
+        if batch_shape is not None:
+            batch_size, shape = batch_shape[0], batch_shape[1:]
         if shape is None:
             raise ValueError("Input: pass shape=(features, ...) without the batch dimension")
-        self.shape = (None, *(int(s) if s is not None else None for s in shape))
+        self.shape = (batch_size, *(int(s) if s is not None else None for s in shape))
         super().__init__(name=name, dtype=dtype, **kwargs)
+        self.built = True
+        self._output_shape = self.shape
+        self.output = KerasTensor(self.shape, self.dtype or "float32", name=self.name)
+        self.output._node = _Node(self, None, (), {})
+        self.output._node.outputs = self.output
 
     def call(self, inputs: Any) -> Any:
         return identity(inputs)
 
 
-def Input(shape: Any = None, dtype: Any = None, name: str | None = None, **kwargs: Any) -> InputLayer:
-    """Keras' ``Input(shape=...)``: only meaningful as the first entry of a ``Sequential`` here.
+def Input(
+    shape: Any = None,
+    batch_size: int | None = None,
+    dtype: Any = None,
+    name: str | None = None,
+    **kwargs: Any,
+) -> KerasTensor:
+    """Keras' ``Input``: a symbolic tensor to build a functional ``Model`` from (or to start a ``Sequential``).
+
+    ``shape`` excludes the batch; ``None`` marks a size known only at call time.
 
     >>> import gputape.tf as tf
-    >>> model = tf.keras.Sequential([tf.keras.Input(shape=(3,)), tf.keras.layers.Dense(2)])
-    >>> len(model.trainable_variables)
-    2
+    >>> x = tf.keras.Input(shape=(3,))
+    >>> model = tf.keras.Model(x, tf.keras.layers.Dense(2)(x))
+    >>> model(tf.ones((4, 3))).shape, len(model.trainable_variables)
+    ((4, 2), 2)
     """
-    return InputLayer(shape=shape, dtype=dtype, name=name, **kwargs)
+    return InputLayer(shape=shape, batch_size=batch_size, dtype=dtype, name=name, **kwargs).output
