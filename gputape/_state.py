@@ -8,11 +8,12 @@ commits, tracing) builds on the pieces here.
 paused by ``stop_recording``, ``custom_gradient`` forwards (which hide the tapes below them
 and watch variable reads), ``gt.function`` traces, ``check_numerics`` and
 ``record_locations`` blocks. It is the only state the op path reads: ``tls.obs`` is
-``None`` while nothing observes this thread (the ops' fast path tests exactly that, one
-thread-local read), else an immutable :class:`Observers` snapshot holding the stack and the
-views derived from it (which tapes record, which are paused, the watchers, the trace, the
-debug switches). Nothing is counted: every view is recomputed from the stack, so no
-counter can drift.
+``None`` while nothing observes this thread, else an immutable :class:`Observers` snapshot
+holding the stack and the views derived from it (which tapes record, which are paused, the
+watchers, the trace, the debug switches). Nothing is counted: every view is recomputed from
+the stack, so no counter can drift. The ops' fast path first reads ``anywhere`` (false
+while no thread has anything on its stack: one module-attribute read per op outside every
+tape), then this thread's ``tls.obs``.
 
 **Why it survives Ctrl-C.** A push or pop builds the new snapshot first and then installs
 it with a single attribute store, so an interrupt arriving anywhere leaves either the old
@@ -48,6 +49,10 @@ from __future__ import annotations
 
 import signal
 import threading
+
+# the C functions themselves: signal.signal/getsignal wrap them in enum conversions costing ~3 us a call
+from _signal import getsignal as _getsignal
+from _signal import signal as _setsignal
 from typing import Any
 
 __all__ = ["Observers", "Scope", "current_trace", "defer_interrupts", "pop", "push", "tls"]
@@ -77,7 +82,7 @@ class defer_interrupts:  # noqa: N801 - used like a function, as contextlib.supp
     block raises, that exception propagates and a held interrupt is still delivered
     (the KeyboardInterrupt then carries the block's exception as its context).
 
-    Costs two ``signal.signal`` calls (about a microsecond each): meant for commits that run
+    Costs two ``signal.signal`` calls (a fraction of a microsecond each): meant for commits that run
     once per step, not for every op.
 
     >>> with defer_interrupts():
@@ -92,11 +97,11 @@ class defer_interrupts:  # noqa: N801 - used like a function, as contextlib.supp
         self._held = None
         if threading.current_thread() is not _MAIN:
             return self
-        old = signal.getsignal(signal.SIGINT)
+        old = _getsignal(signal.SIGINT)
         if isinstance(old, _Held):  # an outer block already holds interrupts
             return self
         held = _Held()
-        signal.signal(signal.SIGINT, held)
+        _setsignal(signal.SIGINT, held)
         self._old, self._held = old, held
         return self
 
@@ -105,7 +110,7 @@ class defer_interrupts:  # noqa: N801 - used like a function, as contextlib.supp
         if held is None:
             return
         self._held = None
-        signal.signal(signal.SIGINT, self._old)
+        _setsignal(signal.SIGINT, self._old)
         if held.received:
             _deliver(self._old, held.frame)
 
@@ -214,23 +219,53 @@ class _Local(threading.local):
 
 tls = _Local()
 
+# ``anywhere`` is false only while no thread has anything on its stack, so that ops outside
+# every tape pay one module-attribute read (a thread-local read costs ~60 ns more per op);
+# when it is true the op reads its own thread's ``tls.obs``. It is derived, not counted:
+# ``_observing`` holds the threads whose stack may be non-empty (marked before a push is
+# committed, cleared after a pop found the stack empty), and ``anywhere`` is recomputed from
+# it under a lock. An interrupt between the steps can only leave it true when it could be
+# false: ops then take the thread-local read, and the thread's next push or pop mends it.
+anywhere = False
+_observing: set[int] = set()
+_observing_lock = threading.Lock()
+
+
+def _mark() -> None:
+    """Before a push: this thread may observe."""
+    global anywhere
+    with _observing_lock:
+        _observing.add(threading.get_ident())
+        anywhere = True
+
+
+def _sync() -> None:
+    """After a pop: forget this thread if its stack is empty now."""
+    global anywhere
+    if tls.obs is None:
+        with _observing_lock:
+            _observing.discard(threading.get_ident())
+            anywhere = bool(_observing)
+
 
 def push(entry: Any) -> None:
     """Put ``entry`` on top of this thread's observer stack (one store: all or nothing)."""
     o = tls.obs
-    tls.obs = Observers((o.stack if o is not None else ()) + (entry,))
+    new = Observers((o.stack if o is not None else ()) + (entry,))
+    _mark()
+    tls.obs = new
 
 
 def _without(entry: Any) -> None:
     o = tls.obs
-    if o is None:
-        return
-    st = o.stack
-    for k in range(len(st) - 1, -1, -1):
-        if st[k] is entry:
-            rest = st[:k] + st[k + 1 :]
-            tls.obs = Observers(rest) if rest else None
-            return
+    if o is not None:
+        st = o.stack
+        for k in range(len(st) - 1, -1, -1):
+            if st[k] is entry:
+                rest = st[:k] + st[k + 1 :]
+                tls.obs = Observers(rest) if rest else None
+                break
+    _sync()
 
 
 def pop(entry: Any) -> None:
@@ -284,6 +319,7 @@ class Scope:
             below = tls.obs
             above = Observers((below.stack if below is not None else ()) + (self,))
             self._undo = (above, below)
+            _mark()
             tls.obs = above  # the commit, last: an interrupt before it leaves nothing pushed
         except BaseException:
             self._closed()
@@ -296,6 +332,7 @@ class Scope:
         undo = self._undo
         if undo is not None and tls.obs is undo[0]:
             tls.obs = undo[1]
+            _sync()
         else:
             try:
                 _without(self)
@@ -354,24 +391,24 @@ class _Guard:
 
     @staticmethod
     def install(scope: Scope) -> None:
-        h = signal.getsignal(signal.SIGINT)
+        h = _getsignal(signal.SIGINT)
         if type(h) is _Guard:
             if tls.obs is None:  # the outermost scope: adopt a guard whose owner was cut short
                 h.owner = scope
             return
         if h is None or h == signal.SIG_IGN or type(h) is _Held:
             return  # not set from Python, ignored, or held by defer_interrupts: nothing to guard
-        signal.signal(signal.SIGINT, _Guard(h, scope))
+        _setsignal(signal.SIGINT, _Guard(h, scope))
 
     @staticmethod
     def leave(scope: Scope) -> None:
-        h = signal.getsignal(signal.SIGINT)
+        h = _getsignal(signal.SIGINT)
         if type(h) is not _Guard:
             return  # none on, or the block installed a handler of its own: it stays
         if h.owner is scope:
             # signal.signal first runs the handler for a signal pending now: this guard,
             # which holds it (the frame is this one's) until the old handler is back
-            signal.signal(signal.SIGINT, h.old)
+            _setsignal(signal.SIGINT, h.old)
             h.owner = None
         held, h.held = h.held, None
         if held is not None:

@@ -49,8 +49,9 @@ _ndarray = np.ndarray
 _NOPARAMS: dict[str, Any] = {}
 
 # What observes ops (tapes, watchers, gt.function traces, check_numerics) is this
-# thread's observer stack, gputape._state.tls.obs: None when nothing does, so code
-# outside any tape pays one thread-local read per op.
+# thread's observer stack, gputape._state.tls.obs: None when nothing does. The ops test
+# gputape._state.anywhere first (false while no thread observes anything), so code
+# outside every tape pays one module-attribute read per op.
 # Every tape that was entered and is still alive, for the memory report
 # (gt.memory_info(): bytes held by live tapes).
 _live_tapes: weakref.WeakSet = weakref.WeakSet()
@@ -317,9 +318,10 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
         res._id = _next_id()
     else:
         res = [_wrap_op(o if type(o) is _ndarray else _fix_output(o)) for o in out]
-    obs = _tls.obs
-    if obs is not None:
-        _record(obs, prim, args, params, res, datas)
+    if _state.anywhere:
+        obs = _tls.obs
+        if obs is not None:
+            _record(obs, prim, args, params, res, datas)
     return res
 
 
@@ -351,9 +353,10 @@ def unary_op(prim: Primitive, name: str, doc: str) -> Callable[[Any], Tensor]:
         res = _new(Tensor)
         res._data = out
         res._id = _next_id()
-        obs = _tls.obs
-        if obs is not None:
-            _record1(obs, prim, x, res)
+        if _state.anywhere:
+            obs = _tls.obs
+            if obs is not None:
+                _record1(obs, prim, x, res)
         return res
 
     op.__name__ = op.__qualname__ = name
@@ -399,9 +402,10 @@ def binary_op(prim: Primitive, name: str, doc: str, same: Primitive | None = Non
         res = _new(Tensor)
         res._data = out
         res._id = _next_id()
-        obs = _tls.obs
-        if obs is not None:
-            _record2(obs, prim, x, y, res)
+        if _state.anywhere:
+            obs = _tls.obs
+            if obs is not None:
+                _record2(obs, prim, x, y, res)
         return res
 
     if same is not None and same not in _same_ops:

@@ -240,8 +240,10 @@ def _interrupted_trials(name: str, trials: int, seed: int) -> list[str]:
                 t.watch(_X)
                 y = _X * _X * _X
             g = t.gradient(y, _X)
-            if state is not None or handler is not signal.default_int_handler or g is None or float(g) != 12.0:
-                problems.append(f"trial {trial}: stack {state}, SIGINT handler {handler}, gradient {g}")
+            # (a flag left up by an interrupt would only slow ops down; the next pop mends it)
+            stale = _state.anywhere
+            if state is not None or handler is not signal.default_int_handler or g is None or float(g) != 12.0 or stale:
+                problems.append(f"trial {trial}: stack {state}, SIGINT {handler}, gradient {g}, anywhere {stale}")
                 _state.tls.obs = None  # start the next trial clean
                 signal.signal(signal.SIGINT, signal.default_int_handler)
     finally:
