@@ -224,28 +224,28 @@ tls = _Local()
 # when it is true the op reads its own thread's ``tls.obs``. It is derived, not counted:
 # ``_observing`` holds the threads whose stack may be non-empty (marked before a push is
 # committed, cleared after a pop found the stack empty), and ``anywhere`` is recomputed from
-# it under a lock. An interrupt between the steps can only leave it true when it could be
-# false: ops then take the thread-local read, and the thread's next push or pop mends it.
+# it. An interrupt between the steps can only leave it true when it could be false: ops
+# then take the thread-local read, and the thread's next push or pop mends it.
 anywhere = False
 _observing: set[int] = set()
-_observing_lock = threading.Lock()
 
 
 def _mark() -> None:
     """Before a push: this thread may observe."""
     global anywhere
-    with _observing_lock:
-        _observing.add(threading.get_ident())
-        anywhere = True
+    _observing.add(threading.get_ident())
+    anywhere = True
 
 
 def _sync() -> None:
     """After a pop: forget this thread if its stack is empty now."""
     global anywhere
     if tls.obs is None:
-        with _observing_lock:
-            _observing.discard(threading.get_ident())
-            anywhere = bool(_observing)
+        _observing.discard(threading.get_ident())
+        # No call between reading the set and storing the flag, so no other thread runs in
+        # between (CPython switches threads only at calls and backward jumps): a thread that
+        # marked itself is either in the set read here or stores True after this store.
+        anywhere = True if _observing else False
 
 
 def push(entry: Any) -> None:
@@ -372,9 +372,9 @@ class _Guard:
 
     __slots__ = ("held", "old", "owner")
 
-    def __init__(self, old: Any, owner: Scope) -> None:
-        self.old = old
-        self.owner: Scope | None = owner
+    def __init__(self) -> None:
+        self.old: Any = None
+        self.owner: Scope | None = None
         self.held: Any = None
 
     def __call__(self, signum: int, frame: Any) -> None:
@@ -392,18 +392,20 @@ class _Guard:
     @staticmethod
     def install(scope: Scope) -> None:
         h = _getsignal(signal.SIGINT)
-        if type(h) is _Guard:
+        if h is _GUARD:
             if tls.obs is None:  # the outermost scope: adopt a guard whose owner was cut short
                 h.owner = scope
             return
         if h is None or h == signal.SIG_IGN or type(h) is _Held:
             return  # not set from Python, ignored, or held by defer_interrupts: nothing to guard
-        _setsignal(signal.SIGINT, _Guard(h, scope))
+        g = _GUARD
+        g.old, g.owner, g.held = h, scope, None
+        _setsignal(signal.SIGINT, g)
 
     @staticmethod
     def leave(scope: Scope) -> None:
         h = _getsignal(signal.SIGINT)
-        if type(h) is not _Guard:
+        if h is not _GUARD:
             return  # none on, or the block installed a handler of its own: it stays
         if h.owner is scope:
             # signal.signal first runs the handler for a signal pending now: this guard,
@@ -415,5 +417,6 @@ class _Guard:
             _deliver(h.old, held)
 
 
+_GUARD = _Guard()  # one object, (re)installed by each outermost guarded scope
 _EXIT_CODE = Scope.__exit__.__code__
 _LEAVE_CODE = _Guard.leave.__code__

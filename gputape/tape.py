@@ -1212,7 +1212,8 @@ class GradientTape(_state.Scope):
                 f"GradientTape.{what}: this tape has nothing recorded (it was never entered, or it was "
                 "released); record ops inside `with tape:` first"
             )
-        if not self._persistent:
+        obs = _tls.obs
+        if not self._persistent and obs is not None and self in obs.stack:
             # As TensorFlow does: a non-persistent tape stops recording here, so
             # the gradient computation is not recorded on it.
             _state.pop(self)
