@@ -6,9 +6,10 @@ How it works, in four pieces:
   declare which values the VJP needs (``save``/``save_out``). ``gputape.ops``
   registers every primitive in :data:`REGISTRY`.
 * **apply** runs a primitive's forward on raw arrays and, only when something
-  observes this thread (a tape, a watcher, a trace, a debug mode: one
-  thread-local read of ``gputape._state.tls.obs`` tells), hands the result to
-  ``_record`` with that thread's :class:`~gputape._state.Observers`.
+  observes this thread (a tape, a watcher, a trace, a debug mode: the flag
+  ``gputape._state.anywhere``, then this thread's ``gputape._state.tls.obs``
+  tell), hands the result to ``_record`` with that thread's
+  :class:`~gputape._state.Observers`.
 * **Recording**: a tape is a dict ``tensor id -> Node`` plus the node list in
   recording order. An op is recorded on a tape when one of its inputs is
   tracked by that tape (watched, or produced by an op it recorded), exactly
