@@ -4,6 +4,35 @@ This module imports nothing from gputape. Everything that pushes and pops state 
 must stay consistent when an exception or a Ctrl-C arrives (tape enter/exit, optimizer
 commits, tracing) builds on the pieces here.
 
+**The observer stack.** Each thread has one stack of observers: recording tapes, tapes
+paused by ``stop_recording``, ``custom_gradient`` forwards (which hide the tapes below them
+and watch variable reads), ``gt.function`` traces, ``check_numerics`` and
+``record_locations`` blocks. It is the only state the op path reads: ``tls.obs`` is
+``None`` while nothing observes this thread, else an immutable :class:`Observers` snapshot
+holding the stack and the views derived from it (which tapes record, which are paused, the
+watchers, the trace, the debug switches). Nothing is counted: every view is recomputed from
+the stack, so no counter can drift. The ops' fast path first reads ``anywhere`` (false
+while no thread has anything on its stack: one module-attribute read per op outside every
+tape), then this thread's ``tls.obs``.
+
+**Why it survives Ctrl-C.** A push or pop builds the new snapshot first and then installs
+it with a single attribute store, so an interrupt arriving anywhere leaves either the old
+state or the new one, never a mix. Entries are removed by identity (any position: a
+non-persistent tape leaves its stack inside ``gradient()``), and a removal interrupted
+before its store is retried before the interrupt propagates. Callers place the commit as
+the last step of ``__enter__`` and the first of ``__exit__``; Python itself can still
+deliver an interrupt on the first bytecode of an ``__exit__``, before any of its code runs,
+which no library can intercept.
+
+>>> from gputape import _state
+>>> class Marker:
+...     observes = "numerics"
+>>> m = Marker()
+>>> _state.push(m); _state.tls.obs.numerics
+True
+>>> _state.pop(m); _state.tls.obs is None
+True
+
 ``defer_interrupts`` holds a KeyboardInterrupt (SIGINT) that arrives during a short
 critical section and raises it when the section ends, so a commit of several
 assignments is either not started or finished, never half done:
@@ -20,14 +49,13 @@ from __future__ import annotations
 
 import signal
 import threading
+
+# the C functions themselves: signal.signal/getsignal wrap them in enum conversions costing ~3 us a call
+from _signal import getsignal as _getsignal
+from _signal import signal as _setsignal
 from typing import Any
 
-try:  # the C module behind ``signal``: its functions skip the enum wrapping, 5x faster per call
-    import _signal as _sig
-except ImportError:  # pragma: no cover - Python implementations without it
-    _sig = signal  # type: ignore[assignment]
-
-__all__ = ["defer_interrupts"]
+__all__ = ["Observers", "Scope", "current_trace", "defer_interrupts", "pop", "push", "tls"]
 
 _MAIN = threading.main_thread()
 
@@ -54,8 +82,8 @@ class defer_interrupts:  # noqa: N801 - used like a function, as contextlib.supp
     block raises, that exception propagates and a held interrupt is still delivered
     (the KeyboardInterrupt then carries the block's exception as its context).
 
-    Costs two ``signal.signal`` calls (about half a microsecond each): meant for commits that
-    run once per step, not for every op.
+    Costs two ``signal.signal`` calls (a fraction of a microsecond each): meant for commits that run
+    once per step, not for every op.
 
     >>> with defer_interrupts():
     ...     x = 1 + 1
@@ -69,11 +97,11 @@ class defer_interrupts:  # noqa: N801 - used like a function, as contextlib.supp
         self._held = None
         if threading.current_thread() is not _MAIN:
             return self
-        old = _sig.getsignal(signal.SIGINT)
+        old = _getsignal(signal.SIGINT)
         if isinstance(old, _Held):  # an outer block already holds interrupts
             return self
         held = _Held()
-        _sig.signal(signal.SIGINT, held)
+        _setsignal(signal.SIGINT, held)
         self._old, self._held = old, held
         return self
 
@@ -82,10 +110,313 @@ class defer_interrupts:  # noqa: N801 - used like a function, as contextlib.supp
         if held is None:
             return
         self._held = None
-        _sig.signal(signal.SIGINT, self._old)
+        _setsignal(signal.SIGINT, self._old)
         if held.received:
-            old = self._old
-            if callable(old):
-                old(signal.SIGINT, held.frame)  # default_int_handler raises KeyboardInterrupt here
-            elif old == signal.SIG_DFL:
-                signal.raise_signal(signal.SIGINT)
+            _deliver(self._old, held.frame)
+
+
+def _deliver(handler: Any, frame: Any) -> None:
+    """Do what SIGINT's ``handler`` does (``default_int_handler`` raises KeyboardInterrupt)."""
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+    elif handler == signal.SIG_DFL:
+        signal.raise_signal(signal.SIGINT)
+
+
+# -- the observer stack ---------------------------------------------------------------------
+
+
+class Observers:
+    """One thread's observer stack at one moment, with the views the op path reads (immutable).
+
+    Each entry names its role in a class attribute ``observes``:
+
+    * ``"tape"``: a recording GradientTape;
+    * ``"pause"``: ``tape.stop_recording()``; the entry's ``tape``, if it is below, stops
+      recording and is listed in ``paused`` (ops on values it tracks are marked for explain);
+    * ``"custom"``: a ``custom_gradient`` forward: tapes below it do not record until it
+      ends, and its ``watched`` dict collects the variables read meanwhile;
+    * ``"trace"``: a ``gt.function`` trace (the innermost one is ``trace``);
+    * ``"numerics"``: ``check_numerics`` (implies ``locations``); ``"locations"``:
+      ``record_locations``.
+
+    ``debug`` is true when the op path must call the debug hook (numerics or a paused tape).
+    """
+
+    __slots__ = ("debug", "locations", "numerics", "paused", "stack", "tapes", "trace", "watchers")
+
+    def __init__(self, stack: tuple) -> None:
+        tapes: list[Any] = []
+        paused: list[Any] = []
+        watchers: list[dict] = []
+        trace = None
+        numerics = locations = False
+        for e in stack:
+            role = e.observes
+            if role == "tape":
+                tapes.append(e)
+            elif role == "pause":
+                t = e.tape
+                for k in range(len(tapes)):
+                    if tapes[k] is t:
+                        del tapes[k]
+                        paused.append(t)
+                        break
+            elif role == "custom":
+                tapes = []
+                watchers.append(e.watched)
+            elif role == "trace":
+                trace = e
+            elif role == "numerics":
+                numerics = locations = True
+            elif role == "locations":
+                locations = True
+            else:
+                raise ValueError(f"gputape._state: unknown observer role {role!r} of {e!r}")
+        self.stack = stack
+        self.tapes = tuple(tapes)
+        self.paused = tuple(paused)
+        self.watchers = tuple(watchers)
+        self.trace = trace
+        self.numerics = numerics
+        self.locations = locations
+        self.debug = numerics or bool(paused)
+
+    def __repr__(self) -> str:
+        return f"<Observers {[type(e).__name__ for e in self.stack]}>"
+
+    # Rare events (values leaving as host data, variable reads and assignments outside ops),
+    # sent to the entries whose role cares; the per-op hooks are inlined in gputape.tape.
+    def exported(self, t: Any, array: Any) -> None:
+        """A tensor's value left as a host array or number (``.numpy()``, ``float()``)."""
+        if self.trace is not None:
+            self.trace.exported(t)
+        for tape in self.tapes:
+            tape._note_export(t, array)
+
+    def variable_read(self, var: Any) -> None:
+        """A Variable was read outside an op (``.value()``)."""
+        if self.trace is not None:
+            self.trace.read_variable(var)
+        for w in self.watchers:
+            w.setdefault(var._id, var)
+        if var._trainable:
+            for tape in self.tapes:
+                if tape._auto and var._id not in tape._tensors:
+                    tape._watch_variable(var)
+
+    def assigned(self, var: Any, op: str, array: Any) -> None:
+        """``var.assign*(array)`` ran (a trace replays it)."""
+        if self.trace is not None:
+            self.trace.assign(var, op, array)
+
+
+class _Local(threading.local):
+    def __init__(self) -> None:
+        self.obs: Observers | None = None  # this thread's observers; None: nothing observes
+        self.device: str | None = None  # the ``gt.device`` scope; None: the default device
+
+
+tls = _Local()
+
+# ``anywhere`` is false only while no thread has anything on its stack, so that ops outside
+# every tape pay one module-attribute read (a thread-local read costs ~60 ns more per op);
+# when it is true the op reads its own thread's ``tls.obs``. It is derived, not counted:
+# ``_observing`` holds the threads whose stack may be non-empty (marked before a push is
+# committed, cleared after a pop found the stack empty), and ``anywhere`` is recomputed from
+# it. An interrupt between the steps can only leave it true when it could be false: ops
+# then take the thread-local read, and the thread's next push or pop mends it.
+anywhere = False
+_observing: set[int] = set()
+
+
+def _mark() -> None:
+    """Before a push: this thread may observe."""
+    global anywhere
+    _observing.add(threading.get_ident())
+    anywhere = True
+
+
+def _sync() -> None:
+    """After a pop: forget this thread if its stack is empty now."""
+    global anywhere
+    if tls.obs is None:
+        _observing.discard(threading.get_ident())
+        # No call between reading the set and storing the flag, so no other thread runs in
+        # between (CPython switches threads only at calls and backward jumps): a thread that
+        # marked itself is either in the set read here or stores True after this store.
+        anywhere = True if _observing else False
+
+
+def push(entry: Any) -> None:
+    """Put ``entry`` on top of this thread's observer stack (one store: all or nothing)."""
+    o = tls.obs
+    new = Observers((o.stack if o is not None else ()) + (entry,))
+    _mark()
+    tls.obs = new
+
+
+def _without(entry: Any) -> None:
+    o = tls.obs
+    if o is not None:
+        st = o.stack
+        for k in range(len(st) - 1, -1, -1):
+            if st[k] is entry:
+                rest = st[:k] + st[k + 1 :]
+                tls.obs = Observers(rest) if rest else None
+                break
+    _sync()
+
+
+def pop(entry: Any) -> None:
+    """Remove ``entry`` (its latest occurrence) from this thread's stack; absent: nothing to do.
+
+    Removal by identity is idempotent, so when an interrupt arrives before the new snapshot
+    is stored, the removal is simply made again before the interrupt goes on.
+    """
+    try:
+        _without(entry)
+    except BaseException:
+        _without(entry)
+        raise
+
+
+def current_trace() -> Any:
+    """The ``gt.function`` trace recording in this thread, or None."""
+    o = tls.obs
+    return None if o is None else o.trace
+
+
+class Scope:
+    """Base of the observers that are context managers: ``with`` pushes, leaving pops.
+
+    ``__enter__`` ends with the commit (one store); ``__exit__`` begins with it: when the
+    stack is still exactly what this scope's entry made it (the usual, nested case) the
+    previous snapshot is put back with no call at all, else the entry is removed by
+    identity, retried if an interrupt cut the first try short. Subclasses set ``observes``.
+
+    >>> from gputape import _state
+    >>> class Loud(_state.Scope):
+    ...     observes = "numerics"
+    >>> with Loud():
+    ...     _state.tls.obs.numerics
+    True
+    >>> _state.tls.obs is None
+    True
+    """
+
+    observes = ""
+    _undo: tuple[Observers, Observers | None] | None = None  # (snapshot made, snapshot before)
+    # Scopes that user code opens with ``with`` hold a SIGINT that lands on their __exit__'s
+    # first bytecode (see _Guard); the ones gputape opens itself guard with try/finally.
+    _guarded = True
+
+    def __enter__(self) -> Any:
+        self._opening()
+        try:
+            if self._guarded and threading.get_ident() == _MAIN_IDENT:
+                _Guard.install(self)
+            below = tls.obs
+            above = Observers((below.stack if below is not None else ()) + (self,))
+            self._undo = (above, below)
+            _mark()
+            tls.obs = above  # the commit, last: an interrupt before it leaves nothing pushed
+        except BaseException:
+            self._closed()
+            if self._guarded and threading.get_ident() == _MAIN_IDENT:
+                _Guard.leave(self)
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        undo = self._undo
+        if undo is not None and tls.obs is undo[0]:
+            tls.obs = undo[1]
+            _sync()
+        else:
+            try:
+                _without(self)
+            except BaseException:
+                _without(self)
+                self._closed()
+                if self._guarded and threading.get_ident() == _MAIN_IDENT:
+                    _Guard.leave(self)
+                raise
+        self._undo = None
+        self._closed()
+        if self._guarded and threading.get_ident() == _MAIN_IDENT:
+            _Guard.leave(self)  # and an interrupt it held is delivered now that the pop is done
+
+    def _opening(self) -> None:
+        """Subclasses: state to set up before the entry is pushed (undone by ``_closed``)."""
+
+    def _closed(self) -> None:
+        """Subclasses: undo ``_opening``; runs after the entry left the stack."""
+
+
+_MAIN_IDENT = _MAIN.ident
+
+
+class _Guard:
+    """The SIGINT handler while a user-opened :class:`Scope` is open in the main thread.
+
+    Python runs a signal handler at the next check point of the interpreter, and the first
+    bytecode of every function is one: a Ctrl-C can land on the first bytecode of a scope's
+    ``__exit__``, before any of its code ran, and would leave the entry on the stack. The
+    guard sees the frame the signal landed in: inside a guarded ``Scope.__exit__`` it holds
+    the signal (the exit delivers it once its pop and the guard's removal are done), anywhere
+    else it hands it on at once to the handler it replaced. Installed by the outermost guarded scope (its ``owner``) and
+    removed by it: two ``signal.signal`` calls per step, none per op. Whether a guard is on
+    is read from the handler itself, never from a flag that an interrupt could leave stale.
+    """
+
+    __slots__ = ("held", "old", "owner")
+
+    def __init__(self) -> None:
+        self.old: Any = None
+        self.owner: Scope | None = None
+        self.held: Any = None
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        f = frame
+        for _ in range(16):  # inside a guarded scope's exit (or what it calls)? then hold
+            if f is None:
+                break
+            code = f.f_code
+            if code is _LEAVE_CODE or (code is _EXIT_CODE and getattr(f.f_locals.get("self"), "_guarded", False)):
+                self.held = frame  # (the scopes gputape opens itself mend an interrupted exit with finally)
+                return
+            f = f.f_back
+        _deliver(self.old, frame)
+
+    @staticmethod
+    def install(scope: Scope) -> None:
+        h = _getsignal(signal.SIGINT)
+        if h is _GUARD:
+            if tls.obs is None:  # the outermost scope: adopt a guard whose owner was cut short
+                h.owner = scope
+            return
+        if h is None or h == signal.SIG_IGN or type(h) is _Held:
+            return  # not set from Python, ignored, or held by defer_interrupts: nothing to guard
+        g = _GUARD
+        g.old, g.owner, g.held = h, scope, None
+        _setsignal(signal.SIGINT, g)
+
+    @staticmethod
+    def leave(scope: Scope) -> None:
+        h = _getsignal(signal.SIGINT)
+        if h is not _GUARD:
+            return  # none on, or the block installed a handler of its own: it stays
+        if h.owner is scope:
+            # signal.signal first runs the handler for a signal pending now: this guard,
+            # which holds it (the frame is this one's) until the old handler is back
+            _setsignal(signal.SIGINT, h.old)
+            h.owner = None
+        held, h.held = h.held, None
+        if held is not None:
+            _deliver(h.old, held)
+
+
+_GUARD = _Guard()  # one object, (re)installed by each outermost guarded scope
+_EXIT_CODE = Scope.__exit__.__code__
+_LEAVE_CODE = _Guard.leave.__code__

@@ -15,14 +15,11 @@ tells a user whether a leak is theirs or gputape's.
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 from . import backend
-
-_tls = threading.local()
+from ._state import tls as _tls
 
 
 def current_device() -> str:
@@ -32,31 +29,40 @@ def current_device() -> str:
     >>> gt.current_device() in ("cpu", "cuda:0")
     True
     """
-    dev = getattr(_tls, "device", None)
+    dev = _tls.device
     if dev is None:
         dev = backend.default_device()
         _tls.device = dev
     return dev
 
 
-@contextlib.contextmanager
-def device(name: str) -> Iterator[str]:
+class device:  # noqa: N801 - used like a function, as tf.device
     """Place tensors created inside the block on ``name`` (``'cpu'``, ``'cuda:N'``).
+
+    The scope is per thread; entering and leaving are one store each (the device outside
+    is restored even when an exception or Ctrl-C ends the block).
 
     >>> import gputape as gt
     >>> with gt.device("cpu"):
     ...     gt.constant(1.0).device
     'cpu'
     """
-    dev = backend.parse_device(name)
-    if dev != "cpu":
-        backend.xp_for_device(dev)  # raises with the reason when no GPU works
-    prev = current_device()
-    _tls.device = dev
-    try:
-        yield dev
-    finally:
-        _tls.device = prev
+
+    __slots__ = ("_dev", "_prev")
+
+    def __init__(self, name: str) -> None:
+        dev = backend.parse_device(name)
+        if dev != "cpu":
+            backend.xp_for_device(dev)  # raises with the reason when no GPU works
+        self._dev = dev
+
+    def __enter__(self) -> str:
+        self._prev = current_device()
+        _tls.device = self._dev
+        return self._dev
+
+    def __exit__(self, *exc: Any) -> None:
+        _tls.device = self._prev
 
 
 # -- memory ----------------------------------------------------------------------------

@@ -67,8 +67,8 @@ from typing import Any
 
 import numpy as np
 
+from . import _state as _thread_state
 from . import backend as _backend
-from . import tape as _tape
 from .device import current_device
 from .optim import Optimizer
 from .tape import GradientTape
@@ -549,7 +549,7 @@ def all_reduce(tensors: Iterable[Any], op: str = "mean") -> list[Any]:
         return [_wrap(a.copy()) if isinstance(x, Variable) else x for x, a in zip(items, raws)]
     present = [i for i, a in enumerate(raws) if a is not None]
     reduced = _all_reduce_arrays(op, *[raws[i] for i in present])
-    trace = _tape._TRACE
+    trace = _thread_state.current_trace()
     if trace is not None and trace.owned():
         # inside gt.function's trace: every replay communicates again, with that call's values
         trace.call(functools.partial(_all_reduce_arrays, op), tuple(items[i] for i in present), reduced)

@@ -71,8 +71,9 @@ from typing import Any
 
 import numpy as np
 
-from . import backend
+from . import _state, backend
 from . import tape as _tape
+from ._nest import flatten, unflatten
 from .tape import GputapeWarning, Node, _where
 from .tensor import Tensor, Variable, _new, _wrap
 
@@ -93,16 +94,20 @@ class TracingError(TypeError):
 # -- the record ------------------------------------------------------------------------------
 
 
-class _Trace:
+class _Trace(_state.Scope):
     """The record of one traced call: steps over numbered slots, each slot one array value.
 
     Arrays are recognised by identity; every array the record refers to is kept
-    alive until the record is compiled, so no id is reused while tracing.
+    alive until the record is compiled, so no id is reused while tracing. While the
+    traced function runs, the trace is on its thread's observer stack (``with trace:``),
+    so it sees that thread's ops only.
     """
+
+    observes = "trace"
+    _guarded = False  # Function._trace guards the pop with try/finally
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.thread = threading.get_ident()
         self.slot_of: dict[int, int] = {}
         self.keep: list[Any] = []
         # (fn | Variable, refs, outs, kind): kind says whether a CUDA graph may capture the step
@@ -112,7 +117,7 @@ class _Trace:
         self.paused = 0
 
     def owned(self) -> bool:
-        return self.paused == 0 and threading.get_ident() == self.thread
+        return self.paused == 0
 
     # references
     def _slot(self, arr: Any) -> int:
@@ -937,27 +942,6 @@ class _EmulatedGraphs:
 # -- the decorator ---------------------------------------------------------------------------
 
 
-def _leaves(x: Any, out: list) -> Any:
-    """Flatten args into ``out``; return a hashable spec of the structure."""
-    if isinstance(x, (list, tuple)) and not isinstance(x, Tensor):
-        return (type(x).__name__, tuple(_leaves(e, out) for e in x))
-    if isinstance(x, dict):
-        keys = sorted(x, key=repr)
-        return ("dict", tuple(keys), tuple(_leaves(x[k], out) for k in keys))
-    out.append(x)
-    return None
-
-
-def _rebuild(spec: Any, it: Any) -> Any:
-    if spec is None:
-        return next(it)
-    kind = spec[0]
-    if kind == "dict":
-        return {k: _rebuild(s, it) for k, s in zip(spec[1], spec[2])}
-    items = [_rebuild(s, it) for s in spec[1]]
-    return tuple(items) if kind == "tuple" else items
-
-
 def _is_array(x: Any) -> bool:
     return type(x) is np.ndarray or backend.is_gpu_array(x)
 
@@ -978,21 +962,28 @@ def _leaf_key(x: Any) -> Any:
 
 
 class _Concrete:
-    """One traced signature: the compiled replay and how to map arguments and results."""
+    """One traced signature: the compiled replay and how to map arguments and results.
+
+    Replays of one signature run one at a time (``lock``): a replay reuses its buffers
+    (the CUDA graphs' inputs and outputs) and updates the function's variables and
+    optimizer state in place, so two threads interleaving one would mix their steps.
+    """
 
     def __init__(self, replay: Callable[..., Any], source: str, positions: list[int], out_spec: Any):
         self.replay = replay
         self.source = source
         self.positions = positions  # which flat argument leaves are tensors, in replay order
         self.out_spec = out_spec
+        self.lock = threading.Lock()
 
     def __call__(self, leaves: list) -> Any:
         arrays = []
         for i in self.positions:
             x = leaves[i]
             arrays.append(x._data if isinstance(x, Tensor) else x)
-        res = self.replay(*arrays)
-        return _rebuild(self.out_spec, iter([_wrap(r) if _is_array(r) else r for r in res]))
+        with self.lock:
+            res = self.replay(*arrays)
+        return unflatten(self.out_spec, [_wrap(r) if _is_array(r) else r for r in res])
 
 
 class Function:
@@ -1052,10 +1043,12 @@ class Function:
         return bound
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _tape._TRACE is not None or _tape._tls.recording or _tape._NUMERICS:
+        obs = _state.tls.obs
+        if obs is not None and (obs.trace is not None or obs.tapes or obs.watchers or obs.numerics):
+            # a trace or tape of this thread must see the ops one by one (a custom_gradient
+            # forward its variable reads, check_numerics each op): run eagerly
             return self.python_function(*args, **kwargs)
-        leaves: list[Any] = []
-        spec = _leaves((args, kwargs), leaves)
+        leaves, spec = flatten((args, kwargs))
         seen: dict[int, int] = {}
         key_parts = []
         for i, x in enumerate(leaves):
@@ -1070,7 +1063,10 @@ class Function:
         conc = self._cache.get(key)
         if conc is not None:
             return conc(leaves)
-        with self._lock:
+        with self._lock:  # one trace at a time; a thread that waited finds the other's trace
+            conc = self._cache.get(key)
+            if conc is not None:
+                return conc(leaves)
             return self._trace(key, spec, leaves)
 
     def _trace(self, key: Any, spec: Any, leaves: list) -> Any:
@@ -1088,16 +1084,14 @@ class Function:
                     continue
                 positions.append(i)
                 arg_slots.append(tr._slot(x._data))
-        args, kwargs = _rebuild(spec, iter(call_leaves))
-        _tape._bump(1)
-        prev, _tape._TRACE = _tape._TRACE, tr
+        args, kwargs = unflatten(spec, call_leaves)
         try:
-            out = self.python_function(*args, **kwargs)
+            with tr:
+                out = self.python_function(*args, **kwargs)
         finally:
-            _tape._TRACE = prev
-            _tape._bump(-1)
-        out_leaves: list[Any] = []
-        out_spec = _leaves(out, out_leaves)
+            if tr._undo is not None:  # a Ctrl-C on __exit__'s first bytecode skipped its pop
+                _state.pop(tr)
+        out_leaves, out_spec = flatten(out)
         out_refs = []
         for x in out_leaves:
             if isinstance(x, Tensor):

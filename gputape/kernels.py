@@ -793,9 +793,9 @@ class FusedOptimizer:
 
     def update(self, params: list[Any], grads: list[Any], slots: list[tuple[Any, Any]] | None = None) -> None:
         """Apply one update to ``params`` (in place) from ``grads``; ``slots`` overrides the kept ones."""
-        from . import tape as _tape
+        from ._state import current_trace
 
-        tr = _tape._TRACE
+        tr = current_trace()
         if tr is not None and tr.owned():  # inside gt.function's trace: every replay updates too
             tr.python_step(functools.partial(self._update_raw, list(params), slots=slots), tuple(grads), wrap=False)
             return

@@ -41,8 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from . import backend
-from . import tape as _tape
+from . import _state, backend
 from ._state import defer_interrupts
 from .ops import maximum, sqrt, square, where
 from .ops import sum as _sum
@@ -643,7 +642,7 @@ class Optimizer:
                 GputapeWarning,
                 stacklevel=2,
             )
-        tr = _tape._TRACE
+        tr = _state.current_trace()
         if tr is not None and tr.owned():
             # inside gt.function's trace: update now, and record the update as one replay
             # step, so replays rerun the learning-rate schedule and the step count

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from . import tape as _tape
+from ._state import defer_interrupts
 
 __all__ = ["ProfileResult", "is_active", "profile", "start", "stop"]
 
@@ -196,8 +197,18 @@ def start(logdir: str | os.PathLike | None) -> None:
         if d is not None:
             os.makedirs(d, exist_ok=True)
         session = _Session(d)
-        session.install()
-        _state = session
+        # All of the ops swapped or none: a Ctrl-C in the middle of the swapping would leave
+        # wrappers recording into a session nobody can stop. It is held until the swap is
+        # done, and then undoes it (start() raised: nothing is profiling).
+        try:
+            with defer_interrupts():
+                session.install()
+                _state = session
+        except BaseException:
+            with defer_interrupts():
+                session.uninstall()
+                _state = None
+            raise
 
 
 def stop(print_summary: bool = False) -> ProfileResult:
@@ -218,8 +229,9 @@ def stop(print_summary: bool = False) -> ProfileResult:
             raise RuntimeError(
                 "gt.profiler.stop: no profiling session is running; call gt.profiler.start(logdir) first"
             )
-        session.uninstall()
-        _state = None
+        with defer_interrupts():  # every original back, or (not started) none
+            session.uninstall()
+            _state = None
     events = list(session.events)
     stats, spans = _aggregate(events)
     summary = _summary_text(stats, spans, events, session)

@@ -169,8 +169,7 @@ def _int_bound(v: Any, what: str) -> int:
 def _traced(fn: Any, args: tuple, t: Tensor) -> None:
     from . import tape
 
-    if tape._TRACE is not None:  # a gt.function replay draws fresh numbers each call
-        tape.traced(fn, args, t._data)
+    tape.traced(fn, args, t._data)  # a gt.function replay draws fresh numbers each call
 
 
 def _draw(kind: str, args: tuple, dtype: Any, device: str) -> Any:

@@ -5,9 +5,11 @@ How it works, in four pieces:
 * **Primitives** (:class:`Primitive`) pair a forward function with its VJP and
   declare which values the VJP needs (``save``/``save_out``). ``gputape.ops``
   registers every primitive in :data:`REGISTRY`.
-* **apply** runs a primitive's forward on raw arrays and, only when some tape
-  or variable watcher is active anywhere (one global integer tells), hands
-  the result to ``_record``.
+* **apply** runs a primitive's forward on raw arrays and, only when something
+  observes this thread (a tape, a watcher, a trace, a debug mode: the flag
+  ``gputape._state.anywhere``, then this thread's ``gputape._state.tls.obs``
+  tell), hands the result to ``_record`` with that thread's
+  :class:`~gputape._state.Observers`.
 * **Recording**: a tape is a dict ``tensor id -> Node`` plus the node list in
   recording order. An op is recorded on a tape when one of its inputs is
   tracked by that tape (watched, or produced by an op it recorded), exactly
@@ -24,64 +26,36 @@ How it works, in four pieces:
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import inspect
 import logging
 import operator
 import sys
-import threading
 import warnings
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from . import _errors, backend
+from . import _errors, _state, backend
 from . import tensor as _tensor_mod
+from ._nest import flatten as _flatten
+from ._nest import unflatten as _unflatten
+from ._state import tls as _tls
 from .tensor import FLOAT_DTYPES, Tensor, Variable, _new, _next_id, _wrap, _wrap_op
 
 _log = logging.getLogger("gputape")
 _ndarray = np.ndarray
 _NOPARAMS: dict[str, Any] = {}
 
-# Number of recording tapes plus variable watchers, over all threads. Ops test
-# it before anything else so that code outside any tape pays one global read.
-_ACTIVE = 0
-_WATCHERS = 0  # custom_gradient variable watchers active in any thread
-# Debug hooks (check_numerics, tapes paused by stop_recording) active in any
-# thread; they ride the same slow path as recording, so they cost nothing off.
-_DEBUG = 0
-_NUMERICS = 0  # check_numerics contexts/switches active
-_LOCATIONS = 0  # capture the user's file:line for every recorded op
-# The gt.function trace being recorded (gputape.function._Trace), or None. While
-# one is set _ACTIVE counts it, so the ops' fast paths reach the hooks below.
-_TRACE: Any = None
-_active_lock = threading.Lock()
-
-
-class _ThreadState(threading.local):
-    def __init__(self) -> None:
-        self.recording: list[GradientTape] = []  # tapes recording in this thread, innermost last
-        self.paused: list[GradientTape] = []  # tapes inside their stop_recording() block
-        self.watchers: list[dict[int, Variable]] = []  # custom_gradient's variable watchers
-
-
-_tls = _ThreadState()
+# What observes ops (tapes, watchers, gt.function traces, check_numerics) is this
+# thread's observer stack, gputape._state.tls.obs: None when nothing does. The ops test
+# gputape._state.anywhere first (false while no thread observes anything), so code
+# outside every tape pays one module-attribute read per op.
 # Every tape that was entered and is still alive, for the memory report
 # (gt.memory_info(): bytes held by live tapes).
 _live_tapes: weakref.WeakSet = weakref.WeakSet()
-
-
-def _bump(delta: int, watchers: int = 0, debug: int = 0, numerics: int = 0, locations: int = 0) -> None:
-    global _ACTIVE, _WATCHERS, _DEBUG, _NUMERICS, _LOCATIONS
-    with _active_lock:
-        _ACTIVE += delta
-        _WATCHERS += watchers
-        _DEBUG += debug
-        _NUMERICS += numerics
-        _LOCATIONS += locations
 
 
 def _where() -> str | None:
@@ -372,8 +346,10 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
         res._id = _next_id()
     else:
         res = [_wrap_op(o if type(o) is _ndarray else _fix_output(o)) for o in out]
-    if _ACTIVE:
-        _record(prim, args, params, res, datas)
+    if _state.anywhere:
+        obs = _tls.obs
+        if obs is not None:
+            _record(obs, prim, args, params, res, datas)
     return res
 
 
@@ -405,8 +381,10 @@ def unary_op(prim: Primitive, name: str, doc: str) -> Callable[[Any], Tensor]:
         res = _new(Tensor)
         res._data = out
         res._id = _next_id()
-        if _ACTIVE:
-            _record1(prim, x, res)
+        if _state.anywhere:
+            obs = _tls.obs
+            if obs is not None:
+                _record1(obs, prim, x, res)
         return res
 
     _errors.own_code(op, name)
@@ -452,8 +430,10 @@ def binary_op(prim: Primitive, name: str, doc: str, same: Primitive | None = Non
         res = _new(Tensor)
         res._data = out
         res._id = _next_id()
-        if _ACTIVE:
-            _record2(prim, x, y, res)
+        if _state.anywhere:
+            obs = _tls.obs
+            if obs is not None:
+                _record2(obs, prim, x, y, res)
         return res
 
     if same is not None and same not in _same_ops:
@@ -466,27 +446,16 @@ def binary_op(prim: Primitive, name: str, doc: str, same: Primitive | None = Non
 _same_ops: dict[Primitive, Callable[[Any], Tensor]] = {}
 
 
-def _on_variable_read(var: Variable) -> None:
-    """A variable was read outside an op (``.value()``): watch it like an op read would."""
-    if _TRACE is not None:
-        _TRACE.read_variable(var)
-    st = _tls
-    for w in st.watchers:
-        w.setdefault(var._id, var)
-    if var._trainable:
-        for tape in st.recording:
-            if tape._auto and var._id not in tape._tensors:
-                tape._watch_variable(var)
-
-
-def _record(prim: Primitive, args: tuple, params: dict, res: Any, datas: list | None = None) -> None:
-    if _TRACE is not None:
-        _TRACE.forward(prim, args, params, datas, res)
-    if _DEBUG:
-        _debug_hook(prim, args, res)
-    if _WATCHERS:
-        _note_reads(args)
-    tapes = _tls.recording
+def _record(
+    obs: _state.Observers, prim: Primitive, args: tuple, params: dict, res: Any, datas: list | None = None
+) -> None:
+    if obs.trace is not None:
+        obs.trace.forward(prim, args, params, datas, res)
+    if obs.debug:
+        _debug_hook(obs, prim, args, res)
+    if obs.watchers:
+        _note_reads(obs, args)
+    tapes = obs.tapes
     if not tapes:
         return
     single = prim.nout == 1
@@ -504,7 +473,7 @@ def _record(prim: Primitive, args: tuple, params: dict, res: Any, datas: list | 
             _note_exported_operands(tape, args, res)
         if hit:
             if node is None:
-                node = _make_node(prim, args, params, res, datas)
+                node = _make_node(prim, args, params, res, datas, obs)
             tape._nodes.append(node)
             if single:
                 tt.add(res._id)
@@ -521,7 +490,7 @@ def _note_edge(tape: GradientTape, name: str, args: tuple, res: Any) -> None:
         tape._edges[o._id] = (name, ids)
 
 
-def _note_untracked(tapes: list, name: str, args: tuple, res: Any) -> None:
+def _note_untracked(tapes: tuple, name: str, args: tuple, res: Any) -> None:
     """An op with an integer/bool result (comparison, argmax, cast to int) ran inside tapes."""
     where = None
     for tape in tapes:
@@ -544,24 +513,27 @@ def traced(fn: Callable[..., Any], args: tuple, out: Any, pure: bool = False) ->
     instead of freezing the traced value. ``pure``: ``fn`` is device array work
     only (a CUDA graph may capture it). A no-op when nothing is being traced.
     """
-    if _TRACE is not None:
-        _TRACE.call(fn, args, out, pure)
+    obs = _tls.obs
+    if obs is not None and obs.trace is not None:
+        obs.trace.call(fn, args, out, pure)
 
 
 def note_nondiff(name: str, args: tuple, res: Tensor) -> None:
     """Hook for ops outside the registry that return integer/bool results (comparisons, argmax)."""
-    if _DEBUG:
-        _debug_hook(None, args, res)
-    tapes = _tls.recording
-    if tapes:
-        _note_untracked(tapes, name, args, res)
+    obs = _tls.obs
+    if obs is None:
+        return
+    if obs.debug:
+        _debug_hook(obs, None, args, res)
+    if obs.tapes:
+        _note_untracked(obs.tapes, name, args, res)
 
 
-def _debug_hook(prim: Primitive | None, args: tuple, res: Any) -> None:
+def _debug_hook(obs: _state.Observers, prim: Primitive | None, args: tuple, res: Any) -> None:
     """check_numerics' forward check and stop_recording's markers (only while they are on)."""
-    if _NUMERICS and prim is not None:
+    if obs.numerics and prim is not None:
         _numerics().check_forward(prim, args, res)
-    paused = _tls.paused
+    paused = obs.paused
     if paused:
         where = None
         for tape in paused:
@@ -579,15 +551,15 @@ def _watch_on_read(tape: GradientTape, t: Tensor) -> bool:
     return type(t) is Variable and tape._auto and t._trainable and tape._watch_variable(t)
 
 
-def _record1(prim: Primitive, x: Tensor, res: Tensor) -> None:
+def _record1(obs: _state.Observers, prim: Primitive, x: Tensor, res: Tensor) -> None:
     """``_record`` for apply1: one tensor input, no parameters, one output."""
-    if _TRACE is not None:
-        _TRACE.forward1(prim, (x,), res)
-    if _DEBUG:
-        _debug_hook(prim, (x,), res)
-    if _WATCHERS:
-        _note_reads((x,))
-    tapes = _tls.recording
+    if obs.trace is not None:
+        obs.trace.forward1(prim, (x,), res)
+    if obs.debug:
+        _debug_hook(obs, prim, (x,), res)
+    if obs.watchers:
+        _note_reads(obs, (x,))
+    tapes = obs.tapes
     if not tapes:
         return
     d = res._data
@@ -614,21 +586,21 @@ def _record1(prim: Primitive, x: Tensor, res: Tensor) -> None:
             else:
                 node.saved = [d] if prim.save_out else _NOSAVED
             node.out = res._id
-            if _LOCATIONS:
+            if obs.locations:
                 node.info = (_where(), d.shape, d.dtype)
         tape._nodes.append(node)
         tt.add(res._id)
 
 
-def _record2(prim: Primitive, x: Any, y: Any, res: Tensor) -> None:
+def _record2(obs: _state.Observers, prim: Primitive, x: Any, y: Any, res: Tensor) -> None:
     """``_record`` for apply2: two inputs (a tensor and a tensor or Python scalar)."""
-    if _TRACE is not None:
-        _TRACE.forward1(prim, (x, y), res)
-    if _DEBUG:
-        _debug_hook(prim, (x, y), res)
-    if _WATCHERS:
-        _note_reads((x, y))
-    tapes = _tls.recording
+    if obs.trace is not None:
+        obs.trace.forward1(prim, (x, y), res)
+    if obs.debug:
+        _debug_hook(obs, prim, (x, y), res)
+    if obs.watchers:
+        _note_reads(obs, (x, y))
+    tapes = obs.tapes
     if not tapes:
         return
     d = res._data
@@ -684,7 +656,7 @@ def _record2(prim: Primitive, x: Any, y: Any, res: Tensor) -> None:
                 saved.append(d)
             node.saved = saved
             node.out = res._id
-            if _LOCATIONS:
+            if obs.locations:
                 node.info = (_where(), d.shape, d.dtype)
         tape._nodes.append(node)
         tt.add(res._id)
@@ -699,20 +671,6 @@ def _numerics() -> Any:
     return numerics
 
 
-def _note_export(t: Tensor, array: Any) -> None:
-    """A tensor's value leaves as a host array or number (.numpy(), np.asarray, float())."""
-    if _TRACE is not None:
-        _TRACE.exported(t)
-    if _ACTIVE:
-        where = None
-        for tape in _tls.recording:
-            if t._id in tape._tensors:
-                where = where or _where()
-                # constants made after this point have larger odd ids than the mark;
-                # the array itself is kept to recognise it if it comes back as an operand
-                tape._exports.append((t._id, where, _tensor_mod._next_const_id(), array))
-
-
 def _note_exported_operands(tape: GradientTape, args: tuple, res: Any) -> None:
     """An op took an exported array as a raw operand: the path through it left the tape."""
     for a in args:
@@ -723,10 +681,10 @@ def _note_exported_operands(tape: GradientTape, args: tuple, res: Any) -> None:
                         tape._broken[o._id] = ("left_tape", "numpy", where, (tid,))
 
 
-def _note_reads(args: tuple) -> None:
+def _note_reads(obs: _state.Observers, args: tuple) -> None:
     for a in args:
         if type(a) is Variable:
-            for w in _tls.watchers:
+            for w in obs.watchers:
                 w.setdefault(a._id, a)
 
 
@@ -735,8 +693,7 @@ def _own(a: Any) -> Any:
     before gradient() runs, and the gradient must use the value the op saw."""
     if type(a) is _ndarray or (hasattr(a, "copy") and hasattr(a, "shape") and not isinstance(a, np.generic)):
         b = a.copy()
-        if _TRACE is not None:
-            _TRACE.call(_copy, (a,), b, True)
+        traced(_copy, (a,), b, True)
         return b
     return a
 
@@ -745,7 +702,7 @@ def _copy(a: Any) -> Any:
     return a.copy()
 
 
-def _make_node(prim: Primitive, args: tuple, params: dict, res: Any, datas: list | None = None) -> Node:
+def _make_node(prim: Primitive, args: tuple, params: dict, res: Any, datas: list | None, obs: _state.Observers) -> Node:
     node = _new(Node)
     node.prim = prim
     node.params = params
@@ -792,7 +749,7 @@ def _make_node(prim: Primitive, args: tuple, params: dict, res: Any, datas: list
         if prim.save_out:
             saved.extend(o._data for o in res)
     node.saved = saved
-    if _LOCATIONS:
+    if obs.locations:
         first = res if single else res[0]
         node.info = (_where(), first._data.shape, first._data.dtype)
     return node
@@ -854,6 +811,9 @@ def _sweep(
                         break
     grads = dict(seeds)
     nb = len(lead)
+    obs = _tls.obs
+    trace = obs.trace if obs is not None else None
+    numerics = obs is not None and obs.numerics
     if diff:
         F = _DIFF_F
     else:
@@ -892,16 +852,16 @@ def _sweep(
         saved = node.saved
         if diff:  # rebuild tensors with their original ids so outer tapes track them
             saved = [_wrap_id(v, i) if i else v for v, i in zip(saved, node.saved_ids())]
-        if _TRACE is not None and not diff:
+        if trace is not None and not diff:
             # (in diff mode the VJP's own ops are traced one by one)
-            for i, gi in zip(ids, _TRACE.node_grads(F, node, needs, lead, g, saved)):
+            for i, gi in zip(ids, trace.node_grads(F, node, needs, lead, g, saved)):
                 if gi is not None:
                     prev = grads.get(i)
                     if prev is None:
                         grads[i] = gi
                     else:
                         grads[i] = acc = prev + gi
-                        _TRACE.call(_add, (prev, gi), acc, True)
+                        trace.call(_add, (prev, gi), acc, True)
             continue
         # _vjp_raw and _fit_all written out (keep the three in step): this loop is the eager
         # backward's per-op cost, and the two calls per node cost ~10% of the 100-op chain
@@ -909,7 +869,7 @@ def _sweep(
             in_grads = _unbatched_vjp(F, g, needs, node, saved, lead)
         else:
             in_grads = node.prim.vjp(F, g, needs, nb, node, *saved)
-        if _NUMERICS:
+        if numerics:
             _numerics().check_backward(node, g, saved, [gi if n else None for gi, n in zip(in_grads, needs)])
         shapes = node.shapes
         casts = node.casts
@@ -938,7 +898,8 @@ def _vjp_raw(F: Any, node: Node, needs: Any, lead: tuple, g: Any, saved: Any) ->
         raw = _unbatched_vjp(F, g, needs, node, saved, lead)
     else:
         raw = node.prim.vjp(F, g, needs, nb, node, *saved)
-    if _NUMERICS:
+    obs = _tls.obs
+    if obs is not None and obs.numerics:
         _numerics().check_backward(node, g, saved, [gi if n else None for gi, n in zip(raw, needs)])
     return raw
 
@@ -965,6 +926,12 @@ def _fit(F: Any, gi: Any, shape: tuple, nb: int, cast: Any) -> Any:
     if cast is not None:
         gi = gi.astype(cast)
     return gi
+
+
+def _any_tape() -> bool:
+    """Whether a tape records in this thread (a gradient computed now is then recorded too)."""
+    obs = _tls.obs
+    return obs is not None and bool(obs.tapes)
 
 
 _NEED1 = (True,)
@@ -996,57 +963,10 @@ def _unbatched_vjp(F: Any, g: Any, needs: Any, node: Node, saved: list, lead: tu
 
 
 # ---------------------------------------------------------------------------------
-# Nested structures (dict/list/tuple), as tf.nest does for gradient() arguments
-
-
-def _flatten(x: Any) -> tuple[list[Any], Any]:
-    if isinstance(x, dict):
-        keys = sorted(x, key=repr) if not all(isinstance(k, str) for k in x) else sorted(x)
-        flat: list[Any] = []
-        specs = []
-        for k in keys:
-            f, s = _flatten(x[k])
-            flat.extend(f)
-            specs.append((k, s, len(f)))
-        return flat, ("dict", type(x), specs)
-    if isinstance(x, (list, tuple)):
-        flat = []
-        specs = []
-        for item in x:
-            f, s = _flatten(item)
-            flat.extend(f)
-            specs.append((s, len(f)))
-        return flat, ("seq", type(x), specs)
-    return [x], None
-
-
-def _unflatten(spec: Any, flat: list[Any]) -> Any:
-    return _build(spec, iter(flat))
-
-
-def _build(s: Any, it: Any) -> Any:
-    # A module-level function, not a recursive closure: a closure that refers to
-    # itself is a reference cycle, which kept every step's gradients alive until
-    # the garbage collector ran (memory grew ~1 MB per MLP step).
-    if s is None:
-        return next(it)
-    kind, typ, specs = s
-    if kind == "dict":
-        d = {k: _build(sub, it) for k, sub, _ in specs}
-        return d if typ is dict else typ(d)
-    items = [_build(sub, it) for sub, _ in specs]
-    if typ is list:
-        return items
-    if typ is tuple:
-        return tuple(items)
-    return typ(*items) if hasattr(typ, "_fields") else typ(items)
-
-
-# ---------------------------------------------------------------------------------
 # GradientTape
 
 
-class GradientTape:
+class GradientTape(_state.Scope):
     """Record operations for automatic differentiation (TensorFlow's tape).
 
     Ops run inside ``with tape:`` are recorded when one of their inputs is
@@ -1066,10 +986,11 @@ class GradientTape:
     until :meth:`release` or ``del tape``.
     """
 
+    observes = "tape"  # its role on the thread's observer stack (gputape._state)
+
     def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True) -> None:
         self._persistent = bool(persistent)
         self._auto = bool(watch_accessed_variables)
-        self._recording = False
         self._tensors: set[int] | None = None  # ids this tape tracks (watched or recorded)
         self._watched_vars: dict[int, Variable] = {}
         self._fresh()
@@ -1091,35 +1012,31 @@ class GradientTape:
         self._retired: GradientTape | None = None
 
     # -- context ------------------------------------------------------------------
+    # Entering pushes the tape on this thread's observer stack and leaving pops it
+    # (gputape._state.Scope: one store each way, safe against Ctrl-C); whether it records
+    # is read from that stack, never kept in a flag that could disagree with it.
     def __enter__(self) -> GradientTape:
-        if self._recording:
+        obs = _tls.obs
+        if obs is not None and self in obs.stack:
             raise ValueError("Tape is still recording. This can happen if you try to re-enter an already-active tape.")
         if self._tensors is None:
             self._fresh()
             self._used = False
         _live_tapes.add(self)
-        self._push()
-        return self
+        return super().__enter__()
 
-    def __exit__(self, *exc: Any) -> None:
-        if self._recording:
-            self._pop()
+    @property
+    def _recording(self) -> bool:
+        """Whether this tape records in this thread now (entered, not paused, not hidden)."""
+        obs = _tls.obs
+        return obs is not None and self in obs.tapes
 
-    def _push(self) -> None:
-        _tls.recording.append(self)
-        self._recording = True
-        _bump(1)
-
-    def _pop(self) -> None:
-        rec = _tls.recording
-        for k in range(len(rec) - 1, -1, -1):
-            if rec[k] is self:
-                del rec[k]
-                break
-        else:  # popped from another thread: leave that thread's stack alone
-            pass
-        self._recording = False
-        _bump(-1)
+    def _note_export(self, t: Tensor, array: Any) -> None:
+        """A value this tape may track left as host data (.numpy(), np.asarray, float())."""
+        if t._id in self._tensors:
+            # constants made after this point have larger odd ids than the mark;
+            # the array itself is kept to recognise it if it comes back as an operand
+            self._exports.append((t._id, _where(), _tensor_mod._next_const_id(), array))
 
     # -- watching -----------------------------------------------------------------
     def _store(self) -> set[int]:
@@ -1207,8 +1124,7 @@ class GradientTape:
         """
         return tuple(self._watched_vars.values())
 
-    @contextlib.contextmanager
-    def stop_recording(self) -> Iterator[None]:
+    def stop_recording(self) -> _StopRecording:
         """Temporarily stop recording on this tape (other tapes keep recording).
 
         >>> import gputape as gt
@@ -1220,23 +1136,7 @@ class GradientTape:
         >>> t.gradient(y, x) is None
         True
         """
-        if self._tensors is None:
-            raise RuntimeError(
-                "GradientTape.stop_recording() can only be used in a recording context: enter the tape first"
-            )
-        stopped = self._recording
-        if stopped:
-            self._pop()
-            # while paused, ops on values this tape tracks are marked for explain()
-            _tls.paused.append(self)
-            _bump(1, debug=1)
-        try:
-            yield
-        finally:
-            if stopped:
-                _tls.paused.remove(self)
-                _bump(-1, debug=-1)
-                self._push()
+        return _StopRecording(self)
 
     def reset(self) -> None:
         """Forget everything recorded and watched so far; keep recording if recording.
@@ -1274,14 +1174,6 @@ class GradientTape:
         self._drop()
         self._fresh()
         self._tensors = None
-
-    def __del__(self) -> None:
-        try:
-            if self._recording:
-                self._pop()
-            self._drop()
-        except Exception:  # interpreter shutdown: the modules may be gone
-            pass
 
     @property
     def saved_bytes(self) -> int:
@@ -1350,10 +1242,11 @@ class GradientTape:
                 f"GradientTape.{what}: this tape has nothing recorded (it was never entered, or it was "
                 "released); record ops inside `with tape:` first"
             )
-        if self._recording and not self._persistent:
+        obs = _tls.obs
+        if not self._persistent and obs is not None and self in obs.stack:
             # As TensorFlow does: a non-persistent tape stops recording here, so
             # the gradient computation is not recorded on it.
-            self._pop()
+            _state.pop(self)
 
     def _finish_backprop(self) -> None:
         if not self._persistent:
@@ -1408,7 +1301,7 @@ class GradientTape:
                     f"GradientTape.gradient: got {len(flat_og)} output_gradients for {len(flat_t)} "
                     "targets; pass one per target (None for the default of ones)"
                 )
-        diff = bool(_tls.recording)
+        diff = _any_tape()
         seeds = _seeds(flat_t, flat_og, diff, lead=None)
         try:
             with _quiet():
@@ -1457,7 +1350,7 @@ class GradientTape:
         self._begin_backprop("jacobian")
         flat_s, s_spec = _flatten(sources)
         _check_sources(flat_s, "jacobian")
-        diff = bool(_tls.recording)
+        diff = _any_tape()
         tshape = target.shape
         n = target.size
         seeds = _seeds([target], [None], diff, lead=("jacobian", n))
@@ -1509,7 +1402,7 @@ class GradientTape:
             )
         self._begin_backprop("batch_jacobian")
         _check_sources([source], "batch_jacobian")
-        diff = bool(_tls.recording)
+        diff = _any_tape()
         b = ts[0]
         ny = int(np.prod(ts[1:]))
         seeds = _seeds([target], [None], diff, lead=("batch", ny))
@@ -1638,6 +1531,23 @@ def _batch_jacobian_layout(g: Any, shape: tuple) -> Any:
     return F.reshape(F.moveaxis(g, 0, 1), shape)
 
 
+class _StopRecording(_state.Scope):
+    """``tape.stop_recording()``: while on the stack, the tape below it does not record
+    (ops on values it tracks are marked for explain() instead)."""
+
+    observes = "pause"
+
+    def __init__(self, tape: GradientTape) -> None:
+        self.tape = tape
+
+    def __enter__(self) -> None:
+        if self.tape._tensors is None:
+            raise RuntimeError(
+                "GradientTape.stop_recording() can only be used in a recording context: enter the tape first"
+            )
+        super().__enter__()
+
+
 # ---------------------------------------------------------------------------------
 # stop_gradient and custom_gradient
 
@@ -1657,8 +1567,9 @@ def stop_gradient(x: Any) -> Tensor:
 
     x = as_tensor(x)
     res = _wrap_op(x._data)
-    if _ACTIVE:
-        tapes = _tls.recording
+    obs = _tls.obs
+    if obs is not None:
+        tapes = obs.tapes
         if tapes:
             where = None
             for tape in tapes:
@@ -1767,22 +1678,16 @@ def custom_gradient(f: Callable[..., Any]) -> Callable[..., Any]:
     def wrapped(*args: Any) -> Any:
         from .tensor import as_tensor
 
-        watcher: dict[int, Variable] = {}
-        st = _tls
-        st.watchers.append(watcher)
-        _bump(1, 1)
-        paused = list(st.recording)
-        for tape in paused:
-            tape._pop()
+        forward = _CustomForward()
         try:
-            result, grad_fn = f(*args)
+            with forward:  # the tapes do not record f's own ops; its variable reads are collected
+                result, grad_fn = f(*args)
         finally:
-            for tape in paused:
-                tape._push()
-            st.watchers.remove(watcher)
-            _bump(-1, -1)
-        variables = list(watcher.values())
-        for w in st.watchers:  # an enclosing custom_gradient sees these reads too
+            if forward._undo is not None:  # a Ctrl-C on __exit__'s first bytecode skipped its pop
+                _state.pop(forward)
+        variables = list(forward.watched.values())
+        obs = _tls.obs
+        for w in obs.watchers if obs is not None else ():  # an enclosing custom_gradient sees these reads too
             for v in variables:
                 w.setdefault(v._id, v)
         if variables:
@@ -1810,14 +1715,14 @@ def custom_gradient(f: Callable[..., Any]) -> Callable[..., Any]:
             "name": name,
             "out_meta": [(o.shape, o.dtype) for o in outs],
         }
-        if st.recording:
-            for tape in st.recording:
+        if obs is not None and obs.tapes:
+            for tape in obs.tapes:
                 if tape._auto:
                     for v in variables:
                         if v._trainable:
                             tape._watch_variable(v)
             prim = _CUSTOM if len(outs) == 1 else _custom_multi(len(outs))
-            _record(prim, tensor_args, params, outs[0] if len(outs) == 1 else outs)
+            _record(obs, prim, tensor_args, params, outs[0] if len(outs) == 1 else outs)
         return _unflatten(r_spec, outs)
 
     wrapped.__name__ = name
@@ -1837,5 +1742,11 @@ def _custom_multi(n: int) -> Primitive:
     return _custom_multis[n]
 
 
-_tensor_mod._export_hook = _note_export
-_tensor_mod._tape_mod = sys.modules[__name__]
+class _CustomForward(_state.Scope):
+    """A ``custom_gradient`` forward on the observer stack: hides the tapes, collects variable reads."""
+
+    observes = "custom"
+    _guarded = False  # custom_gradient guards its pop with try/finally (and runs per call)
+
+    def __init__(self) -> None:
+        self.watched: dict[int, Variable] = {}

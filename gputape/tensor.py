@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from . import _errors, backend
+from ._state import tls as _tls
 from .device import current_device
 
 # Two id streams: outputs of ops get even ids, constants and variables odd ids.
@@ -43,10 +44,20 @@ bool_ = np.dtype("bool")
 
 FLOAT_DTYPES = frozenset((float16, float32, float64))
 
-# Set by gputape.tape: tells recording tapes that a value left as a host array
-# or number (so tape.explain() can say 'left_tape').
-_export_hook: Any = None
-_tape_mod: Any = None  # gputape.tape, set when it loads (it imports this module)
+
+def _export_hook(t: Tensor, array: Any) -> None:
+    """A value left as a host array or number: recording tapes note it (so tape.explain()
+    can say 'left_tape'), a gt.function trace refuses it."""
+    obs = _tls.obs
+    if obs is not None:
+        obs.exported(t, array)
+
+
+def _note_assign(var: Variable, op: str, array: Any) -> None:
+    """``var.<op>(array)`` ran: a gt.function trace being recorded replays it."""
+    obs = _tls.obs
+    if obs is not None:
+        obs.assigned(var, op, array)
 
 
 def _wrap(data: Any) -> Tensor:
@@ -444,10 +455,9 @@ class Variable(Tensor):
         >>> gt.Variable(3.0).value().numpy()
         array(3., dtype=float32)
         """
-        from . import tape as _tape
-
-        if _tape._ACTIVE:
-            _tape._on_variable_read(self)
+        obs = _tls.obs
+        if obs is not None:
+            obs.variable_read(self)
         return self._snapshot()
 
     read_value = value
@@ -526,8 +536,7 @@ class Variable(Tensor):
             self._data[...] = arr
         else:
             self._data = arr.copy()
-        if _tape_mod._TRACE is not None:
-            _tape_mod._TRACE.assign(self, "assign", arr)
+        _note_assign(self, "assign", arr)
         return self
 
     def assign_add(self, delta: Any) -> Variable:
@@ -546,8 +555,7 @@ class Variable(Tensor):
             backend.xp_of(self._data).add(self._data, arr, out=self._data)
         else:
             self._data = self._data + arr
-        if _tape_mod._TRACE is not None:
-            _tape_mod._TRACE.assign(self, "assign_add", arr)
+        _note_assign(self, "assign_add", arr)
         return self
 
     def assign_sub(self, delta: Any) -> Variable:
@@ -566,8 +574,7 @@ class Variable(Tensor):
             backend.xp_of(self._data).subtract(self._data, arr, out=self._data)
         else:
             self._data = self._data - arr
-        if _tape_mod._TRACE is not None:
-            _tape_mod._TRACE.assign(self, "assign_sub", arr)
+        _note_assign(self, "assign_sub", arr)
         return self
 
     def __repr__(self) -> str:

@@ -1,21 +1,19 @@
 import pytest
 
+import gputape._state
 import gputape.tape
 
 
 @pytest.fixture(autouse=True)
 def _no_leaked_tapes():
-    """Every test must leave this thread with no recording tape, no paused tape, no watcher
-    and no global recording/debug count: a leak would slow down every later op."""
-    tls = gputape.tape._tls
-
-    def state():
-        t = gputape.tape
-        return (list(tls.recording), list(tls.paused), len(tls.watchers), t._ACTIVE, t._DEBUG, t._NUMERICS)
-
-    before = state()
+    """Every test must leave this thread's observer stack (tapes, paused tapes, watchers,
+    traces, debug modes) and device scope as it found them: a leak would slow down every
+    later op, or change what it does."""
+    tls = gputape._state.tls
+    obs, dev = tls.obs, tls.device
     yield
-    assert state() == before
+    assert tls.obs is obs
+    assert tls.device == dev or dev is None  # (None: the default device, resolved on first use)
 
 
 @pytest.fixture

@@ -289,7 +289,7 @@ def test_an_error_while_tracing_propagates_and_caches_nothing():
         f(gt.constant([1.0]))
     state["fail"] = False
     assert f(gt.constant([1.0])).numpy().tolist() == [2.0]
-    assert gt.tape._TRACE is None and gt.tape._ACTIVE == 0
+    assert gt._state.tls.obs is None  # the failed trace left this thread's observer stack
 
 
 def test_methods_trace_per_instance():
@@ -539,3 +539,26 @@ def test_inlined_vjps_are_bitwise_the_eager_ones(name, op, shapes):
     vjp = gt.tape.REGISTRY[name].vjp
     called = f._cache[f._keys[-1]].replay.__globals__.values()
     assert all(fn is not vjp for fn in called), f"{name}'s VJP is still called by the replay"
+
+
+# -- nested structures: one nest implementation (gputape._nest) for the tape and gt.function
+
+
+def test_namedtuple_results_and_arguments_survive_replays():
+    import collections
+
+    Out = collections.namedtuple("Out", "loss scaled")
+    In = collections.namedtuple("In", "x scale")
+
+    @gt.function
+    def f(inp):
+        y = gt.sum(inp.x * inp.scale)
+        return Out(loss=y, scaled={"twice": y * 2.0, "list": [y + 1.0]})
+
+    for k in range(3):  # the trace, then replays
+        x = gt.constant([1.0, 2.0 + k])
+        r = f(In(x, gt.constant(3.0)))
+        assert type(r) is Out and type(r.scaled) is dict and type(r.scaled["list"]) is list
+        want = 3.0 * (3.0 + k)
+        assert float(r.loss) == want and float(r.scaled["twice"]) == 2 * want and float(r.scaled["list"][0]) == want + 1
+    assert f.tracing_count == 1

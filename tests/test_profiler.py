@@ -174,3 +174,31 @@ def test_gradients_unchanged_while_profiling():
         jac = jac_tape.jacobian(z, w).numpy()
     np.testing.assert_array_equal(got, ref)
     np.testing.assert_allclose(jac, np.diag([2.0, 4.0]))
+
+
+def test_a_ctrl_c_while_ops_are_swapped_leaves_all_or_nothing(monkeypatch):
+    import os
+    import signal
+    import time
+
+    from gputape import profiler
+
+    before, methods = _snapshot()
+    calls = []
+    swap = profiler._Session.swap
+
+    def interrupted_swap(self, *a):
+        calls.append(1)
+        if len(calls) == 5:  # a real SIGINT, halfway through the swapping
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)
+        return swap(self, *a)
+
+    monkeypatch.setattr(profiler._Session, "swap", interrupted_swap)
+    with pytest.raises(KeyboardInterrupt):
+        gt.profiler.start(None)
+    assert len(calls) > 5  # the swapping finished before the interrupt was raised, then was undone
+    assert not gt.profiler.is_active()
+    after, methods_after = _snapshot()
+    assert all(all(a is b for a, b in zip(after[n], before[n])) for n in before)
+    assert all(methods_after[m] is methods[m] for m in methods)

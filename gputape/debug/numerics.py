@@ -5,7 +5,9 @@ While on, every op's output (forward) and every cotangent a VJP produces
 naming the op, the phase, whether the op created the value from finite inputs
 or propagated it, the user's file:line of the forward op, and its inputs.
 
-It rides the recording slow path, so with it off ops pay nothing. On the CPU
+It is an entry on the thread's observer stack (:mod:`gputape._state`), so it
+rides the recording slow path: with it off ops pay nothing, and it checks the
+ops of the thread that turned it on (as TensorFlow's). On the CPU
 the check is one reduction per array (a sum, exact check only when the sum is
 not finite). The GPU version (one fused flag per op, one sync) comes with the
 GPU backend.
@@ -13,13 +15,11 @@ GPU backend.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from .. import backend, tape
+from .. import _state, backend, tape
 from ..tensor import FLOAT_DTYPES, Tensor
 
 
@@ -86,24 +86,34 @@ def check_backward(node: Any, g: Any, saved: list[Any], grads: Any) -> None:
         )
 
 
+class _Switch:
+    """The entry :func:`enable_check_numerics` puts on the thread's observer stack."""
+
+    observes = "numerics"
+
+
 def enable_check_numerics() -> None:
-    """Turn the check on globally (until :func:`disable_check_numerics`).
+    """Turn the check on for this thread (until :func:`disable_check_numerics`).
+
+    Each call adds one switch and each :func:`disable_check_numerics` removes the latest, so
+    a library that turns the check on and off again leaves a caller's switch on.
 
     >>> import gputape as gt
     >>> gt.debug.enable_check_numerics(); gt.debug.disable_check_numerics()
     """
-    tape._bump(1, debug=1, numerics=1, locations=1)
+    _state.push(_Switch())
 
 
 def disable_check_numerics() -> None:
-    """Undo one :func:`enable_check_numerics`."""
-    if tape._NUMERICS <= 0:
-        raise RuntimeError("gt.debug.disable_check_numerics(): the check is not enabled")
-    tape._bump(-1, debug=-1, numerics=-1, locations=-1)
+    """Undo the latest :func:`enable_check_numerics` of this thread."""
+    obs = _state.tls.obs
+    switch = next((e for e in reversed(obs.stack) if type(e) is _Switch), None) if obs is not None else None
+    if switch is None:
+        raise RuntimeError("gt.debug.disable_check_numerics(): the check is not enabled in this thread")
+    _state.pop(switch)
 
 
-@contextlib.contextmanager
-def check_numerics() -> Iterator[None]:
+class check_numerics(_state.Scope):  # noqa: N801 - used like a function, as contextlib's managers
     """Raise ``FloatingPointError`` at the first op (forward or backward) that yields inf or NaN.
 
     >>> import gputape as gt
@@ -115,16 +125,19 @@ def check_numerics() -> Iterator[None]:
     ...         print(str(e).split(" at ")[0])
     gt.log created a non-finite value in the forward pass
     """
-    enable_check_numerics()
-    try:
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            yield
-    finally:
-        disable_check_numerics()
+
+    observes = "numerics"
+
+    def _opening(self) -> None:
+        # numpy's own warnings are silenced: the check reports the op instead
+        self._errstate = np.errstate(divide="ignore", invalid="ignore", over="ignore")
+        self._errstate.__enter__()
+
+    def _closed(self) -> None:
+        self._errstate.__exit__(None, None, None)
 
 
-@contextlib.contextmanager
-def record_locations() -> Iterator[None]:
+class record_locations(_state.Scope):  # noqa: N801 - used like a function, as contextlib's managers
     """Record the user's file:line, output shape and dtype of every op taped inside the block
     (``tape.summary()`` shows them; ``explain`` uses them). Costs a stack walk per recorded op.
 
@@ -132,8 +145,5 @@ def record_locations() -> Iterator[None]:
     >>> with gt.debug.record_locations():
     ...     pass
     """
-    tape._bump(0, locations=1)
-    try:
-        yield
-    finally:
-        tape._bump(0, locations=-1)
+
+    observes = "locations"

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _errors, backend
+from .. import _errors, _state, backend
 from .. import tape as _tape
 from ..device import current_device
 from ..tensor import Tensor, _py_dtype, _to_array, _wrap, _wrap_op, as_tensor
@@ -239,7 +239,7 @@ def _nondiff(name: str, nargs: int) -> Any:
                 ValueError(f"gt.{name}: cannot apply to inputs of shapes {shapes} and dtypes {dtypes}: {exc}")
             ) from exc
         res = _wrap_op(np.asarray(r) if isinstance(r, np.generic) else r)
-        if _tape._ACTIVE:
+        if _state.tls.obs is not None:
             _tape.traced(_fixed(getattr(xp, name)), tuple(args), res._data, True)
             _tape.note_nondiff(name, args, res)
         return res
@@ -295,7 +295,7 @@ def argmin(x: Any, axis: Any = None) -> Tensor:
 
 def _index_result(name: str, x: Any, axis: Any, r: Any) -> Tensor:
     res = _wrap_op(np.asarray(r) if isinstance(r, np.generic) else r)
-    if _tape._ACTIVE and isinstance(x, Tensor):
+    if _state.tls.obs is not None and isinstance(x, Tensor):
         _tape.traced(_fixed(getattr(backend.xp_of(res._data), name)), (x, axis), res._data, True)
         _tape.note_nondiff(name, (x,), res)
     return res

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _state
 from .. import tape as _tape
 from ..tape import primitive
 from ..tensor import Tensor, _wrap, _wrap_op, as_tensor
@@ -263,7 +264,7 @@ def _index_op(name: str, x: Tensor, fn: Any) -> Tensor:
         res = _wrap_op(fn(x._data))
     except (ValueError, TypeError) as exc:
         raise ValueError(f"gt.{name}: cannot apply to an input of shape {x.shape}: {exc}") from exc
-    if _tape._ACTIVE:
+    if _state.tls.obs is not None:
         _tape.traced(fn, (x,), res._data, True)
         _tape.note_nondiff(name, (x,), res)
     return res

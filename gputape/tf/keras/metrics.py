@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ... import tape as _tape
+from ... import _state
 from ...backend import to_host
 from ...module import _snake
 from ...tensor import Tensor, constant
@@ -106,7 +106,7 @@ class Metric:
         >>> m = tf.keras.metrics.Mean(); m.update_state([1.0, 3.0], sample_weight=[3.0, 1.0]); float(m.result())
         1.5
         """
-        tr = _tape._TRACE
+        tr = _state.current_trace()
         if tr is not None and tr.owned():
             # inside a tf.function trace: update now and again on every replay, with that call's values
             tr.python_step(self._update_raw, (*args, sample_weight))
