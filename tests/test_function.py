@@ -548,3 +548,25 @@ def test_inlined_vjps_are_bitwise_the_eager_ones(name, op, shapes):
     vjp = gt.tape.REGISTRY[name].vjp
     called = f._cache[f._keys[-1]].replay.__globals__.values()
     assert all(fn is not vjp for fn in called), f"{name}'s VJP is still called by the replay"
+
+
+def test_fused_backward_keeps_the_nan_guard_of_log():
+    """Regression: the fused replay's log template was ``g / a0`` while eager's VJP is guarded
+    (``multiply_no_nan(1 / x, g)``), so under a where() that masks ``log(3 w)`` at ``w = 0`` the
+    eager gradient was 0 and the fused one NaN. Both now come from one declaration."""
+
+    def f(w):
+        with gt.GradientTape() as tape:
+            tape.watch(w)
+            y = gt.sum(gt.where(w > 0.5, gt.log(3 * w), 0.0))
+        return tape.gradient(y, w)
+
+    w = gt.constant(np.array([0.0, 0.25, 1.0, 2.0]))
+    with np.errstate(divide="ignore", invalid="ignore"):  # log(0) in the branch not taken
+        eager = f(w).numpy()
+        assert eager.tolist() == [0.0, 0.0, 1.0, 0.5]
+        cf = gt.Function(f, graphs="emulate")
+        cf._fuse_emulated = True
+        for _ in range(3):
+            np.testing.assert_array_equal(cf(w).numpy(), eager)
+    assert cf.graph_report["fused_chains"] == [2]  # log's VJP and 3 * w's, in one kernel
