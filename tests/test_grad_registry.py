@@ -66,6 +66,7 @@ CASES: dict[str, list] = {
     "sinh": [(gt.sinh, (r(3, 3),))],
     "cosh": [(gt.cosh, (r(3, 3),))],
     "arctan": [(gt.arctan, (r(3, 3),))],
+    "arcsinh": [(gt.arcsinh, (r(3, 3) * 2,))],
     "abs": [(gt.abs, (apart(3, 3) - 4.0,))],
     "reciprocal": [(gt.reciprocal, (r(3, 3, lo=0.5, hi=2.0),))],
     "sign": [(lambda x: gt.sign(x) * x, (apart(4) - 1.0,))],

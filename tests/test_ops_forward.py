@@ -79,6 +79,7 @@ UNARY = {
     "sinh": (gt.sinh, np.sinh, None),
     "cosh": (gt.cosh, np.cosh, None),
     "arctan": (gt.arctan, np.arctan, None),
+    "arcsinh": (gt.arcsinh, np.arcsinh, (-4.0, 4.0)),
     "abs": (gt.abs, np.abs, None),
     "absolute": (gt.absolute, np.abs, None),
     "sign": (gt.sign, np.sign, None),

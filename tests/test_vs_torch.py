@@ -120,6 +120,7 @@ UNARY = {
     "sinh": (gt.sinh, T.sinh, (normal(3, 4),)),
     "cosh": (gt.cosh, T.cosh, (normal(3, 4),)),
     "arctan": (gt.arctan, T.arctan, (normal(3, 4),)),
+    "arcsinh": (gt.arcsinh, T.asinh, (normal(3, 4) * 2,)),
     "abs": (gt.abs, T.abs, (away(3, 4),)),
     "reciprocal": (gt.reciprocal, T.reciprocal, (away(3, 4),)),
     "erf": (gt.erf, T.erf, (normal(3, 4),)),

@@ -47,6 +47,7 @@ from .creation import (
 from .elementwise import (
     abs,
     add,
+    arcsinh,
     arctan,
     cast,
     ceil,

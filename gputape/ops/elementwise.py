@@ -362,6 +362,12 @@ arctan = _unary(
     lambda x, g: g / (1 + x * x),
     _doc("arctan", "Elementwise inverse tangent.", "[0.0, 1.0]", "[0.0, 0.7854]"),
 )
+arcsinh = _unary(
+    "arcsinh",
+    lambda xp, x: xp.arcsinh(x),
+    lambda x, g: g / _x.sqrt(x * x + 1),
+    _doc("arcsinh", "Elementwise inverse hyperbolic sine.", "[0.0, 1.0]", "[0.0, 0.8814]"),
+)
 abs = _unary(
     "abs",
     lambda xp, x: xp.abs(x),
@@ -550,6 +556,7 @@ _CPU = {
     "sinh": np.sinh,
     "cosh": np.cosh,
     "arctan": np.arctan,
+    "arcsinh": np.arcsinh,
     "abs": np.abs,
     "sign": np.sign,
     "floor": np.floor,

@@ -24,6 +24,7 @@ __all__ = [
     "add_n",
     "argmax",
     "argmin",
+    "asinh",
     "atan",
     "ceil",
     "cos",
@@ -86,6 +87,7 @@ __all__ = [
 # Elementwise functions whose TensorFlow signature is numpy's (x) or (x, y).
 abs = _ops.abs
 add = _ops.add
+asinh = _ops.arcsinh
 atan = _ops.arctan
 ceil = _ops.ceil
 cos = _ops.cos
