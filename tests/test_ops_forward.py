@@ -80,6 +80,7 @@ UNARY = {
     "cosh": (gt.cosh, np.cosh, None),
     "arctan": (gt.arctan, np.arctan, None),
     "arcsinh": (gt.arcsinh, np.arcsinh, (-4.0, 4.0)),
+    "log2": (gt.log2, np.log2, (0.1, 4.0)),
     "abs": (gt.abs, np.abs, None),
     "absolute": (gt.absolute, np.abs, None),
     "sign": (gt.sign, np.sign, None),

@@ -63,6 +63,7 @@ from .elementwise import (
     identity,
     log,
     log1p,
+    log2,
     maximum,
     minimum,
     mod,

@@ -274,6 +274,10 @@ def _unary(name: str, fwd: Any, grad: Any, doc: str, vjp: Any = None) -> Any:
     return unary_op(prim, name, doc)
 
 
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+
+
 def _doc(name: str, what: str, arg: str, result: str) -> str:
     return f"""{what}
 
@@ -367,6 +371,12 @@ arcsinh = _unary(
     lambda xp, x: xp.arcsinh(x),
     lambda x, g: g / _x.sqrt(x * x + 1),
     _doc("arcsinh", "Elementwise inverse hyperbolic sine.", "[0.0, 1.0]", "[0.0, 0.8814]"),
+)
+log2 = _unary(
+    "log2",
+    lambda xp, x: xp.log2(x),
+    lambda x, g: _mnn(1 / (x * _LN2), g),  # guarded as log
+    _doc("log2", "Elementwise base-2 logarithm.", "[1.0, 8.0]", "[0.0, 3.0]"),
 )
 abs = _unary(
     "abs",
@@ -557,6 +567,7 @@ _CPU = {
     "cosh": np.cosh,
     "arctan": np.arctan,
     "arcsinh": np.arcsinh,
+    "log2": np.log2,
     "abs": np.abs,
     "sign": np.sign,
     "floor": np.floor,
