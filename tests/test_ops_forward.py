@@ -81,6 +81,7 @@ UNARY = {
     "arctan": (gt.arctan, np.arctan, None),
     "arcsinh": (gt.arcsinh, np.arcsinh, (-4.0, 4.0)),
     "log2": (gt.log2, np.log2, (0.1, 4.0)),
+    "log10": (gt.log10, np.log10, (0.1, 4.0)),
     "abs": (gt.abs, np.abs, None),
     "absolute": (gt.absolute, np.abs, None),
     "sign": (gt.sign, np.sign, None),

@@ -64,6 +64,7 @@ from .elementwise import (
     log,
     log1p,
     log2,
+    log10,
     maximum,
     minimum,
     mod,

@@ -378,6 +378,12 @@ log2 = _unary(
     lambda x, g: _mnn(1 / (x * _LN2), g),  # guarded as log
     _doc("log2", "Elementwise base-2 logarithm.", "[1.0, 8.0]", "[0.0, 3.0]"),
 )
+log10 = _unary(
+    "log10",
+    lambda xp, x: xp.log10(x),
+    lambda x, g: _mnn(1 / (x * _LN10), g),  # guarded as log
+    _doc("log10", "Elementwise base-10 logarithm.", "[1.0, 100.0]", "[0.0, 2.0]"),
+)
 abs = _unary(
     "abs",
     lambda xp, x: xp.abs(x),
@@ -567,6 +573,7 @@ _CPU = {
     "cosh": np.cosh,
     "arctan": np.arctan,
     "arcsinh": np.arcsinh,
+    "log10": np.log10,
     "log2": np.log2,
     "abs": np.abs,
     "sign": np.sign,
