@@ -69,6 +69,7 @@ CASES: dict[str, list] = {
     "arcsinh": [(gt.arcsinh, (r(3, 3) * 2,))],
     "log2": [(gt.log2, (r(3, 3, lo=0.5, hi=3.0),))],
     "log10": [(gt.log10, (r(3, 3, lo=0.5, hi=3.0),))],
+    "exp2": [(gt.exp2, (r(3, 3),))],
     "abs": [(gt.abs, (apart(3, 3) - 4.0,))],
     "reciprocal": [(gt.reciprocal, (r(3, 3, lo=0.5, hi=2.0),))],
     "sign": [(lambda x: gt.sign(x) * x, (apart(4) - 1.0,))],

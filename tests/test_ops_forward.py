@@ -82,6 +82,7 @@ UNARY = {
     "arcsinh": (gt.arcsinh, np.arcsinh, (-4.0, 4.0)),
     "log2": (gt.log2, np.log2, (0.1, 4.0)),
     "log10": (gt.log10, np.log10, (0.1, 4.0)),
+    "exp2": (gt.exp2, np.exp2, None),
     "abs": (gt.abs, np.abs, None),
     "absolute": (gt.absolute, np.abs, None),
     "sign": (gt.sign, np.sign, None),

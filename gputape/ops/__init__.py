@@ -57,6 +57,7 @@ from .elementwise import (
     divide,
     erf,
     exp,
+    exp2,
     expm1,
     floor,
     floor_divide,

@@ -384,6 +384,12 @@ log10 = _unary(
     lambda x, g: _mnn(1 / (x * _LN10), g),  # guarded as log
     _doc("log10", "Elementwise base-10 logarithm.", "[1.0, 100.0]", "[0.0, 2.0]"),
 )
+exp2 = _unary(
+    "exp2",
+    lambda xp, x: xp.exp2(x),
+    lambda x, out, g: g * (out * _LN2),
+    _doc("exp2", "Elementwise ``2 ** x``.", "[0.0, 3.0]", "[1.0, 8.0]"),
+)
 abs = _unary(
     "abs",
     lambda xp, x: xp.abs(x),
@@ -573,6 +579,7 @@ _CPU = {
     "cosh": np.cosh,
     "arctan": np.arctan,
     "arcsinh": np.arcsinh,
+    "exp2": np.exp2,
     "log10": np.log10,
     "log2": np.log2,
     "abs": np.abs,
