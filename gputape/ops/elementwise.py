@@ -390,6 +390,12 @@ exp2 = _unary(
     lambda x, out, g: g * (out * _LN2),
     _doc("exp2", "Elementwise ``2 ** x``.", "[0.0, 3.0]", "[1.0, 8.0]"),
 )
+arcsin = _unary(
+    "arcsin",
+    lambda xp, x: xp.arcsin(x),
+    lambda x, g: _mnn(1 / _x.sqrt(1 - x * x), g),  # inf at +-1, as in PyTorch and TensorFlow
+    _doc("arcsin", "Elementwise inverse sine (gradient inf at -1 and 1).", "[0.0, 1.0]", "[0.0, 1.5708]"),
+)
 abs = _unary(
     "abs",
     lambda xp, x: xp.abs(x),
@@ -579,6 +585,7 @@ _CPU = {
     "cosh": np.cosh,
     "arctan": np.arctan,
     "arcsinh": np.arcsinh,
+    "arcsin": np.arcsin,
     "exp2": np.exp2,
     "log10": np.log10,
     "log2": np.log2,

@@ -24,6 +24,7 @@ __all__ = [
     "add_n",
     "argmax",
     "argmin",
+    "asin",
     "asinh",
     "atan",
     "ceil",
@@ -88,6 +89,7 @@ __all__ = [
 abs = _ops.abs
 add = _ops.add
 asinh = _ops.arcsinh
+asin = _ops.arcsin
 atan = _ops.arctan
 ceil = _ops.ceil
 cos = _ops.cos
