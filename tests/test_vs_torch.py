@@ -125,6 +125,7 @@ UNARY = {
     "log10": (gt.log10, T.log10, (uniform(0.2, 3.0, 3, 4),)),
     "exp2": (gt.exp2, T.exp2, (normal(3, 4),)),
     "arcsin": (gt.arcsin, T.asin, (uniform(-0.8, 0.8, 3, 4),)),
+    "arccos": (gt.arccos, T.acos, (uniform(-0.8, 0.8, 3, 4),)),
     "abs": (gt.abs, T.abs, (away(3, 4),)),
     "reciprocal": (gt.reciprocal, T.reciprocal, (away(3, 4),)),
     "erf": (gt.erf, T.erf, (normal(3, 4),)),

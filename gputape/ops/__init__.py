@@ -47,6 +47,7 @@ from .creation import (
 from .elementwise import (
     abs,
     add,
+    arccos,
     arcsin,
     arcsinh,
     arctan,

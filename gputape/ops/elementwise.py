@@ -396,6 +396,12 @@ arcsin = _unary(
     lambda x, g: _mnn(1 / _x.sqrt(1 - x * x), g),  # inf at +-1, as in PyTorch and TensorFlow
     _doc("arcsin", "Elementwise inverse sine (gradient inf at -1 and 1).", "[0.0, 1.0]", "[0.0, 1.5708]"),
 )
+arccos = _unary(
+    "arccos",
+    lambda xp, x: xp.arccos(x),
+    lambda x, g: _mnn(-1 / _x.sqrt(1 - x * x), g),  # -inf at +-1, as in PyTorch and TensorFlow
+    _doc("arccos", "Elementwise inverse cosine (gradient -inf at -1 and 1).", "[1.0, 0.0]", "[0.0, 1.5708]"),
+)
 abs = _unary(
     "abs",
     lambda xp, x: xp.abs(x),
@@ -585,6 +591,7 @@ _CPU = {
     "cosh": np.cosh,
     "arctan": np.arctan,
     "arcsinh": np.arcsinh,
+    "arccos": np.arccos,
     "arcsin": np.arcsin,
     "exp2": np.exp2,
     "log10": np.log10,

@@ -20,6 +20,7 @@ from ._util import axis_arg
 
 __all__ = [
     "abs",
+    "acos",
     "add",
     "add_n",
     "argmax",
@@ -89,6 +90,7 @@ __all__ = [
 abs = _ops.abs
 add = _ops.add
 asinh = _ops.arcsinh
+acos = _ops.arccos
 asin = _ops.arcsin
 atan = _ops.arctan
 ceil = _ops.ceil
