@@ -85,6 +85,7 @@ UNARY = {
     "exp2": (gt.exp2, np.exp2, None),
     "arcsin": (gt.arcsin, np.arcsin, (-0.9, 0.9)),
     "arccos": (gt.arccos, np.arccos, (-0.9, 0.9)),
+    "arctanh": (gt.arctanh, np.arctanh, (-0.9, 0.9)),
     "abs": (gt.abs, np.abs, None),
     "absolute": (gt.absolute, np.abs, None),
     "sign": (gt.sign, np.sign, None),

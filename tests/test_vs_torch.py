@@ -126,6 +126,7 @@ UNARY = {
     "exp2": (gt.exp2, T.exp2, (normal(3, 4),)),
     "arcsin": (gt.arcsin, T.asin, (uniform(-0.8, 0.8, 3, 4),)),
     "arccos": (gt.arccos, T.acos, (uniform(-0.8, 0.8, 3, 4),)),
+    "arctanh": (gt.arctanh, T.atanh, (uniform(-0.8, 0.8, 3, 4),)),
     "abs": (gt.abs, T.abs, (away(3, 4),)),
     "reciprocal": (gt.reciprocal, T.reciprocal, (away(3, 4),)),
     "erf": (gt.erf, T.erf, (normal(3, 4),)),

@@ -51,6 +51,7 @@ from .elementwise import (
     arcsin,
     arcsinh,
     arctan,
+    arctanh,
     cast,
     ceil,
     clip,

@@ -402,6 +402,12 @@ arccos = _unary(
     lambda x, g: _mnn(-1 / _x.sqrt(1 - x * x), g),  # -inf at +-1, as in PyTorch and TensorFlow
     _doc("arccos", "Elementwise inverse cosine (gradient -inf at -1 and 1).", "[1.0, 0.0]", "[0.0, 1.5708]"),
 )
+arctanh = _unary(
+    "arctanh",
+    lambda xp, x: xp.arctanh(x),
+    lambda x, g: _mnn(1 / (1 - x * x), g),  # inf at +-1, as in PyTorch and TensorFlow
+    _doc("arctanh", "Elementwise inverse hyperbolic tangent (gradient inf at +-1).", "[0.0, 0.5]", "[0.0, 0.5493]"),
+)
 abs = _unary(
     "abs",
     lambda xp, x: xp.abs(x),
@@ -591,6 +597,7 @@ _CPU = {
     "cosh": np.cosh,
     "arctan": np.arctan,
     "arcsinh": np.arcsinh,
+    "arctanh": np.arctanh,
     "arccos": np.arccos,
     "arcsin": np.arcsin,
     "exp2": np.exp2,

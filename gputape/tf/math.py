@@ -28,6 +28,7 @@ __all__ = [
     "asin",
     "asinh",
     "atan",
+    "atanh",
     "ceil",
     "cos",
     "cosh",
@@ -90,6 +91,7 @@ __all__ = [
 abs = _ops.abs
 add = _ops.add
 asinh = _ops.arcsinh
+atanh = _ops.arctanh
 acos = _ops.arccos
 asin = _ops.arcsin
 atan = _ops.arctan
