@@ -86,6 +86,7 @@ UNARY = {
     "arcsin": (gt.arcsin, np.arcsin, (-0.9, 0.9)),
     "arccos": (gt.arccos, np.arccos, (-0.9, 0.9)),
     "arctanh": (gt.arctanh, np.arctanh, (-0.9, 0.9)),
+    "arccosh": (gt.arccosh, np.arccosh, (1.1, 4.0)),
     "abs": (gt.abs, np.abs, None),
     "absolute": (gt.absolute, np.abs, None),
     "sign": (gt.sign, np.sign, None),

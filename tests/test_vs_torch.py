@@ -127,6 +127,7 @@ UNARY = {
     "arcsin": (gt.arcsin, T.asin, (uniform(-0.8, 0.8, 3, 4),)),
     "arccos": (gt.arccos, T.acos, (uniform(-0.8, 0.8, 3, 4),)),
     "arctanh": (gt.arctanh, T.atanh, (uniform(-0.8, 0.8, 3, 4),)),
+    "arccosh": (gt.arccosh, T.acosh, (uniform(1.2, 3.0, 3, 4),)),
     "abs": (gt.abs, T.abs, (away(3, 4),)),
     "reciprocal": (gt.reciprocal, T.reciprocal, (away(3, 4),)),
     "erf": (gt.erf, T.erf, (normal(3, 4),)),

@@ -48,6 +48,7 @@ from .elementwise import (
     abs,
     add,
     arccos,
+    arccosh,
     arcsin,
     arcsinh,
     arctan,

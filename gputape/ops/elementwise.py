@@ -408,6 +408,13 @@ arctanh = _unary(
     lambda x, g: _mnn(1 / (1 - x * x), g),  # inf at +-1, as in PyTorch and TensorFlow
     _doc("arctanh", "Elementwise inverse hyperbolic tangent (gradient inf at +-1).", "[0.0, 0.5]", "[0.0, 0.5493]"),
 )
+arccosh = _unary(
+    "arccosh",
+    lambda xp, x: xp.arccosh(x),
+    # (x - 1) * (x + 1): accurate near 1; at x == 1 the gradient is inf, as in PyTorch and TensorFlow
+    lambda x, g: _mnn(1 / _x.sqrt((x - 1) * (x + 1)), g),
+    _doc("arccosh", "Elementwise inverse hyperbolic cosine (gradient inf at 1).", "[1.0, 2.0]", "[0.0, 1.317]"),
+)
 abs = _unary(
     "abs",
     lambda xp, x: xp.abs(x),
@@ -597,6 +604,7 @@ _CPU = {
     "cosh": np.cosh,
     "arctan": np.arctan,
     "arcsinh": np.arcsinh,
+    "arccosh": np.arccosh,
     "arctanh": np.arctanh,
     "arccos": np.arccos,
     "arcsin": np.arcsin,

@@ -21,6 +21,7 @@ from ._util import axis_arg
 __all__ = [
     "abs",
     "acos",
+    "acosh",
     "add",
     "add_n",
     "argmax",
@@ -91,6 +92,7 @@ __all__ = [
 abs = _ops.abs
 add = _ops.add
 asinh = _ops.arcsinh
+acosh = _ops.arccosh
 atanh = _ops.arctanh
 acos = _ops.arccos
 asin = _ops.arcsin
