@@ -157,6 +157,7 @@ BINARY = {
         lambda x, y: T.where(T.tensor(MASK), x, y),
         (normal(3, 4, seed=1), normal(4, seed=2)),
     ),
+    "hypot": (gt.hypot, T.hypot, (normal(3, 4, seed=1), normal(4, seed=2))),
     "x_times_x": (lambda x: x * x, lambda x: x * x, (normal(5, seed=3),)),
     "operators": (
         lambda x, y: (x + y) * (x - y) / (y * y + 1.0) - x**2.0,

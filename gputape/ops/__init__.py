@@ -65,6 +65,7 @@ from .elementwise import (
     expm1,
     floor,
     floor_divide,
+    hypot,
     identity,
     log,
     log1p,

@@ -259,6 +259,21 @@ floor_divide = binary_op(
 )
 
 
+# d/dx sqrt(x*x + y*y) = x / out. At (0, 0) that is 0 / 0: NaN, as PyTorch gives (TensorFlow
+# has no hypot); 0 where the cotangent is 0 (a where() that masks the point), as for log.
+_hypot = declared("hypot", lambda xp, x, y: xp.hypot(x, y), lambda x, y, out, g: (_mnn(x / out, g), _mnn(y / out, g)))
+hypot = binary_op(
+    _hypot,
+    "hypot",
+    """Elementwise ``sqrt(x**2 + y**2)``, without overflow (gradient NaN at (0, 0), as in PyTorch).
+
+    >>> import gputape as gt
+    >>> gt.hypot(gt.constant([3.0, 5.0], "float64"), 4.0).numpy().round(4).tolist()
+    [5.0, 6.4031]
+    """,
+)
+
+
 # -- unary math --------------------------------------------------------------------
 
 
@@ -604,6 +619,7 @@ _CPU = {
     "cosh": np.cosh,
     "arctan": np.arctan,
     "arcsinh": np.arcsinh,
+    "hypot": np.hypot,
     "arccosh": np.arccosh,
     "arctanh": np.arctanh,
     "arccos": np.arccos,
