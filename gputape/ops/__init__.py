@@ -52,6 +52,7 @@ from .elementwise import (
     arcsin,
     arcsinh,
     arctan,
+    arctan2,
     arctanh,
     cast,
     ceil,

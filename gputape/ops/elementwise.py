@@ -274,6 +274,25 @@ hypot = binary_op(
 )
 
 
+# arctan2(x1, x2) = angle of the point (x2, x1): d/dx1 = x2 / r2, d/dx2 = -x1 / r2. At (0, 0)
+# both are 0 / 0: NaN, as PyTorch and TensorFlow give; 0 where the cotangent is 0, as for log.
+_arctan2 = declared(
+    "arctan2",
+    lambda xp, x, y: xp.arctan2(x, y),
+    lambda x, y, g: (_mnn(y / (x * x + y * y), g), _mnn(-x / (x * x + y * y), g)),
+)
+arctan2 = binary_op(
+    _arctan2,
+    "arctan2",
+    """Elementwise angle of the point ``(x2, x1)``, numpy's ``arctan2(x1, x2)`` (gradient NaN at (0, 0)).
+
+    >>> import gputape as gt
+    >>> gt.arctan2(gt.constant([1.0, -1.0], "float64"), -1.0).numpy().round(4).tolist()
+    [2.3562, -2.3562]
+    """,
+)
+
+
 # -- unary math --------------------------------------------------------------------
 
 
@@ -619,6 +638,7 @@ _CPU = {
     "cosh": np.cosh,
     "arctan": np.arctan,
     "arcsinh": np.arcsinh,
+    "arctan2": np.arctan2,
     "hypot": np.hypot,
     "arccosh": np.arccosh,
     "arctanh": np.arctanh,

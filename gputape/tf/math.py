@@ -29,6 +29,7 @@ __all__ = [
     "asin",
     "asinh",
     "atan",
+    "atan2",
     "atanh",
     "ceil",
     "cos",
@@ -92,6 +93,7 @@ __all__ = [
 abs = _ops.abs
 add = _ops.add
 asinh = _ops.arcsinh
+atan2 = _ops.arctan2
 acosh = _ops.arccosh
 atanh = _ops.arctanh
 acos = _ops.arccos
