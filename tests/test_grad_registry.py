@@ -76,6 +76,7 @@ CASES: dict[str, list] = {
     "arccosh": [(gt.arccosh, (r(3, 3, lo=1.2, hi=3.0),))],
     "hypot": [(gt.hypot, (r(3, 4), r(4)))],
     "arctan2": [(gt.arctan2, (r(3, 4), r(4)))],
+    "logaddexp": [(gt.logaddexp, (r(3, 4), r(4)))],
     "abs": [(gt.abs, (apart(3, 3) - 4.0,))],
     "reciprocal": [(gt.reciprocal, (r(3, 3, lo=0.5, hi=2.0),))],
     "sign": [(lambda x: gt.sign(x) * x, (apart(4) - 1.0,))],

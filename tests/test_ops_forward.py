@@ -128,6 +128,7 @@ BINARY = {
     "minimum": (gt.minimum, np.minimum),
     "mod": (gt.mod, np.mod),
     "floor_divide": (gt.floor_divide, np.floor_divide),
+    "logaddexp": (gt.logaddexp, np.logaddexp),
     "arctan2": (gt.arctan2, np.arctan2),
     "hypot": (gt.hypot, np.hypot),
 }

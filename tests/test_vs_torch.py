@@ -159,6 +159,7 @@ BINARY = {
     ),
     "hypot": (gt.hypot, T.hypot, (normal(3, 4, seed=1), normal(4, seed=2))),
     "arctan2": (gt.arctan2, T.atan2, (normal(3, 4, seed=1), normal(4, seed=2))),
+    "logaddexp": (gt.logaddexp, T.logaddexp, (normal(3, 4, seed=1), normal(4, seed=2))),
     "x_times_x": (lambda x: x * x, lambda x: x * x, (normal(5, seed=3),)),
     "operators": (
         lambda x, y: (x + y) * (x - y) / (y * y + 1.0) - x**2.0,

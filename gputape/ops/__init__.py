@@ -72,6 +72,7 @@ from .elementwise import (
     log1p,
     log2,
     log10,
+    logaddexp,
     maximum,
     minimum,
     mod,

@@ -293,6 +293,25 @@ arctan2 = binary_op(
 )
 
 
+# d/dx log(exp(x) + exp(y)) = sigmoid(x - y): finite for every finite input and for one infinite
+# one (exp(x - out) would give NaN at x = inf); NaN at x = y = +-inf, as in PyTorch.
+_logaddexp = declared(
+    "logaddexp",
+    lambda xp, x, y: xp.logaddexp(x, y),
+    lambda x, y, g: (g * _x.sigmoid(x - y), g * _x.sigmoid(y - x)),
+)
+logaddexp = binary_op(
+    _logaddexp,
+    "logaddexp",
+    """Elementwise ``log(exp(x) + exp(y))``, without overflow.
+
+    >>> import gputape as gt
+    >>> gt.logaddexp(gt.constant([0.0, 1000.0], "float64"), 0.0).numpy().round(4).tolist()
+    [0.6931, 1000.0]
+    """,
+)
+
+
 # -- unary math --------------------------------------------------------------------
 
 
@@ -638,6 +657,7 @@ _CPU = {
     "cosh": np.cosh,
     "arctan": np.arctan,
     "arcsinh": np.arcsinh,
+    "logaddexp": np.logaddexp,
     "arctan2": np.arctan2,
     "hypot": np.hypot,
     "arccosh": np.arccosh,
