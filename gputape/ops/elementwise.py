@@ -274,17 +274,25 @@ hypot = binary_op(
 )
 
 
+def _inv_r2(x: Any, y: Any) -> Any:
+    """``1 / (x*x + y*y)``, but 0 where that is 1 / 0 (PyTorch's atan2 gradient at the origin).
+
+    The divisor is made 1 there first, so no inf appears at any order of differentiation."""
+    r2 = x * x + y * y
+    return _x.where(_x.eq(r2, 0), 0, 1 / _x.where(_x.eq(r2, 0), 1, r2))
+
+
 # arctan2(x1, x2) = angle of the point (x2, x1): d/dx1 = x2 / r2, d/dx2 = -x1 / r2. At (0, 0)
-# both are 0 / 0: NaN, as PyTorch and TensorFlow give; 0 where the cotangent is 0, as for log.
+# PyTorch gives (0, 0) (TensorFlow NaN); so does gputape, and a masked cotangent gives 0 too.
 _arctan2 = declared(
     "arctan2",
     lambda xp, x, y: xp.arctan2(x, y),
-    lambda x, y, g: (_mnn(y / (x * x + y * y), g), _mnn(-x / (x * x + y * y), g)),
+    lambda x, y, g: (g * y * _inv_r2(x, y), g * -x * _inv_r2(x, y)),
 )
 arctan2 = binary_op(
     _arctan2,
     "arctan2",
-    """Elementwise angle of the point ``(x2, x1)``, numpy's ``arctan2(x1, x2)`` (gradient NaN at (0, 0)).
+    """Elementwise angle of the point ``(x2, x1)``, numpy's ``arctan2(x1, x2)`` (gradient 0 at (0, 0), as PyTorch's).
 
     >>> import gputape as gt
     >>> gt.arctan2(gt.constant([1.0, -1.0], "float64"), -1.0).numpy().round(4).tolist()
