@@ -569,3 +569,37 @@ def test_third_derivative_matches_torch():
     (g3t,) = torch.autograd.grad(g2t.sum(), xt)
     for a, b in ((g1, g1t), (g2, g2t), (g3, g3t)):
         np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=RTOL, atol=ATOL)
+
+
+# ------------------------------------------------------------------------------------
+# Gradients at the domain edges (arccosh at 1, hypot and arctan2 at (0, 0), ...): the table
+# tests/test_expr.py holds gputape to is what PyTorch gives there.
+
+EDGE_OPS = {
+    "arccosh": T.acosh,
+    "arctanh": T.atanh,
+    "arcsin": T.asin,
+    "arccos": T.acos,
+    "log": T.log,
+    "log2": T.log2,
+    "log10": T.log10,
+    "sqrt": T.sqrt,
+    "hypot": T.hypot,
+    "arctan2": T.atan2,
+    "logaddexp": T.logaddexp,
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_OPS))
+def test_gradients_at_domain_edges_are_torchs(name):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_expr import EDGES
+
+    _, xs, want = EDGES[name]
+    ts = [T.tensor(np.asarray(x, np.float64), requires_grad=True) for x in xs]
+    gs = torch.autograd.grad(EDGE_OPS[name](*ts).sum(), ts)
+    for k, (gk, wk) in enumerate(zip(gs, want)):
+        np.testing.assert_array_equal(gk.numpy(), wk, err_msg=f"{name} input {k}")
