@@ -450,7 +450,7 @@ class Derivative:
         """The unary cotangent in one generated kernel on cupy arrays; None when no kernel fits the dtypes."""
         saved = args[: len(self.operands)]
         params = args[len(self.operands) :]
-        dt = _launch_dtype(np.result_type(g.dtype, *(a.dtype for a in saved)))
+        dt = launch_dtype(np.result_type(g.dtype, *(a.dtype for a in saved)))
         if dt is None:
             return None
         k = self._kernel_for(g.device.id)
@@ -474,12 +474,12 @@ class Derivative:
 
 
 _lock = threading.Lock()
-_KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _launch_dtype(dt: np.dtype) -> np.dtype | None:
+def launch_dtype(dt: np.dtype) -> np.dtype | None:
     """The dtype a kernel runs in for data of dtype ``dt`` (float16 in float32); None: no kernel."""
-    if dt in _KERNEL_DTYPES:
+    if dt in KERNEL_DTYPES:
         return dt
     if dt == np.float16:
         return np.dtype(np.float32)

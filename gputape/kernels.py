@@ -485,19 +485,11 @@ def ref_optimizer_update(
 
 # -- dispatch: kernel on cupy, reference on numpy ------------------------------------------------
 
-_KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_KERNEL_DTYPES = expr.KERNEL_DTYPES
+_launch_dtype = expr.launch_dtype  # one rule for every kernel: float32/float64, float16 in float32
 # A null pointer kernel argument: cupy marshals arguments by value without checking the
 # signature, and a 64-bit zero is what a T* parameter reads as nullptr.
 _NULL = np.uint64(0)
-
-
-def _launch_dtype(dt: np.dtype) -> np.dtype | None:
-    """The dtype a kernel runs in for data of dtype ``dt``; None when it has no kernel."""
-    if dt in _KERNEL_DTYPES:
-        return dt
-    if dt == np.float16:
-        return np.dtype(np.float32)
-    return None
 
 
 def activation_backward(name: str, saved: Any, g: Any, alpha: float | None = None) -> Any:
