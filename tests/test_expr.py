@@ -84,6 +84,16 @@ def test_rendered_python_is_bitwise_the_tree(e):
     np.testing.assert_array_equal(got, want)
 
 
+def test_every_function_an_expression_may_call_exists_wherever_it_is_rendered():
+    """In the fast sweep's namespace, in gputape's (recorded sweep: higher order) and in the CUDA prelude."""
+    from gputape.ops import DIFF_NAMESPACE
+
+    for name in X.FUNCTIONS:
+        assert callable(getattr(raw_namespace(np), name)), name
+        assert callable(getattr(DIFF_NAMESPACE, name)), name
+        assert name == "where" or f" gt_{name}(" in X.CUDA_PRELUDE, name
+
+
 # -- declarations ------------------------------------------------------------------------------
 
 
