@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from . import backend, expr
+from .nn.functional import _GELU_A, _SQRT1_2, _SQRT_2_PI  # gelu's constants, stated once
 from .ops import raw_namespace
 
 # -- sources -----------------------------------------------------------------------------
@@ -278,11 +279,6 @@ def compile_all(device_id: int = 0) -> list[str]:
 
 
 # -- numpy references (the CPU path) -----------------------------------------------------------
-
-_SQRT1_2 = 1.0 / math.sqrt(2.0)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-_SQRT_2_PI = math.sqrt(2.0 / math.pi)
-_GELU_A = 0.044715
 
 
 def _erf(x: np.ndarray) -> np.ndarray:

@@ -156,9 +156,8 @@ def gelu(x: Any, approximate: bool = False) -> Any:
     """
     x = as_tensor(x)
     if approximate:
-        c = math.sqrt(2.0 / math.pi)
-        return 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x)))
-    return 0.5 * x * (1.0 + erf(x * (1.0 / math.sqrt(2.0))))
+        return 0.5 * x * (1.0 + tanh(_SQRT_2_PI * (x + _GELU_A * x * x * x)))
+    return 0.5 * x * (1.0 + erf(x * _SQRT1_2))
 
 
 def _row_max(xp, x, axis):
