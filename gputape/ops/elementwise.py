@@ -41,12 +41,29 @@ def declared(name: str, fwd: Any, grad: Any, params: tuple[str, ...] = ()) -> Pr
 
     ``grad`` names the inputs, then optionally ``out`` and ``g``, then ``params``,
     and returns each input's cotangent expression. The residuals saved are the
-    ones the expressions read; the VJP is generated.
+    ones the expressions read; the VJP is generated. ``fwd`` may be a numpy ufunc
+    (``np.arcsinh``): the forward is then the array module's function of that name,
+    and on numpy arrays the ufunc itself (one Python frame less per op).
     """
     d = _x.derivative(name, grad, params)
-    prim = primitive(name, save=d.save, save_out=d.save_out)(fwd)
+    prim = primitive(name, save=d.save, save_out=d.save_out)(_forward(fwd))
     prim.defvjp(d.vjp)
+    if isinstance(fwd, np.ufunc):
+        prim.cpu = fwd
     return prim
+
+
+def _forward(fwd: Any) -> Any:
+    """``fwd(xp, *arrays)``; a numpy ufunc stands for the function of that name in each array module."""
+    if not isinstance(fwd, np.ufunc):
+        return fwd
+    name = fwd.__name__
+
+    def ufunc_fwd(xp: Any, *arrays: Any) -> Any:
+        return getattr(xp, name)(*arrays)
+
+    ufunc_fwd.__name__ = ufunc_fwd.__qualname__ = f"_{name}"
+    return ufunc_fwd
 
 
 def _mul_no_nan_fwd(xp, x, y):
@@ -180,9 +197,7 @@ power = binary_op(
 
 
 # ties send the gradient to x, as in TensorFlow
-_maximum = declared(
-    "maximum", lambda xp, x, y: xp.maximum(x, y), lambda x, y, g: (_x.where(x >= y, g, 0), _x.where(x >= y, 0, g))
-)
+_maximum = declared("maximum", np.maximum, lambda x, y, g: (_x.where(x >= y, g, 0), _x.where(x >= y, 0, g)))
 
 
 maximum = binary_op(
@@ -197,9 +212,7 @@ maximum = binary_op(
 )
 
 
-_minimum = declared(
-    "minimum", lambda xp, x, y: xp.minimum(x, y), lambda x, y, g: (_x.where(x <= y, g, 0), _x.where(x <= y, 0, g))
-)
+_minimum = declared("minimum", np.minimum, lambda x, y, g: (_x.where(x <= y, g, 0), _x.where(x <= y, 0, g)))
 
 
 minimum = binary_op(
@@ -261,7 +274,7 @@ floor_divide = binary_op(
 
 # d/dx sqrt(x*x + y*y) = x / out. At (0, 0) that is 0 / 0: NaN, as PyTorch gives (TensorFlow
 # has no hypot); 0 where the cotangent is 0 (a where() that masks the point), as for log.
-_hypot = declared("hypot", lambda xp, x, y: xp.hypot(x, y), lambda x, y, out, g: (_mnn(x / out, g), _mnn(y / out, g)))
+_hypot = declared("hypot", np.hypot, lambda x, y, out, g: (_mnn(x / out, g), _mnn(y / out, g)))
 hypot = binary_op(
     _hypot,
     "hypot",
@@ -286,7 +299,7 @@ def _inv_r2(x: Any, y: Any) -> Any:
 # PyTorch gives (0, 0) (TensorFlow NaN); so does gputape, and a masked cotangent gives 0 too.
 _arctan2 = declared(
     "arctan2",
-    lambda xp, x, y: xp.arctan2(x, y),
+    np.arctan2,
     lambda x, y, g: (g * y * _inv_r2(x, y), g * -x * _inv_r2(x, y)),
 )
 arctan2 = binary_op(
@@ -305,7 +318,7 @@ arctan2 = binary_op(
 # one (exp(x - out) would give NaN at x = inf); NaN at x = y = +-inf, as in PyTorch.
 _logaddexp = declared(
     "logaddexp",
-    lambda xp, x, y: xp.logaddexp(x, y),
+    np.logaddexp,
     lambda x, y, g: (g * _x.sigmoid(x - y), g * _x.sigmoid(y - x)),
 )
 logaddexp = binary_op(
@@ -329,8 +342,10 @@ def _unary(name: str, fwd: Any, grad: Any, doc: str, vjp: Any = None) -> Any:
     if vjp is None:
         prim = declared(name, fwd, grad)
     else:
-        prim = primitive(name)(fwd)
+        prim = primitive(name)(_forward(fwd))
         prim.defvjp(vjp)
+        if isinstance(fwd, np.ufunc):
+            prim.cpu = fwd
     prim.doc = doc
     return unary_op(prim, name, doc)
 
@@ -357,128 +372,128 @@ square = _unary(
 multiply = binary_op(_mul, "multiply", _MULTIPLY_DOC, same=REGISTRY["square"])
 sqrt = _unary(
     "sqrt",
-    lambda xp, x: xp.sqrt(x),
+    np.sqrt,
     lambda x, out, g: _mnn(0.5 / out, g),
     _doc("sqrt", "Elementwise square root (gradient inf at 0, not NaN).", "[4.0, 9.0]", "[2.0, 3.0]"),
 )
 exp = _unary(
     "exp",
-    lambda xp, x: xp.exp(x),
+    np.exp,
     lambda x, out, g: g * out,
     _doc("exp", "Elementwise ``e ** x``.", "[0.0, 1.0]", "[1.0, 2.7183]"),
 )
 expm1 = _unary(
     "expm1",
-    lambda xp, x: xp.expm1(x),
+    np.expm1,
     lambda x, out, g: g * (out + 1),
     _doc("expm1", "Elementwise ``exp(x) - 1``, accurate near 0.", "[0.0, 1e-5]", "[0.0, 0.0]"),
 )
 log = _unary(
     "log",
-    lambda xp, x: xp.log(x),
+    np.log,
     lambda x, g: _mnn(1 / x, g),
     _doc("log", "Elementwise natural logarithm.", "[1.0, 2.0]", "[0.0, 0.6931]"),
 )
 log1p = _unary(
     "log1p",
-    lambda xp, x: xp.log1p(x),
+    np.log1p,
     lambda x, g: _mnn(1 / (1 + x), g),
     _doc("log1p", "Elementwise ``log(1 + x)``, accurate near 0.", "[0.0, 1.0]", "[0.0, 0.6931]"),
 )
 sin = _unary(
     "sin",
-    lambda xp, x: xp.sin(x),
+    np.sin,
     lambda x, g: g * _x.cos(x),
     _doc("sin", "Elementwise sine.", "[0.0, 1.0]", "[0.0, 0.8415]"),
 )
 cos = _unary(
     "cos",
-    lambda xp, x: xp.cos(x),
+    np.cos,
     lambda x, g: -g * _x.sin(x),
     _doc("cos", "Elementwise cosine.", "[0.0, 1.0]", "[1.0, 0.5403]"),
 )
 tan = _unary(
     "tan",
-    lambda xp, x: xp.tan(x),
+    np.tan,
     lambda x, out, g: g * (1 + out * out),
     _doc("tan", "Elementwise tangent.", "[0.0, 1.0]", "[0.0, 1.5574]"),
 )
 tanh = _unary(
     "tanh",
-    lambda xp, x: xp.tanh(x),
+    np.tanh,
     lambda x, out, g: g * (1 - out * out),
     _doc("tanh", "Elementwise hyperbolic tangent.", "[0.0, 1.0]", "[0.0, 0.7616]"),
 )
 sinh = _unary(
     "sinh",
-    lambda xp, x: xp.sinh(x),
+    np.sinh,
     lambda x, g: g * _x.cosh(x),
     _doc("sinh", "Elementwise hyperbolic sine.", "[0.0, 1.0]", "[0.0, 1.1752]"),
 )
 cosh = _unary(
     "cosh",
-    lambda xp, x: xp.cosh(x),
+    np.cosh,
     lambda x, g: g * _x.sinh(x),
     _doc("cosh", "Elementwise hyperbolic cosine.", "[0.0, 1.0]", "[1.0, 1.5431]"),
 )
 arctan = _unary(
     "arctan",
-    lambda xp, x: xp.arctan(x),
+    np.arctan,
     lambda x, g: g / (1 + x * x),
     _doc("arctan", "Elementwise inverse tangent.", "[0.0, 1.0]", "[0.0, 0.7854]"),
 )
 arcsinh = _unary(
     "arcsinh",
-    lambda xp, x: xp.arcsinh(x),
+    np.arcsinh,
     lambda x, g: g / _x.sqrt(x * x + 1),
     _doc("arcsinh", "Elementwise inverse hyperbolic sine.", "[0.0, 1.0]", "[0.0, 0.8814]"),
 )
 log2 = _unary(
     "log2",
-    lambda xp, x: xp.log2(x),
+    np.log2,
     lambda x, g: _mnn(1 / (x * _LN2), g),  # guarded as log
     _doc("log2", "Elementwise base-2 logarithm.", "[1.0, 8.0]", "[0.0, 3.0]"),
 )
 log10 = _unary(
     "log10",
-    lambda xp, x: xp.log10(x),
+    np.log10,
     lambda x, g: _mnn(1 / (x * _LN10), g),  # guarded as log
     _doc("log10", "Elementwise base-10 logarithm.", "[1.0, 100.0]", "[0.0, 2.0]"),
 )
 exp2 = _unary(
     "exp2",
-    lambda xp, x: xp.exp2(x),
+    np.exp2,
     lambda x, out, g: g * (out * _LN2),
     _doc("exp2", "Elementwise ``2 ** x``.", "[0.0, 3.0]", "[1.0, 8.0]"),
 )
 arcsin = _unary(
     "arcsin",
-    lambda xp, x: xp.arcsin(x),
+    np.arcsin,
     lambda x, g: _mnn(1 / _x.sqrt(1 - x * x), g),  # inf at +-1, as in PyTorch and TensorFlow
     _doc("arcsin", "Elementwise inverse sine (gradient inf at -1 and 1).", "[0.0, 1.0]", "[0.0, 1.5708]"),
 )
 arccos = _unary(
     "arccos",
-    lambda xp, x: xp.arccos(x),
+    np.arccos,
     lambda x, g: _mnn(-1 / _x.sqrt(1 - x * x), g),  # -inf at +-1, as in PyTorch and TensorFlow
     _doc("arccos", "Elementwise inverse cosine (gradient -inf at -1 and 1).", "[1.0, 0.0]", "[0.0, 1.5708]"),
 )
 arctanh = _unary(
     "arctanh",
-    lambda xp, x: xp.arctanh(x),
+    np.arctanh,
     lambda x, g: _mnn(1 / (1 - x * x), g),  # inf at +-1, as in PyTorch and TensorFlow
     _doc("arctanh", "Elementwise inverse hyperbolic tangent (gradient inf at +-1).", "[0.0, 0.5]", "[0.0, 0.5493]"),
 )
 arccosh = _unary(
     "arccosh",
-    lambda xp, x: xp.arccosh(x),
+    np.arccosh,
     # (x - 1) * (x + 1): accurate near 1; at x == 1 the gradient is inf, as in PyTorch and TensorFlow
     lambda x, g: _mnn(1 / _x.sqrt((x - 1) * (x + 1)), g),
     _doc("arccosh", "Elementwise inverse hyperbolic cosine (gradient inf at 1).", "[1.0, 2.0]", "[0.0, 1.317]"),
 )
 abs = _unary(
     "abs",
-    lambda xp, x: xp.abs(x),
+    np.abs,
     lambda x, g: g * _x.sign(x),
     _doc("abs", "Elementwise absolute value (gradient 0 at 0, as in TensorFlow).", "[-2.0, 0.0]", "[2.0, 0.0]"),
 )
@@ -498,21 +513,21 @@ def _zero_grad(F: Any, g: Any, needs: Any, nb: int, node: Any) -> Any:
 
 sign = _unary(
     "sign",
-    lambda xp, x: xp.sign(x),
+    np.sign,
     None,
     _doc("sign", "Elementwise sign (zero gradient).", "[-2.0, 0.0, 3.0]", "[-1.0, 0.0, 1.0]"),
     _zero_grad,
 )
 floor = _unary(
     "floor",
-    lambda xp, x: xp.floor(x),
+    np.floor,
     None,
     _doc("floor", "Elementwise floor (zero gradient).", "[1.5, -1.5]", "[1.0, -2.0]"),
     _zero_grad,
 )
 ceil = _unary(
     "ceil",
-    lambda xp, x: xp.ceil(x),
+    np.ceil,
     None,
     _doc("ceil", "Elementwise ceiling (zero gradient).", "[1.5, -1.5]", "[2.0, -1.0]"),
     _zero_grad,
@@ -647,38 +662,9 @@ _CPU = {
     "divide": operator.truediv,
     "power": operator.pow,
     "negative": operator.neg,
-    "maximum": np.maximum,
-    "minimum": np.minimum,
     "mod": np.mod,
     "floor_divide": np.floor_divide,
     "square": np.square,
-    "sqrt": np.sqrt,
-    "exp": np.exp,
-    "expm1": np.expm1,
-    "log": np.log,
-    "log1p": np.log1p,
-    "sin": np.sin,
-    "cos": np.cos,
-    "tan": np.tan,
-    "tanh": np.tanh,
-    "sinh": np.sinh,
-    "cosh": np.cosh,
-    "arctan": np.arctan,
-    "arcsinh": np.arcsinh,
-    "logaddexp": np.logaddexp,
-    "arctan2": np.arctan2,
-    "hypot": np.hypot,
-    "arccosh": np.arccosh,
-    "arctanh": np.arctanh,
-    "arccos": np.arccos,
-    "arcsin": np.arcsin,
-    "exp2": np.exp2,
-    "log10": np.log10,
-    "log2": np.log2,
-    "abs": np.abs,
-    "sign": np.sign,
-    "floor": np.floor,
-    "ceil": np.ceil,
     "round": np.rint,
 }
 for _name, _f in _CPU.items():
