@@ -181,7 +181,8 @@ def test_every_declared_backward_kernel_compiles(nvrtc, ctype, arch):
 
 
 # gt.function's generated backward kernels: each fusable VJP expression alone, and all of
-# them composed into one chain (the longest expression a fused kernel can hold).
+# them composed into one chain (the longest expression a fused kernel can hold), in one
+# translation unit per type and architecture.
 def _fused_cases():
     from gputape.expr import DERIVATIVES
     from gputape.function import compose
@@ -197,14 +198,19 @@ def _fused_cases():
     return out
 
 
-@pytest.mark.parametrize("ctype", CTYPES)
-@pytest.mark.parametrize(("name", "expr", "nparams"), _fused_cases(), ids=[c[0] for c in _fused_cases()])
-def test_generated_backward_kernels_compile(nvrtc, name, expr, nparams, ctype):
+@pytest.mark.parametrize(("ctype", "arch"), DECL_CASES, ids=[f"{t}-{a}" for t, a in DECL_CASES])
+def test_generated_backward_kernels_compile(nvrtc, ctype, arch):
     from gputape.expr import CUDA_PRELUDE
     from gputape.function import fused_kernel_source
 
-    ins, outs, body, kname = fused_kernel_source(expr, nparams)
-    src = kernels.harness(kname, ins, outs, body, ctype, CUDA_PRELUDE)
-    ok, log, cubin = nvrtc.compile(src, f"{name}.cu", "sm_90")
-    _assert_clean(ok, log, f"generated backward kernel {name} (T={ctype})")
-    assert f"{kname}_harness".encode() in cubin
+    cases = _fused_cases()
+    assert len(cases) > 30
+    names, parts = [], [CUDA_PRELUDE]
+    for serial, (_name, expr, nparams) in enumerate(cases):
+        ins, outs, body, kname = fused_kernel_source(expr, nparams, serial)
+        names.append(kname)
+        parts.append(kernels.harness(kname, ins, outs, body, ctype))
+    ok, log, cubin = nvrtc.compile("".join(parts), "fused_backward.cu", arch)
+    _assert_clean(ok, log, f"generated backward kernels (T={ctype}) for {arch}")
+    for (name, *_), kname in zip(cases, names):
+        assert f"{kname}_harness".encode() in cubin, name
