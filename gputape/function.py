@@ -72,6 +72,7 @@ from typing import Any
 import numpy as np
 
 from . import _state, backend
+from . import expr as _expr
 from . import tape as _tape
 from ._nest import flatten, unflatten
 from .tape import GputapeWarning, Node, _where
@@ -335,45 +336,31 @@ def _kind(prim: Any) -> str:
     return "device"
 
 
-# The CPU replay writes these VJPs as expressions in its own code instead of calling them:
-# per output, the very expression the primitive's VJP evaluates on numpy arrays (same
-# operations in the same order, so the same bits), g the cotangent, a0/a1 the saved operands.
-# A Python call per backward op is most of what a compiled elementwise chain pays over numpy.
-_INLINE_CPU = {
-    "add": ("g", "g"),
-    "subtract": ("g", "-g"),
-    "multiply": ("g * a1", "g * a0"),
-    "square": ("g * (2 * a0)",),
-    "exp": ("g * a0",),
-    "expm1": ("g * (a0 + 1)",),
-    "tanh": ("g * (1 - a0 * a0)",),
-    "tan": ("g * (1 + a0 * a0)",),
-    "relu": ("g * (a0 > 0)",),
-    "sin": ("g * np.cos(a0)",),
-    "cos": ("-g * np.sin(a0)",),
-    "sinh": ("g * np.cosh(a0)",),
-    "cosh": ("g * np.sinh(a0)",),
-    "arctan": ("g / (1 + a0 * a0)",),
-}
-_TOKEN = re.compile(r"\b(g|a[0-9])\b")
+# The CPU replay writes the VJPs of primitives declared in gputape.expr as expressions in its
+# own code instead of calling them: per output, the very text the generated VJP evaluates on
+# numpy arrays (same operations in the same order, so the same bits), over g the cotangent,
+# a0/a1 the saved operands, F the VJP's namespace and node its node. A Python call per
+# backward op is most of what a compiled elementwise chain pays over numpy.
+_TOKEN = re.compile(r"\b(g|a[0-9]+|F|node)\b")
 
 
 def _inline_vjp(fn: Any, refs: Any, outs: Any, consts: list) -> list[str] | None:
-    """Source lines for a VJP step of ``_INLINE_CPU`` on numpy arrays, else None."""
+    """Source lines for a VJP step of a primitive declared in gputape.expr on numpy arrays, else None."""
     if refs is None or not isinstance(outs, list) or len(refs) < 5 or refs[4][0] != "c":
         return None
     node = consts[refs[4][1]]
     if not isinstance(node, Node) or fn is not node.prim.vjp:
         return None
-    templates = _INLINE_CPU.get(node.prim.name)
+    decl = _expr.DERIVATIVES.get(node.prim.name)
     F = consts[refs[0][1]] if refs[0][0] == "c" else None
-    if templates is None or getattr(F, "xp", None) is not np or consts[refs[3][1]] != 0:
+    if decl is None or decl.vjp is not fn or getattr(F, "xp", None) is not np or consts[refs[3][1]] != 0:
         return None
-    names = {"g": _render(refs[1])} | {f"a{j}": _render(r) for j, r in enumerate(refs[5:])}
+    names = {"g": _render(refs[1]), "F": _render(refs[0]), "node": _render(refs[4])}
+    names |= {f"a{j}": _render(r) for j, r in enumerate(refs[5:])}
     lines = []
     for k, o in enumerate(outs):
         if o is not None:
-            lines.append(f"s{o} = " + _TOKEN.sub(lambda m: names[m.group(1)], templates[k]))
+            lines.append(f"s{o} = " + _TOKEN.sub(lambda m: names[m.group(1)], decl.python(k)))
     return lines
 
 
@@ -461,43 +448,28 @@ class _OptimizerStep:
 # -- CUDA-graph replay ------------------------------------------------------------------------
 
 
-# Elementwise VJPs as expressions both C (CUDA) and numpy read the same way: g is the
-# incoming cotangent, a0, a1 the saved operands in the registry's order (inputs, then the
-# output). Keyed by (primitive, which inputs need a gradient).
-_FUSE = {
-    ("tanh", (True,)): "g * (1 - a0 * a0)",
-    ("sigmoid", (True,)): "g * (a0 * (1 - a0))",
-    ("exp", (True,)): "g * a0",
-    ("expm1", (True,)): "g * (a0 + 1)",
-    ("relu", (True,)): "g * (a0 > 0)",
-    ("log", (True,)): "g / a0",
-    ("log1p", (True,)): "g / (1 + a0)",
-    ("sin", (True,)): "g * cos(a0)",
-    ("cos", (True,)): "-(g * sin(a0))",
-    ("square", (True,)): "g * (2 * a0)",
-    ("negative", (True,)): "-(g)",
-    ("identity", (True,)): "g",
-    ("multiply", (True, False)): "g * a1",
-    ("multiply", (False, True)): "g * a0",
-    ("add", (True, False)): "g",
-    ("add", (False, True)): "g",
-    ("subtract", (True, False)): "g",
-    ("subtract", (False, True)): "-(g)",
-}
 _FUSE_MAX = 16  # steps per kernel: each array operand is a kernel parameter
 # Fuse elementwise VJP chains into generated kernels in CUDA-graph replays (GPUTAPE_FUSE=0: off).
 FUSE_BACKWARD = os.environ.get("GPUTAPE_FUSE", "1") != "0"
 _FUSED_KERNELS: dict[tuple[str, int], Any] = {}
 
 
-def fused_kernel_source(expr: str, nparams: int, serial: int = 0) -> tuple[str, str, str, str]:
-    """``cupy.ElementwiseKernel`` arguments for ``out = expr`` over ``g`` and ``p0..p{n-1}``."""
-    params = ", ".join(["T g"] + [f"T p{i}" for i in range(nparams)])
-    return params, "T out", f"out = {expr}", f"gputape_fused_vjp_{serial}"
+def fused_kernel_source(expr: _expr.Expr, nparams: int, serial: int = 0) -> tuple[str, str, str, str]:
+    """``cupy.ElementwiseKernel`` arguments for ``out = expr`` over ``g`` and ``p0..p{n-1}``
+    (with :data:`gputape.expr.CUDA_PRELUDE` as the preamble)."""
+    return _expr.kernel_source(expr, nparams, f"gputape_fused_vjp_{serial}")
+
+
+def _template(name: str, needs: Any) -> tuple | None:
+    """(expression over g and a0.., operand names) of the one cotangent a VJP step computes, else None."""
+    decl = _expr.DERIVATIVES.get(name)
+    if decl is None or needs is None or list(needs).count(True) != 1:
+        return None
+    return decl.fusable(list(needs).index(True))
 
 
 def _fusable(step: tuple, consts: list) -> tuple | None:
-    """(template, g slot, operand refs, out slot) for a VJP step _FUSE knows, else None."""
+    """(template, g slot, operand refs, out slot) for a fusable VJP step (gputape.expr), else None."""
     fn, refs, outs, kind = step
     if kind != "device" or not isinstance(outs, list) or len(refs) < 5:
         return None
@@ -506,44 +478,33 @@ def _fusable(step: tuple, consts: list) -> tuple | None:
         return None
     needs = tuple(consts[refs[2][1]]) if refs[2][0] == "c" else None
     nb = consts[refs[3][1]]
-    template = _FUSE.get((node.prim.name, needs))
-    if template is None or nb != 0 or refs[1][0] != "s":
+    template = _template(node.prim.name, needs)
+    if template is None or nb != 0 or refs[1][0] != "s" or fn is not _expr.DERIVATIVES[node.prim.name].vjp:
         return None
     done = [o for o in outs if o is not None]
     if len(done) != 1:
         return None
     saved = refs[5:]
     operands = []
-    for j in _operands_of(template):
-        r = saved[j]
+    for name in template[1]:
+        r = saved[int(name[1:])]
         if r[0] == "c" and not isinstance(consts[r[1]], (int, float)):
             return None  # an array constant: keep kernels to slots and Python numbers
         operands.append(r)
     return template, refs[1][1], operands, done[0]
 
 
-def _operands_of(template: str) -> list[int]:
-    """The saved operands a template reads (a0, a1, ...), in order."""
-    return sorted({int(t[1:]) for t in _TOKEN.findall(template) if t != "g"})
-
-
-def compose(templates: list[str]) -> tuple[str, int]:
+def compose(templates: list[tuple]) -> tuple[_expr.Expr, int]:
     """One expression for a chain of VJP templates, first applied first: (expr, parameter count).
 
     Each template's operands become the next free ``p{i}``, in the order the chain
     passes them; ``g`` is the chain's incoming cotangent.
 
-    >>> compose(["g * (1 - a0 * a0)", "g * a1"])
-    ('(g * (1 - p0 * p0)) * p1', 2)
+    >>> e, n = compose([_template("tanh", (True,)), _template("multiply", (True, False))])
+    >>> _expr.python(e), n
+    ('g * (1 - p0 * p0) * p1', 2)
     """
-    expr, n = "g", 0
-    for template in templates:
-        names = {"g": expr if expr == "g" else f"({expr})"}
-        for j in _operands_of(template):
-            names[f"a{j}"] = f"p{n}"
-            n += 1
-        expr = _TOKEN.sub(lambda m, names=names: names[m.group(1)], template)
-    return expr, n
+    return _expr.compose(templates)
 
 
 class _Segment:
@@ -634,8 +595,8 @@ class _GraphRunner:
         """Chains of elementwise VJP steps, each feeding only the next, become one generated kernel.
 
         A chain is cut where a cotangent has a second reader, where a reduction or
-        cast to an input's shape follows, or at a primitive without a template
-        (``_FUSE``). The fused step sits where the chain's last step was; every
+        cast to an input's shape follows, or at a primitive without a derivative
+        expression (gputape.expr). The fused step sits where the chain's last step was; every
         input it reads is made earlier, so moving the first steps later is safe.
         """
         steps = self.steps
@@ -851,13 +812,15 @@ class _CudaGraphs:
             self.gemm = cublas.gemm_for(backend.device_index(device))
         self.fuse = fuse
 
-    def elementwise(self, expr: str, nparams: int) -> Any:
+    def elementwise(self, expr: _expr.Expr, nparams: int) -> Any:
         """The generated kernel ``out = expr`` (cached by expression; CuPy specialises it per
         dtype and broadcast layout and caches that too)."""
-        key = (expr, nparams)
+        key = (_expr.cuda(expr), nparams)
         k = _FUSED_KERNELS.get(key)
         if k is None:
-            k = self.cp.ElementwiseKernel(*fused_kernel_source(expr, nparams, len(_FUSED_KERNELS)))
+            k = self.cp.ElementwiseKernel(
+                *fused_kernel_source(expr, nparams, len(_FUSED_KERNELS)), preamble=_expr.CUDA_PRELUDE
+            )
             _FUSED_KERNELS[key] = k
         return k
 
@@ -908,11 +871,13 @@ class _EmulatedGraphs:
         self.gemm = types.SimpleNamespace(matmul=np.matmul) if gemm else None
         self.fuse = fuse  # (off by default: the fused numpy evaluation is not bitwise eager's)
 
-    def elementwise(self, expr: str, nparams: int) -> Any:
-        code = compile(expr, "<fused vjp>", "eval")
+    def elementwise(self, expr: _expr.Expr, nparams: int) -> Any:
+        # the same expression the CUDA kernel computes, evaluated with numpy
+        code = compile(_expr.python(expr), "<fused vjp>", "eval")
+        F = _tape._RAW_F(np)
 
         def run(g: Any, *ps: Any) -> Any:
-            env = {"g": g, "cos": np.cos, "sin": np.sin, **{f"p{i}": p for i, p in enumerate(ps)}}
+            env = {"F": F, "g": g, **{f"p{i}": p for i, p in enumerate(ps)}}
             return np.asarray(eval(code, env), dtype=g.dtype)
 
         return run

@@ -6,8 +6,9 @@ NVRTC on first use, memoized per device); on numpy arrays they run the
 reference. The CUDA sources live in the top-level ``kernels/`` folder (shipped
 inside the wheel as ``gputape/_kernels``):
 
-* ``activations.cuh``: activation forward/backward math, templated on the
-  floating type; the preamble of every ElementwiseKernel below.
+* ``activations.cuh``: activation forward math, templated on the floating
+  type; with :data:`gputape.expr.CUDA_PRELUDE` before it, the preamble of every
+  ElementwiseKernel below (:func:`preamble`).
 * ``softmax_xent.cu``: sparse softmax cross-entropy, loss and gradient in one
   row-wise pass (:func:`sparse_softmax_xent`).
 * ``optimizers.cu``: SGD with momentum, Adam and AdamW over all parameters in
@@ -15,7 +16,9 @@ inside the wheel as ``gputape/_kernels``):
 
 ElementwiseKernels (where cupy's broadcasting and indexing are worth having):
 the activation backward fused with the incoming gradient
-(:func:`activation_backward`), bias-add + activation forward
+(:func:`activation_backward`; the bodies are generated from each activation's
+derivative expression in :mod:`gputape.expr`, and the numpy reference is that
+primitive's own generated VJP on numpy), bias-add + activation forward
 (:func:`bias_activation`) and in-place gradient accumulation
 (:func:`accumulate_`).
 
@@ -39,7 +42,9 @@ from typing import Any
 
 import numpy as np
 
-from . import backend
+from . import backend, expr
+from .nn.functional import _GELU_A, _SQRT1_2, _SQRT_2_PI  # gelu's constants, stated once
+from .ops import raw_namespace
 
 # -- sources -----------------------------------------------------------------------------
 
@@ -70,7 +75,7 @@ _text_cache: dict[str, str] = {}
 def source(name: str) -> str:
     """The text of ``kernels/<name>`` (``"activations.cuh"``, ``"softmax_xent.cu"``, ...).
 
-    >>> "gt_relu_bwd" in source("activations.cuh")
+    >>> "gt_relu_fwd" in source("activations.cuh")
     True
     """
     text = _text_cache.get(name)
@@ -79,16 +84,26 @@ def source(name: str) -> str:
     return text
 
 
+def preamble() -> str:
+    """What every ElementwiseKernel and module starts with: the expression language's
+    functions (:data:`gputape.expr.CUDA_PRELUDE`), then ``activations.cuh``.
+
+    >>> "gt_exp" in preamble() and "gt_relu_fwd" in preamble()
+    True
+    """
+    return expr.CUDA_PRELUDE + source("activations.cuh")
+
+
 def module_source(name: str) -> str:
     """The full translation unit cupy.RawModule compiles for module ``name``: the shared
-    activation math followed by ``kernels/<name>.cu`` (NVRTC has no include path to it).
+    math (:func:`preamble`) followed by ``kernels/<name>.cu`` (NVRTC has no include path to it).
 
     >>> "gt_sparse_xent_warp_f32_i64" in module_source("softmax_xent")
     True
     """
     if name not in MODULES:
         raise KeyError(f"unknown kernel module {name!r}; known: {MODULES}")
-    return source("activations.cuh") + "\n" + source(f"{name}.cu")
+    return preamble() + "\n" + source(f"{name}.cu")
 
 
 # Every extern "C" kernel each module must define (the loader and the NVRTC test use it).
@@ -99,32 +114,21 @@ MODULE_FUNCTIONS = {
     "optimizers": ("gt_optimizer_update_f32", "gt_optimizer_update_f64"),
 }
 
-# Residual each activation's backward reads: the forward output ("y") or input ("x").
 ACTIVATIONS = ("relu", "leaky_relu", "elu", "gelu", "gelu_tanh", "sigmoid", "tanh", "softplus")
-BACKWARD_SAVES = {
-    "relu": "y",
-    "leaky_relu": "x",
-    "elu": "x",
-    "gelu": "x",
-    "gelu_tanh": "x",
-    "sigmoid": "y",
-    "tanh": "y",
-    "softplus": "x",
-}
-_HAS_ALPHA = frozenset(("leaky_relu", "elu"))
+# Residual each activation's backward reads: the forward output ("y") or input ("x"),
+# as its derivative expression says.
+BACKWARD_SAVES = {a: "y" if expr.DERIVATIVES[a].save_out else "x" for a in ACTIVATIONS}
+_HAS_ALPHA = frozenset(a for a in ACTIVATIONS if expr.DERIVATIVES[a].params)
 FORWARD_ACTIVATIONS = ("identity", *ACTIVATIONS)
 
 
 def _elementwise_specs() -> dict[str, tuple[str, str, str]]:
     """name -> (in_params, out_params, body) of every ElementwiseKernel, all with
-    ``activations.cuh`` as preamble."""
+    :func:`preamble` as preamble. The activation backward bodies are generated."""
     specs: dict[str, tuple[str, str, str]] = {}
     for act in ACTIVATIONS:
-        r = BACKWARD_SAVES[act]
-        if act in _HAS_ALPHA:
-            specs[f"gt_{act}_bwd"] = (f"T {r}, T gy, T alpha", "T gx", f"gx = gt_{act}_bwd({r}, gy, alpha)")
-        else:
-            specs[f"gt_{act}_bwd"] = (f"T {r}, T gy", "T gx", f"gx = gt_{act}_bwd({r}, gy)")
+        d = expr.DERIVATIVES[act]
+        specs[d.kernel_name(0)] = d.kernel(0)
     for act in FORWARD_ACTIVATIONS:
         args = "z, alpha" if act in _HAS_ALPHA else "z"
         extra = ", T alpha" if act in _HAS_ALPHA else ""
@@ -164,11 +168,11 @@ def elementwise_harness(name: str, ctype: str) -> str:
     with ``T`` = ``ctype``, the way cupy wraps it: inputs as ``const T`` values, outputs
     as ``T&`` references, ``typedef`` inside the kernel. NVRTC compiles it in CI.
 
-    >>> "gx = gt_relu_bwd(y, gy)" in elementwise_harness("gt_relu_bwd", "float")
+    >>> "out = g * (a0 > T(0))" in elementwise_harness("gt_relu_bwd", "float")
     True
     """
     ins, outs, body = ELEMENTWISE[name]
-    return harness(name, ins, outs, body, ctype, source("activations.cuh"))
+    return harness(name, ins, outs, body, ctype, preamble())
 
 
 def harness(name: str, ins: str, outs: str, body: str, ctype: str, prelude: str = "") -> str:
@@ -221,7 +225,7 @@ def elementwise_kernel(name: str, device_id: int = 0) -> Any:
             k = _ew_cache.get(key)
             if k is None:
                 with cp.cuda.Device(device_id):
-                    k = cp.ElementwiseKernel(ins, outs, body, name, preamble=source("activations.cuh"))
+                    k = cp.ElementwiseKernel(ins, outs, body, name, preamble=preamble())
                 _ew_cache[key] = k
     return k
 
@@ -275,11 +279,6 @@ def compile_all(device_id: int = 0) -> list[str]:
 
 
 # -- numpy references (the CPU path) -----------------------------------------------------------
-
-_SQRT1_2 = 1.0 / math.sqrt(2.0)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-_SQRT_2_PI = math.sqrt(2.0 / math.pi)
-_GELU_A = 0.044715
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -338,36 +337,28 @@ def ref_activation_backward(name: str, saved: np.ndarray, g: np.ndarray, alpha: 
     """The cotangent of activation ``name``'s input, fused with the incoming ``g`` (numpy).
 
     ``saved`` is the forward output for relu/sigmoid/tanh and the forward input
-    for the others (:data:`BACKWARD_SAVES`), as the primitives save them.
+    for the others (:data:`BACKWARD_SAVES`), as the primitives save them. This is
+    the primitive's generated VJP itself, run on numpy: the CPU path.
 
     >>> import numpy as np
     >>> ref_activation_backward("relu", np.array([0.0, 3.0]), np.array([5.0, 5.0])).tolist()
     [0.0, 5.0]
     """
-    s = saved
-    if name == "relu":
-        return g * (s > 0)
-    if name == "leaky_relu":
-        return np.where(s > 0, g, g * _c(_alpha(name, alpha), g))
-    if name == "elu":
-        # min(s, 0) keeps exp from overflowing in the branch that is not taken
-        return np.where(s > 0, g, g * _c(_alpha(name, alpha), g) * np.exp(np.minimum(s, 0)))
-    if name == "gelu":
-        cdf = _c(0.5, s) * (1 + _erf(s * _c(_SQRT1_2, s)))
-        pdf = _c(_INV_SQRT_2PI, s) * np.exp(_c(-0.5, s) * s * s)
-        return g * (cdf + s * pdf)
-    if name == "gelu_tanh":
-        s2 = s * s
-        t = np.tanh(_c(_SQRT_2_PI, s) * (s + _c(_GELU_A, s) * s2 * s))
-        du = _c(_SQRT_2_PI, s) * (1 + _c(3.0 * _GELU_A, s) * s2)
-        return g * (_c(0.5, s) * (1 + t) + _c(0.5, s) * s * (1 - t * t) * du)
-    if name == "sigmoid":
-        return g * (s * (1 - s))
-    if name == "tanh":
-        return g * (1 - s * s)
-    if name == "softplus":
-        return g * _sigmoid(s)
-    raise ValueError(f"unknown activation {name!r}; known: {ACTIVATIONS}")
+    if name not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {name!r}; known: {ACTIVATIONS}")
+    d = expr.DERIVATIVES[name]
+    node = _ParamsOnly({"alpha": _alpha(name, alpha)} if name in _HAS_ALPHA else {})
+    (out,) = d.vjp(raw_namespace(np), g, (True,), 0, node, saved)
+    return out
+
+
+class _ParamsOnly:
+    """What a generated VJP reads of its node: the parameters."""
+
+    __slots__ = ("params",)
+
+    def __init__(self, params: dict) -> None:
+        self.params = params
 
 
 def ref_bias_activation(
@@ -490,19 +481,11 @@ def ref_optimizer_update(
 
 # -- dispatch: kernel on cupy, reference on numpy ------------------------------------------------
 
-_KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_KERNEL_DTYPES = expr.KERNEL_DTYPES
+_launch_dtype = expr.launch_dtype  # one rule for every kernel: float32/float64, float16 in float32
 # A null pointer kernel argument: cupy marshals arguments by value without checking the
 # signature, and a 64-bit zero is what a T* parameter reads as nullptr.
 _NULL = np.uint64(0)
-
-
-def _launch_dtype(dt: np.dtype) -> np.dtype | None:
-    """The dtype a kernel runs in for data of dtype ``dt``; None when it has no kernel."""
-    if dt in _KERNEL_DTYPES:
-        return dt
-    if dt == np.float16:
-        return np.dtype(np.float32)
-    return None
 
 
 def activation_backward(name: str, saved: Any, g: Any, alpha: float | None = None) -> Any:
@@ -510,8 +493,8 @@ def activation_backward(name: str, saved: Any, g: Any, alpha: float | None = Non
 
     ``saved`` is what the primitive saved (:data:`BACKWARD_SAVES`: the output for
     relu/sigmoid/tanh, the input otherwise); ``g`` may carry leading batch axes
-    (it broadcasts against ``saved``). One kernel on a GPU, the numpy reference
-    on the CPU.
+    (it broadcasts against ``saved``). One generated kernel on a GPU, the numpy
+    reference on the CPU.
 
     >>> import numpy as np
     >>> activation_backward("tanh", np.array([0.5]), np.array([2.0])).tolist()
@@ -521,16 +504,11 @@ def activation_backward(name: str, saved: Any, g: Any, alpha: float | None = Non
         return ref_activation_backward(name, np.asarray(saved), g, alpha)
     if name not in BACKWARD_SAVES:
         raise ValueError(f"unknown activation {name!r}; known: {ACTIVATIONS}")
-    out_dt = g.dtype
-    dt = _launch_dtype(np.result_type(saved.dtype, g.dtype))
-    if dt is None:
+    extra = (_alpha(name, alpha),) if name in _HAS_ALPHA else ()
+    out = expr.DERIVATIVES[name]._gpu(g, saved, *extra)
+    if out is None:
         raise TypeError(f"activation_backward({name!r}): no kernel for dtypes {saved.dtype} and {g.dtype}")
-    s = saved if saved.dtype == dt else saved.astype(dt)
-    gg = g if g.dtype == dt else g.astype(dt)
-    k = elementwise_kernel(f"gt_{name}_bwd", g.device.id)
-    with g.device:
-        out = k(s, gg, _alpha(name, alpha)) if name in _HAS_ALPHA else k(s, gg)
-    return out if out.dtype == out_dt else out.astype(out_dt)
+    return out
 
 
 def bias_activation(

@@ -230,9 +230,12 @@ _KIND_OF = {
 
 _UNARY = (
     "abs absolute arctan ceil cos cosh erf exp expm1 floor identity log log1p negative reciprocal round sign sin "
-    "sinh sqrt square tan tanh"
+    "sinh sqrt square tan tanh arcsinh arccosh arctanh arcsin arccos log2 log10 exp2"
 ).split()
-_BINARY = "add divide floor_divide maximum minimum mod multiply multiply_no_nan power subtract true_divide".split()
+_BINARY = (
+    "add divide floor_divide maximum minimum mod multiply multiply_no_nan power subtract true_divide "
+    "hypot arctan2 logaddexp"
+).split()
 _COMPARE = "equal not_equal less less_equal greater greater_equal logical_and logical_or logical_xor".split()
 _PRED = "isfinite isinf isnan logical_not".split()
 _REDUCE = "sum mean max min prod logsumexp var std".split()

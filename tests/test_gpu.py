@@ -486,3 +486,69 @@ def test_fused_backward_chain_on_the_gpu_matches_eager(cp):
         rep = f.graph_report
         assert rep["graphs"] == 1 and not rep["refused"], rep
         assert (sum(rep["fused_chains"]) == 250) if fuse else not rep["fused_chains"], rep
+
+
+# -- the backward kernels generated from the derivative declarations (gputape.expr) -------------
+
+
+def _domain(name):
+    # inside every declared op's domain (log, sqrt, arcsin, arctanh, ...); arccosh needs x > 1;
+    # activations on both sides of their kink
+    if name in K.ACTIVATIONS:
+        return (-2.0, 2.0)
+    return (1.2, 3.0) if name == "arccosh" else (0.2, 0.9)
+
+
+def _operands(d, x):
+    """The residuals a declared derivative reads, from input x (the output by the primitive's forward)."""
+    return [gt.tape.REGISTRY[d.name].fwd(np, x) if n == "out" else x for n in d.operands]
+
+
+def _declared(unary):
+    from gputape.expr import DERIVATIVES
+
+    return sorted(n for n, d in DERIVATIVES.items() if (len(d.inputs) == 1) == unary)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", _declared(True))
+def test_declared_backward_kernel_matches_its_numpy_vjp(cp, name, dtype):
+    """Each unary primitive's generated kernel (what its VJP launches on cupy) against the same VJP on numpy."""
+    import types
+
+    from gputape.expr import DERIVATIVES
+    from gputape.ops import raw_namespace
+
+    d = DERIVATIVES[name]
+    x = rng.uniform(*_domain(name), (64, 33)).astype(dtype)
+    ops = _operands(d, x) if name in gt.tape.REGISTRY else [x]
+    g = rng.standard_normal((5, 64, 33)).astype(dtype)  # a batch of cotangents broadcasts too
+    node = types.SimpleNamespace(params={p: 0.3 for p in d.params})
+    (want,) = d.vjp(raw_namespace(np), g, (True,), 0, node, *ops)
+    got = d._gpu(cp.asarray(g), *[cp.asarray(o) for o in ops], *node.params.values())
+    assert got.dtype == np.dtype(dtype)
+    np.testing.assert_allclose(cp.asnumpy(got), want, **TOL[dtype], err_msg=name)
+    (via_vjp,) = d.vjp(raw_namespace(cp), cp.asarray(g), (True,), 0, node, *[cp.asarray(o) for o in ops])
+    np.testing.assert_allclose(cp.asnumpy(via_vjp), want, **TOL[dtype], err_msg=name)
+
+
+def _fusable_cases():
+    from gputape.expr import DERIVATIVES
+
+    return [(n, k) for n, d in sorted(DERIVATIVES.items()) for k in range(len(d.inputs)) if d.fusable(k)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("name", "k"), _fusable_cases())
+def test_fused_backward_kernel_matches_numpy(cp, name, k, dtype):
+    """gt.function's fused kernel of each declared VJP (tanh's after it, to make a chain) on cupy
+    against the emulated replay's numpy evaluation of the same expression."""
+    from gputape.expr import DERIVATIVES
+    from gputape.function import _CudaGraphs, _EmulatedGraphs, compose
+
+    expr, n = compose([DERIVATIVES[name].fusable(k), DERIVATIVES["tanh"].fusable(0)])
+    ps = [rng.uniform(*_domain(name), (32, 7)).astype(dtype) for _ in range(n)]
+    g = rng.standard_normal((32, 7)).astype(dtype)
+    want = _EmulatedGraphs().elementwise(expr, n)(g, *ps)
+    got = _CudaGraphs("cuda:0", False, True).elementwise(expr, n)(cp.asarray(g), *[cp.asarray(p) for p in ps])
+    np.testing.assert_allclose(cp.asnumpy(got), want, **TOL[dtype], err_msg=f"{name} input {k}")

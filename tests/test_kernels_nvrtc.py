@@ -150,25 +150,67 @@ def test_nvrtc_is_the_pip_wheel(nvrtc):
     assert nvrtc.version[0] >= 12
 
 
-# gt.function's generated backward kernels: each elementwise VJP template alone, and all of
-# them composed into one chain (the longest expression a fused kernel can hold).
-def _fused_cases():
-    from gputape.function import _FUSE, compose
+# The backward kernels generated from the registry's derivative expressions (gputape.expr):
+# every primitive's standalone kernel (what its VJP launches on a GPU), all in one
+# translation unit per type and architecture, as cupy compiles each with the same prelude.
+def _declared_kernels():
+    from gputape.expr import DERIVATIVES
 
-    out = []
-    for (prim, needs), template in sorted(_FUSE.items()):
-        out.append((f"{prim}{''.join('1' if n else '0' for n in needs)}", *compose([template])))
-    out.append(("chain_of_all", *compose(list(_FUSE.values()))))
+    return [
+        (d.kernel_name(k), *d.kernel(k))
+        for d in DERIVATIVES.values()
+        for k in range(len(d.inputs))
+        if d.grads[k] is not None
+    ]
+
+
+DECL_CASES = [(t, a) for t in CTYPES for a in ARCHS]
+
+
+@pytest.mark.parametrize(("ctype", "arch"), DECL_CASES, ids=[f"{t}-{a}" for t, a in DECL_CASES])
+def test_every_declared_backward_kernel_compiles(nvrtc, ctype, arch):
+    from gputape.expr import CUDA_PRELUDE, DERIVATIVES
+
+    specs = _declared_kernels()
+    assert len(specs) >= len(DERIVATIVES)
+    src = CUDA_PRELUDE + "".join(kernels.harness(n, i, o, b, ctype) for n, i, o, b in specs)
+    ok, log, cubin = nvrtc.compile(src, "declared_backward.cu", arch)
+    _assert_clean(ok, log, f"the declared backward kernels (T={ctype}) for {arch}")
+    for name, *_ in specs:
+        assert f"{name}_harness".encode() in cubin, name
+
+
+# gt.function's generated backward kernels: each fusable VJP expression alone, and all of
+# them composed into one chain (the longest expression a fused kernel can hold), in one
+# translation unit per type and architecture.
+def _fused_cases():
+    from gputape.expr import DERIVATIVES
+    from gputape.function import compose
+
+    out, chain = [], []
+    for name, d in sorted(DERIVATIVES.items()):
+        for k in range(len(d.inputs)):
+            t = d.fusable(k)
+            if t is not None:
+                out.append((f"{name}{k}", *compose([t])))
+                chain.append(t)
+    out.append(("chain_of_all", *compose(chain)))
     return out
 
 
-@pytest.mark.parametrize("ctype", CTYPES)
-@pytest.mark.parametrize(("name", "expr", "nparams"), _fused_cases(), ids=[c[0] for c in _fused_cases()])
-def test_generated_backward_kernels_compile(nvrtc, name, expr, nparams, ctype):
+@pytest.mark.parametrize(("ctype", "arch"), DECL_CASES, ids=[f"{t}-{a}" for t, a in DECL_CASES])
+def test_generated_backward_kernels_compile(nvrtc, ctype, arch):
+    from gputape.expr import CUDA_PRELUDE
     from gputape.function import fused_kernel_source
 
-    ins, outs, body, kname = fused_kernel_source(expr, nparams)
-    src = kernels.harness(kname, ins, outs, body, ctype)
-    ok, log, cubin = nvrtc.compile(src, f"{name}.cu", "sm_90")
-    _assert_clean(ok, log, f"generated backward kernel {name} (T={ctype})")
-    assert f"{kname}_harness".encode() in cubin
+    cases = _fused_cases()
+    assert len(cases) > 30
+    names, parts = [], [CUDA_PRELUDE]
+    for serial, (_name, expr, nparams) in enumerate(cases):
+        ins, outs, body, kname = fused_kernel_source(expr, nparams, serial)
+        names.append(kname)
+        parts.append(kernels.harness(kname, ins, outs, body, ctype))
+    ok, log, cubin = nvrtc.compile("".join(parts), "fused_backward.cu", arch)
+    _assert_clean(ok, log, f"generated backward kernels (T={ctype}) for {arch}")
+    for (name, *_), kname in zip(cases, names):
+        assert f"{kname}_harness".encode() in cubin, name

@@ -79,6 +79,14 @@ UNARY = {
     "sinh": (gt.sinh, np.sinh, None),
     "cosh": (gt.cosh, np.cosh, None),
     "arctan": (gt.arctan, np.arctan, None),
+    "arcsinh": (gt.arcsinh, np.arcsinh, (-4.0, 4.0)),
+    "log2": (gt.log2, np.log2, (0.1, 4.0)),
+    "log10": (gt.log10, np.log10, (0.1, 4.0)),
+    "exp2": (gt.exp2, np.exp2, None),
+    "arcsin": (gt.arcsin, np.arcsin, (-0.9, 0.9)),
+    "arccos": (gt.arccos, np.arccos, (-0.9, 0.9)),
+    "arctanh": (gt.arctanh, np.arctanh, (-0.9, 0.9)),
+    "arccosh": (gt.arccosh, np.arccosh, (1.1, 4.0)),
     "abs": (gt.abs, np.abs, None),
     "absolute": (gt.absolute, np.abs, None),
     "sign": (gt.sign, np.sign, None),
@@ -120,6 +128,9 @@ BINARY = {
     "minimum": (gt.minimum, np.minimum),
     "mod": (gt.mod, np.mod),
     "floor_divide": (gt.floor_divide, np.floor_divide),
+    "logaddexp": (gt.logaddexp, np.logaddexp),
+    "arctan2": (gt.arctan2, np.arctan2),
+    "hypot": (gt.hypot, np.hypot),
 }
 
 

@@ -120,6 +120,14 @@ UNARY = {
     "sinh": (gt.sinh, T.sinh, (normal(3, 4),)),
     "cosh": (gt.cosh, T.cosh, (normal(3, 4),)),
     "arctan": (gt.arctan, T.arctan, (normal(3, 4),)),
+    "arcsinh": (gt.arcsinh, T.asinh, (normal(3, 4) * 2,)),
+    "log2": (gt.log2, T.log2, (uniform(0.2, 3.0, 3, 4),)),
+    "log10": (gt.log10, T.log10, (uniform(0.2, 3.0, 3, 4),)),
+    "exp2": (gt.exp2, T.exp2, (normal(3, 4),)),
+    "arcsin": (gt.arcsin, T.asin, (uniform(-0.8, 0.8, 3, 4),)),
+    "arccos": (gt.arccos, T.acos, (uniform(-0.8, 0.8, 3, 4),)),
+    "arctanh": (gt.arctanh, T.atanh, (uniform(-0.8, 0.8, 3, 4),)),
+    "arccosh": (gt.arccosh, T.acosh, (uniform(1.2, 3.0, 3, 4),)),
     "abs": (gt.abs, T.abs, (away(3, 4),)),
     "reciprocal": (gt.reciprocal, T.reciprocal, (away(3, 4),)),
     "erf": (gt.erf, T.erf, (normal(3, 4),)),
@@ -149,6 +157,9 @@ BINARY = {
         lambda x, y: T.where(T.tensor(MASK), x, y),
         (normal(3, 4, seed=1), normal(4, seed=2)),
     ),
+    "hypot": (gt.hypot, T.hypot, (normal(3, 4, seed=1), normal(4, seed=2))),
+    "arctan2": (gt.arctan2, T.atan2, (normal(3, 4, seed=1), normal(4, seed=2))),
+    "logaddexp": (gt.logaddexp, T.logaddexp, (normal(3, 4, seed=1), normal(4, seed=2))),
     "x_times_x": (lambda x: x * x, lambda x: x * x, (normal(5, seed=3),)),
     "operators": (
         lambda x, y: (x + y) * (x - y) / (y * y + 1.0) - x**2.0,
@@ -558,3 +569,37 @@ def test_third_derivative_matches_torch():
     (g3t,) = torch.autograd.grad(g2t.sum(), xt)
     for a, b in ((g1, g1t), (g2, g2t), (g3, g3t)):
         np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=RTOL, atol=ATOL)
+
+
+# ------------------------------------------------------------------------------------
+# Gradients at the domain edges (arccosh at 1, hypot and arctan2 at (0, 0), ...): the table
+# tests/test_expr.py holds gputape to is what PyTorch gives there.
+
+EDGE_OPS = {
+    "arccosh": T.acosh,
+    "arctanh": T.atanh,
+    "arcsin": T.asin,
+    "arccos": T.acos,
+    "log": T.log,
+    "log2": T.log2,
+    "log10": T.log10,
+    "sqrt": T.sqrt,
+    "hypot": T.hypot,
+    "arctan2": T.atan2,
+    "logaddexp": T.logaddexp,
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_OPS))
+def test_gradients_at_domain_edges_are_torchs(name):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_expr import EDGES
+
+    _, xs, want = EDGES[name]
+    ts = [T.tensor(np.asarray(x, np.float64), requires_grad=True) for x in xs]
+    gs = torch.autograd.grad(EDGE_OPS[name](*ts).sum(), ts)
+    for k, (gk, wk) in enumerate(zip(gs, want)):
+        np.testing.assert_array_equal(gk.numpy(), wk, err_msg=f"{name} input {k}")

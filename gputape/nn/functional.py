@@ -13,19 +13,16 @@ from typing import Any
 import numpy as np
 
 from .. import backend
+from .. import expr as _x
 from ..ops import _util, erf, log1p, maximum, mean, multiply, negative, register_f, tanh
 from ..ops import abs as _abs
 from ..ops import elementwise as _el
 from ..ops import sum as _sum
+from ..ops.elementwise import declared
 from ..tape import apply, primitive
 from ..tensor import Tensor, as_tensor
 
 _E = _util.NOPARAMS
-
-
-@primitive("relu", save_out=True)
-def _relu(xp, x):
-    return xp.maximum(x, 0)
 
 
 def _gpu(F: Any) -> bool:
@@ -39,11 +36,11 @@ def _k() -> Any:
     return kernels
 
 
-@_relu.defvjp
-def _(F, g, needs, nb, node, out):
-    if _gpu(F):
-        return (_k().activation_backward("relu", out, g),)
-    return (g * (out > 0),)  # 0 at x == 0, as in TensorFlow
+def _relu_fwd(xp, x):
+    return xp.maximum(x, 0)
+
+
+_relu = declared("relu", _relu_fwd, lambda x, out, g: g * (out > 0))  # 0 at x == 0, as in TensorFlow
 
 
 def relu(x: Any) -> Any:
@@ -56,16 +53,11 @@ def relu(x: Any) -> Any:
     return apply(_relu, (x,), _E)
 
 
-@primitive("leaky_relu", save=True)
-def _leaky_relu(xp, x, alpha):
+def _leaky_relu_fwd(xp, x, alpha):
     return xp.where(x > 0, x, x * alpha)
 
 
-@_leaky_relu.defvjp
-def _(F, g, needs, nb, node, x):
-    if _gpu(F):
-        return (_k().activation_backward("leaky_relu", x, g, alpha=node.params["alpha"]),)
-    return (F.where(x > 0, g, g * node.params["alpha"]),)
+_leaky_relu = declared("leaky_relu", _leaky_relu_fwd, lambda x, g, alpha: _x.where(x > 0, g, g * alpha), ("alpha",))
 
 
 def leaky_relu(x: Any, alpha: float = 0.2) -> Any:
@@ -78,16 +70,15 @@ def leaky_relu(x: Any, alpha: float = 0.2) -> Any:
     return apply(_leaky_relu, (x,), {"alpha": float(alpha)})
 
 
-@primitive("elu", save=True, save_out=True)
-def _elu(xp, x, alpha):
+def _elu_fwd(xp, x, alpha):
     return xp.where(x > 0, x, alpha * xp.expm1(xp.minimum(x, 0)))
 
 
-@_elu.defvjp
-def _(F, g, needs, nb, node, x, out):
-    if _gpu(F):
-        return (_k().activation_backward("elu", x, g, alpha=node.params["alpha"]),)
-    return (F.where(x > 0, g, g * (out + node.params["alpha"])),)
+# d/dx alpha * (exp(x) - 1) = alpha * exp(x), from x alone (no output kept); min(x, 0)
+# keeps exp from overflowing in the branch not taken
+_elu = declared(
+    "elu", _elu_fwd, lambda x, g, alpha: _x.where(x > 0, g, g * alpha * _x.exp(_x.minimum(x, 0))), ("alpha",)
+)
 
 
 def elu(x: Any, alpha: float = 1.0) -> Any:
@@ -106,14 +97,7 @@ def _sigmoid_fwd(xp, x):
     return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
-_sigmoid = primitive("sigmoid", save_out=True)(_sigmoid_fwd)
-
-
-@_sigmoid.defvjp
-def _(F, g, needs, nb, node, out):
-    if _gpu(F):
-        return (_k().activation_backward("sigmoid", out, g),)
-    return (g * (out * (1 - out)),)
+_sigmoid = declared("sigmoid", _sigmoid_fwd, lambda x, out, g: g * (out * (1 - out)))
 
 
 def sigmoid(x: Any) -> Any:
@@ -126,16 +110,11 @@ def sigmoid(x: Any) -> Any:
     return apply(_sigmoid, (x,), _E)
 
 
-@primitive("softplus", save=True)
-def _softplus(xp, x):
+def _softplus_fwd(xp, x):
     return xp.log1p(xp.exp(-xp.abs(x))) + xp.maximum(x, 0)
 
 
-@_softplus.defvjp
-def _(F, g, needs, nb, node, x):
-    if _gpu(F):
-        return (_k().activation_backward("softplus", x, g),)
-    return (g * F.sigmoid(x),)
+_softplus = declared("softplus", _softplus_fwd, lambda x, g: g * _x.sigmoid(x))
 
 
 def softplus(x: Any) -> Any:
@@ -148,6 +127,26 @@ def softplus(x: Any) -> Any:
     return apply(_softplus, (x,), _E)
 
 
+# gelu is composed from primitives (its gradient is theirs); these two declare only the
+# fused GPU backward kernels gputape.kernels offers for it (activation_backward).
+_SQRT1_2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_SQRT_2_PI = math.sqrt(2.0 / math.pi)
+_GELU_A = 0.044715
+
+
+def _gelu_tanh_grad(x: Any, g: Any) -> Any:
+    t = _x.tanh(_SQRT_2_PI * (x + _GELU_A * (x * x) * x))
+    du = _SQRT_2_PI * (1 + 3.0 * _GELU_A * (x * x))
+    return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du)
+
+
+_x.derivative(
+    "gelu", lambda x, g: g * (0.5 * (1 + _x.erf(x * _SQRT1_2)) + x * (_INV_SQRT_2PI * _x.exp(-0.5 * x * x)))
+)  # Phi(x) + x phi(x)
+_x.derivative("gelu_tanh", _gelu_tanh_grad)
+
+
 def gelu(x: Any, approximate: bool = False) -> Any:
     """Gaussian error linear unit; exact (erf) by default, tanh form with ``approximate=True``.
 
@@ -157,9 +156,8 @@ def gelu(x: Any, approximate: bool = False) -> Any:
     """
     x = as_tensor(x)
     if approximate:
-        c = math.sqrt(2.0 / math.pi)
-        return 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x)))
-    return 0.5 * x * (1.0 + erf(x * (1.0 / math.sqrt(2.0))))
+        return 0.5 * x * (1.0 + tanh(_SQRT_2_PI * (x + _GELU_A * x * x * x)))
+    return 0.5 * x * (1.0 + erf(x * _SQRT1_2))
 
 
 def _row_max(xp, x, axis):

@@ -51,7 +51,13 @@ from .creation import (
 from .elementwise import (
     abs,
     add,
+    arccos,
+    arccosh,
+    arcsin,
+    arcsinh,
     arctan,
+    arctan2,
+    arctanh,
     cast,
     ceil,
     clip,
@@ -60,12 +66,17 @@ from .elementwise import (
     divide,
     erf,
     exp,
+    exp2,
     expm1,
     floor,
     floor_divide,
+    hypot,
     identity,
     log,
     log1p,
+    log2,
+    log10,
+    logaddexp,
     maximum,
     minimum,
     mod,
@@ -153,7 +164,8 @@ __all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations"
 _F_NAMES = (
     "broadcast_to concatenate cos cosh einsum exp expand_dims floor_divide log matmul moveaxis "
     "multiply_no_nan "
-    "prod reshape sign sin sinh split squeeze stack sum swapaxes transpose where zeros zeros_like"
+    "prod reshape sign sin sinh split squeeze stack sum swapaxes transpose where zeros zeros_like "
+    "abs expm1 log1p maximum minimum sqrt tan tanh"  # (functions derivative expressions call: gputape.expr)
 ).split()
 
 
@@ -191,6 +203,7 @@ def raw_namespace(xp: Any) -> Any:
         ns.scatter = partial(shape._raw_scatter, xp)
         ns.getitem = _raw_getitem
         ns.xp = xp
+        ns.gpu = xp is not np  # generated VJPs launch one fused kernel on a GPU
         for name, fwd in _raw_extras.items():
             setattr(ns, name, partial(fwd, xp))
         _raw_cache[xp] = ns
@@ -203,6 +216,8 @@ DIFF_NAMESPACE.sum_to = partial(_sum_to_impl, DIFF_NAMESPACE)
 DIFF_NAMESPACE.scatter = scatter
 DIFF_NAMESPACE.getitem = getitem
 DIFF_NAMESPACE.xp = None
+DIFF_NAMESPACE.gpu = False
+register_f("erf", erf, elementwise._erf_numpy)
 
 _tape._DIFF_F = DIFF_NAMESPACE
 _tape._RAW_F = raw_namespace

@@ -20,11 +20,17 @@ from ._util import axis_arg
 
 __all__ = [
     "abs",
+    "acos",
+    "acosh",
     "add",
     "add_n",
     "argmax",
     "argmin",
+    "asin",
+    "asinh",
     "atan",
+    "atan2",
+    "atanh",
     "ceil",
     "cos",
     "cosh",
@@ -88,6 +94,12 @@ __all__ = [
 # Elementwise functions whose TensorFlow signature is numpy's (x) or (x, y).
 abs = _ops.abs
 add = _ops.add
+asinh = _ops.arcsinh
+atan2 = _ops.arctan2
+acosh = _ops.arccosh
+atanh = _ops.arctanh
+acos = _ops.arccos
+asin = _ops.arcsin
 atan = _ops.arctan
 ceil = _ops.ceil
 cos = _ops.cos

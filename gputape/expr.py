@@ -1,0 +1,515 @@
+"""The derivative language: each elementwise primitive's VJP is ONE expression, rendered everywhere it runs.
+
+An elementwise primitive declares the cotangent of each input as an expression
+over its inputs (``x``, ``y``), its output (``out``), the incoming cotangent
+``g`` and its parameters (``alpha``)::
+
+    tanh:  g * (1 - out * out)
+    log:   multiply_no_nan(1 / x, g)          # 0 where g == 0, even at x == 0
+
+:func:`derivative` turns that one declaration into every form the library runs:
+
+* the VJP the backward sweep calls, generated as straight-line Python over the
+  array namespace ``F`` (numpy/cupy in the fast sweep; gputape's own ops when a
+  tape records the gradient, so higher-order gradients come for free), with a
+  single generated CUDA kernel in place of the expression's several cupy
+  launches on a GPU (:attr:`Derivative.vjp`);
+* the text gt.function's CPU replay writes inline (:meth:`Derivative.python`):
+  the very text the VJP evaluates, so a replay is bitwise the eager gradient;
+* the CUDA ``ElementwiseKernel`` body (:meth:`Derivative.kernel`), alone or
+  composed with its neighbours into one fused backward kernel (:func:`compose`);
+* the numpy reference of that kernel, which is the VJP itself on numpy.
+
+Which residuals a primitive saves follows from the expressions: the inputs and
+the output they mention, nothing else. The NaN guards are defined once, here:
+``multiply_no_nan(x, y)`` is ``x * y`` but exactly 0 where ``y == 0`` (TensorFlow's
+``MulNoNan``), ``where(c, a, b)`` never mixes the branch it does not take.
+
+>>> from gputape import expr
+>>> x, out, g = expr.var("x"), expr.var("out"), expr.var("g")
+>>> d = g * (1 - out * out)
+>>> expr.python(d, {"out": "a0"}), expr.cuda(d, {"out": "a0"})
+('g * (1 - a0 * a0)', 'g * (T(1) - a0 * a0)')
+
+This module imports nothing from gputape but :mod:`gputape.backend`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import backend
+
+# -- expressions -------------------------------------------------------------------------------
+
+_PREC = {"where": 9, "call": 9, "var": 9, "param": 9, "const": 9, "neg": 7, "*": 6, "/": 6, "+": 5, "-": 5}
+_CMP = (">", ">=", "<", "<=", "==")
+
+
+class Expr:
+    """A node of a derivative expression: ``op`` and its ``args`` (sub-expressions or a name/value)."""
+
+    __slots__ = ("args", "op")
+
+    def __init__(self, op: str, args: tuple) -> None:
+        self.op = op
+        self.args = args
+
+    def _bin(self, op: str, other: Any, right: bool = False) -> Expr:
+        o = lift(other)
+        return Expr(op, (o, self) if right else (self, o))
+
+    def __add__(self, o: Any) -> Expr:
+        return self._bin("+", o)
+
+    def __radd__(self, o: Any) -> Expr:
+        return self._bin("+", o, True)
+
+    def __sub__(self, o: Any) -> Expr:
+        return self._bin("-", o)
+
+    def __rsub__(self, o: Any) -> Expr:
+        return self._bin("-", o, True)
+
+    def __mul__(self, o: Any) -> Expr:
+        return self._bin("*", o)
+
+    def __rmul__(self, o: Any) -> Expr:
+        return self._bin("*", o, True)
+
+    def __truediv__(self, o: Any) -> Expr:
+        return self._bin("/", o)
+
+    def __rtruediv__(self, o: Any) -> Expr:
+        return self._bin("/", o, True)
+
+    def __neg__(self) -> Expr:
+        return Expr("neg", (self,))
+
+    def __gt__(self, o: Any) -> Expr:  # type: ignore[override]
+        return self._bin(">", o)
+
+    def __ge__(self, o: Any) -> Expr:  # type: ignore[override]
+        return self._bin(">=", o)
+
+    def __lt__(self, o: Any) -> Expr:  # type: ignore[override]
+        return self._bin("<", o)
+
+    def __le__(self, o: Any) -> Expr:  # type: ignore[override]
+        return self._bin("<=", o)
+
+    def __bool__(self) -> bool:
+        raise TypeError("a derivative expression has no truth value: use where(cond, a, b)")
+
+    def __repr__(self) -> str:
+        return f"<expr {python(self)}>"
+
+
+def lift(v: Any) -> Expr:
+    """An expression for ``v``: expressions pass through, Python numbers become constants."""
+    if isinstance(v, Expr):
+        return v
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float)):
+        raise TypeError(f"derivative expressions take expressions and Python numbers, not {type(v).__name__}")
+    return Expr("const", (v,))
+
+
+def var(name: str) -> Expr:
+    """A named operand: an input (``x``, ``y``), the output ``out`` or the cotangent ``g``."""
+    return Expr("var", (name,))
+
+
+def param(name: str) -> Expr:
+    """A primitive's parameter (``node.params[name]`` in the VJP; a kernel argument on the GPU)."""
+    return Expr("param", (name,))
+
+
+def eq(a: Any, b: Any) -> Expr:
+    """``a == b`` (``==`` on expressions keeps Python's identity meaning)."""
+    return Expr("==", (lift(a), lift(b)))
+
+
+# Functions an expression may call: F.<name> in Python (numpy's meaning; gputape's
+# ops under the same names), gt_<name> in CUDA. Plain math maps to the C library's
+# single- and double-precision functions (a float kernel never computes in double).
+_C_MATH = {
+    "exp": "exp",
+    "expm1": "expm1",
+    "log": "log",
+    "log1p": "log1p",
+    "sqrt": "sqrt",
+    "sin": "sin",
+    "cos": "cos",
+    "tan": "tan",
+    "tanh": "tanh",
+    "sinh": "sinh",
+    "cosh": "cosh",
+    "erf": "erf",
+    "abs": "fabs",
+}
+# Functions with a body of their own, templated on the floating type. NaN in, NaN out,
+# as numpy's sign/minimum/maximum.
+_C_TEMPLATES = {
+    "sign": ("x", "return x > T(0) ? T(1) : (x < T(0) ? T(-1) : x);"),
+    "minimum": ("a, b", "return (a != a || a < b) ? a : b;"),
+    "maximum": ("a, b", "return (a != a || a > b) ? a : b;"),
+    # exp of -|x| only: never overflows, keeps precision in both tails (as gt.nn.sigmoid)
+    "sigmoid": ("x", "T e = gt_exp(-gt_abs(x));\n  return x >= T(0) ? T(1) / (T(1) + e) : e / (T(1) + e);"),
+    "multiply_no_nan": ("x, y", "return y == T(0) ? T(0) : x * y;"),
+}
+FUNCTIONS = frozenset(_C_MATH) | frozenset(_C_TEMPLATES) | {"where"}
+
+
+def _call(name: str) -> Callable[..., Expr]:
+    def fn(*args: Any) -> Expr:
+        return Expr("call", (name, *(lift(a) for a in args)))
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"``{name}(...)`` in a derivative expression."
+    return fn
+
+
+exp = _call("exp")
+expm1 = _call("expm1")
+log = _call("log")
+log1p = _call("log1p")
+sqrt = _call("sqrt")
+sin = _call("sin")
+cos = _call("cos")
+tan = _call("tan")
+tanh = _call("tanh")
+sinh = _call("sinh")
+cosh = _call("cosh")
+erf = _call("erf")
+sign = _call("sign")
+minimum = _call("minimum")
+maximum = _call("maximum")
+sigmoid = _call("sigmoid")
+multiply_no_nan = _call("multiply_no_nan")
+
+
+def where(cond: Any, a: Any, b: Any) -> Expr:
+    """``a`` where ``cond`` else ``b``; the branch not taken never reaches the result (no NaN leaks)."""
+    return Expr("where", (lift(cond), lift(a), lift(b)))
+
+
+def _cuda_prelude() -> str:
+    lines = [
+        "// Generated by gputape.expr: the functions derivative expressions call, per floating type.",
+        "#ifndef GPUTAPE_EXPR_PRELUDE",
+        "#define GPUTAPE_EXPR_PRELUDE",
+    ]
+    for name, c in _C_MATH.items():
+        lines.append(f"__device__ __forceinline__ float gt_{name}(float x) {{ return {c}f(x); }}")
+        lines.append(f"__device__ __forceinline__ double gt_{name}(double x) {{ return {c}(x); }}")
+    for name, (args, body) in _C_TEMPLATES.items():
+        params = ", ".join(f"T {a.strip()}" for a in args.split(","))
+        lines.append(f"template <typename T> __device__ __forceinline__ T gt_{name}({params}) {{\n  {body}\n}}")
+    lines.append("#endif")
+    return "\n".join(lines) + "\n"
+
+
+CUDA_PRELUDE = _cuda_prelude()
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+
+def _prec(e: Expr) -> int:
+    if e.op in _CMP:
+        return 3
+    if e.op == "const" and e.args[0] < 0:
+        return 7  # a negative literal reads like a negation
+    return _PREC[e.op]
+
+
+def _render(e: Expr, names: dict[str, str], c: bool) -> str:
+    op = e.op
+    if op == "var":
+        return names.get(e.args[0], e.args[0])
+    if op == "param":
+        p = e.args[0]
+        return names.get(p, p) if c else names.get(p, f"node.params[{p!r}]")
+    if op == "const":
+        v = e.args[0]
+        return f"T({v!r})" if c else repr(v)
+    if op == "call":
+        args = ", ".join(_render(a, names, c) for a in e.args[1:])
+        return f"gt_{e.args[0]}({args})" if c else f"F.{e.args[0]}({args})"
+    if op == "where":
+        cond, a, b = (_render(x, names, c) for x in e.args)
+        return f"({cond} ? {a} : {b})" if c else f"F.where({cond}, {a}, {b})"
+    mine = _prec(e)
+    if op == "neg":
+        inner = e.args[0]
+        s = _render(inner, names, c)
+        wrap = _prec(inner) < mine or inner.op == "neg" or (inner.op == "const" and inner.args[0] < 0)
+        return f"-({s})" if wrap else f"-{s}"
+    left, right = e.args
+    ls, rs = _render(left, names, c), _render(right, names, c)
+    # Parentheses exactly where the tree has them: a * (b * c) is not (a * b) * c in floating point.
+    if _prec(left) < mine or left.op in _CMP:
+        ls = f"({ls})"
+    if _prec(right) <= mine:
+        rs = f"({rs})"
+    return f"{ls} {op} {rs}"
+
+
+def python(e: Expr, names: dict[str, str] | None = None) -> str:
+    """``e`` as Python over the namespace ``F`` (variables renamed by ``names``).
+
+    >>> python(multiply_no_nan(1 / var("x"), var("g")), {"x": "a0"})
+    'F.multiply_no_nan(1 / a0, g)'
+    """
+    return _render(e, names or {}, False)
+
+
+def cuda(e: Expr, names: dict[str, str] | None = None) -> str:
+    """``e`` as a CUDA C++ expression in the floating type ``T`` (calls :data:`CUDA_PRELUDE`).
+
+    >>> cuda(where(var("x") > 0, var("g"), 0))
+    '(x > T(0) ? g : T(0))'
+    """
+    return _render(e, names or {}, True)
+
+
+def variables(e: Expr) -> set[str]:
+    """The variable names ``e`` reads."""
+    if e.op == "var":
+        return {e.args[0]}
+    out: set[str] = set()
+    for a in e.args:
+        if isinstance(a, Expr):
+            out |= variables(a)
+    return out
+
+
+def params_of(e: Expr) -> set[str]:
+    """The parameter names ``e`` reads."""
+    if e.op == "param":
+        return {e.args[0]}
+    out: set[str] = set()
+    for a in e.args:
+        if isinstance(a, Expr):
+            out |= params_of(a)
+    return out
+
+
+def _size(e: Expr) -> int:
+    return (e.op not in ("var", "param", "const")) + sum(_size(a) for a in e.args if isinstance(a, Expr))
+
+
+def substitute(e: Expr, env: dict[str, Expr]) -> Expr:
+    """``e`` with variables replaced by the expressions ``env`` names."""
+    if e.op == "var":
+        return env.get(e.args[0], e)
+    if e.op in ("const", "param"):
+        return e
+    return Expr(e.op, tuple(substitute(a, env) if isinstance(a, Expr) else a for a in e.args))
+
+
+def compose(links: list[tuple[Expr, list[str]]]) -> tuple[Expr, int]:
+    """One expression for a chain of VJPs, the first applied first: (expr, operand count).
+
+    Each link is ``(expression over g and operands, its operand names)``; its
+    operands become the next free ``p{i}``; ``g`` is the previous link's result.
+
+    >>> e, n = compose([(var("g") * (1 - var("a0") * var("a0")), ["a0"]), (var("g") * var("a1"), ["a1"])])
+    >>> python(e), n
+    ('g * (1 - p0 * p0) * p1', 2)
+    """
+    cur, n = var("g"), 0
+    for e, operands in links:
+        env = {"g": cur}
+        for name in operands:
+            env[name] = var(f"p{n}")
+            n += 1
+        cur = substitute(e, env)
+    return cur, n
+
+
+def kernel_source(e: Expr, nparams: int, name: str) -> tuple[str, str, str, str]:
+    """``cupy.ElementwiseKernel`` arguments for ``out = e`` over ``g`` and ``p0..p{n-1}``
+    (compile with :data:`CUDA_PRELUDE` as the preamble)."""
+    ins = ", ".join(["T g"] + [f"T p{i}" for i in range(nparams)])
+    return ins, "T out", f"out = {cuda(e)}", name
+
+
+# -- declarations --------------------------------------------------------------------------------
+
+
+class Derivative:
+    """One elementwise primitive's derivative: one expression per input, and what it generates.
+
+    ``inputs`` names the positional inputs, ``grads`` holds each input's
+    cotangent (None: not differentiable), ``params`` the parameters the
+    expressions read. ``save``/``save_out`` are the residuals the expressions
+    need (in the primitive's convention), ``operands`` their names in the
+    order the VJP receives them (``a0, a1, ...``).
+    """
+
+    __slots__ = ("_kernels", "grads", "inputs", "name", "operands", "params", "save", "save_out", "source", "vjp")
+
+    def __init__(self, name: str, inputs: tuple[str, ...], grads: tuple[Expr | None, ...], params: tuple[str, ...]):
+        self.name = name
+        self.inputs = inputs
+        self.grads = grads
+        self.params = params
+        used: set[str] = set()
+        for gr in grads:
+            if gr is not None:
+                used |= variables(gr)
+                unknown = params_of(gr) - set(params)
+                if unknown:
+                    raise ValueError(f"derivative {name!r}: undeclared parameters {sorted(unknown)}")
+        known = set(inputs) | {"out", "g"}
+        if used - known:
+            raise ValueError(f"derivative {name!r}: unknown variables {sorted(used - known)}; known: {sorted(known)}")
+        idx = tuple(i for i, n in enumerate(inputs) if n in used)
+        self.save: bool | tuple[int, ...] = True if len(idx) == len(inputs) else idx
+        self.save_out = "out" in used
+        self.operands = [inputs[i] for i in idx] + (["out"] if self.save_out else [])
+        self._kernels: dict[int, Any] = {}
+        self.source = self._vjp_source()
+        ns: dict[str, Any] = {"_gpu": self._gpu}
+        exec(compile(self.source, f"<gputape.expr vjp {name}>", "exec"), ns)
+        self.vjp = ns["vjp"]
+        self.vjp.__name__ = self.vjp.__qualname__ = f"{name}_vjp"
+
+    def names(self) -> dict[str, str]:
+        """Variable name -> the name the VJP gives it (``a0``, ``a1``, ... in saved order)."""
+        return {n: f"a{j}" for j, n in enumerate(self.operands)}
+
+    def python(self, k: int) -> str | None:
+        """Input ``k``'s cotangent as the VJP's Python text (over ``F``, ``g``, ``a0..``, ``node``)."""
+        gr = self.grads[k]
+        return None if gr is None else python(gr, self.names())
+
+    def _vjp_source(self) -> str:
+        args = "".join(f", a{j}" for j in range(len(self.operands)))
+        lines = [f"def vjp(F, g, needs, nb, node{args}):"]
+        if len(self.inputs) == 1 and _size(self.grads[0]) >= 2:
+            # on a GPU one generated kernel instead of one cupy launch per operation
+            ps = "".join(f", node.params[{p!r}]" for p in self.params)
+            lines += [
+                "    if F.gpu:",
+                f"        r = _gpu(g{args}{ps})",
+                "        if r is not None:",
+                "            return (r,)",
+            ]
+        outs = []
+        for k, gr in enumerate(self.grads):
+            text = self.python(k)
+            if text is None:
+                outs.append("None")
+            elif len(self.inputs) == 1 or gr.op == "var":
+                outs.append(text)  # the sweep skips cotangents it does not need: no test for a bare name
+            else:
+                outs.append(f"{text} if needs[{k}] else None")
+        lines.append(f"    return ({', '.join(outs)},)")
+        return "\n".join(lines) + "\n"
+
+    # -- CUDA
+    def kernel_operands(self, k: int) -> list[str]:
+        """The operands (in VJP order) input ``k``'s cotangent reads."""
+        gr = self.grads[k]
+        vs = variables(gr) if gr is not None else set()
+        return [n for n in self.operands if n in vs]
+
+    def kernel_name(self, k: int) -> str:
+        return f"gt_{self.name}_bwd" if len(self.inputs) == 1 else f"gt_{self.name}_bwd{k}"
+
+    def kernel(self, k: int) -> tuple[str, str, str]:
+        """(in_params, out_params, body) of input ``k``'s standalone backward ElementwiseKernel.
+
+        >>> DERIVATIVES["tanh"].kernel(0)
+        ('T g, T a0', 'T out', 'out = g * (T(1) - a0 * a0)')
+        """
+        names = self.names()
+        ops = self.kernel_operands(k)
+        ins = ", ".join(["T g"] + [f"T {names[n]}" for n in ops] + [f"T {p}" for p in self.params])
+        return ins, "T out", f"out = {cuda(self.grads[k], names)}"
+
+    def fusable(self, k: int) -> tuple[Expr, list[str]] | None:
+        """(expression over ``g`` and ``a{j}``, operand names) for gt.function's fused chains, else None.
+
+        Parameters and non-float operands (``where``'s condition) stay out of fused kernels.
+        """
+        gr = self.grads[k]
+        if gr is None or params_of(gr) or any(g is None for g in self.grads):
+            return None
+        names = self.names()
+        return substitute(gr, {n: var(a) for n, a in names.items()}), [names[n] for n in self.kernel_operands(k)]
+
+    def _gpu(self, g: Any, *args: Any) -> Any:
+        """The unary cotangent in one generated kernel on cupy arrays; None when no kernel fits the dtypes."""
+        saved = args[: len(self.operands)]
+        params = args[len(self.operands) :]
+        dt = launch_dtype(np.result_type(g.dtype, *(a.dtype for a in saved)))
+        if dt is None:
+            return None
+        k = self._kernel_for(g.device.id)
+        ops = [a if a.dtype == dt else a.astype(dt) for a in saved]
+        with g.device:
+            out = k(g if g.dtype == dt else g.astype(dt), *ops, *params)
+        return out if out.dtype == g.dtype else out.astype(g.dtype)
+
+    def _kernel_for(self, device_id: int) -> Any:
+        k = self._kernels.get(device_id)
+        if k is None:
+            cp = backend.cupy_module()
+            with _lock:
+                k = self._kernels.get(device_id)
+                if k is None:
+                    ins, outs, body = self.kernel(0)
+                    with cp.cuda.Device(device_id):
+                        k = cp.ElementwiseKernel(ins, outs, body, self.kernel_name(0), preamble=CUDA_PRELUDE)
+                    self._kernels[device_id] = k
+        return k
+
+
+_lock = threading.Lock()
+KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def launch_dtype(dt: np.dtype) -> np.dtype | None:
+    """The dtype a kernel runs in for data of dtype ``dt`` (float16 in float32); None: no kernel."""
+    if dt in KERNEL_DTYPES:
+        return dt
+    if dt == np.float16:
+        return np.dtype(np.float32)
+    return None
+
+
+DERIVATIVES: dict[str, Derivative] = {}
+
+
+def derivative(name: str, grads: Callable[..., Any], params: tuple[str, ...] = ()) -> Derivative:
+    """Declare elementwise primitive ``name``'s derivative; return what it generates.
+
+    ``grads`` is a function whose parameters name the inputs, then ``out`` and
+    ``g`` (both optional), then ``params``; it returns each input's cotangent
+    expression (a tuple for several inputs; None for an input that has none).
+
+    >>> d = derivative("demo_cube", lambda x, g: g * (3 * x * x))
+    >>> d.save, d.save_out, d.python(0)
+    (True, False, 'g * (3 * a0 * a0)')
+    >>> del DERIVATIVES["demo_cube"]
+    """
+    if name in DERIVATIVES:
+        raise ValueError(f"derivative {name!r} is already declared")
+    argnames = list(inspect.signature(grads).parameters)
+    inputs = tuple(n for n in argnames if n not in ("out", "g") and n not in params)
+    env = {n: var(n) for n in argnames if n not in params} | {p: param(p) for p in params}
+    res = grads(**env)
+    res = res if isinstance(res, tuple) else (res,)
+    if len(res) != len(inputs):
+        raise ValueError(f"derivative {name!r}: {len(res)} cotangents for {len(inputs)} inputs {inputs}")
+    d = Derivative(name, inputs, tuple(None if r is None else lift(r) for r in res), tuple(params))
+    DERIVATIVES[name] = d
+    return d
