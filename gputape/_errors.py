@@ -53,7 +53,7 @@ def _public_names() -> dict[types.CodeType, str]:
                 spaces.append((f"gt.{n}.", m))
         # the TensorFlow-compatible layer goes by the names its users import it as (tf.math.reduce_sum)
         for n, m in sorted(sys.modules.items()):
-            if n.startswith("gputape.tf.") and isinstance(m, types.ModuleType):
+            if (n == "gputape.tf" or n.startswith("gputape.tf.")) and isinstance(m, types.ModuleType):
                 spaces.append((n[len("gputape.") :] + ".", m))
         for prefix, ns in spaces:
             # a submodule's own functions, not the helpers it imported (gt.shape.apply)

@@ -45,6 +45,7 @@ from . import _state, backend
 from ._state import defer_interrupts
 from .ops import maximum, sqrt, square, where
 from .ops import sum as _sum
+from .ops._util import norm_list
 from .tape import GputapeWarning, GradientTape
 from .tensor import Tensor, Variable, _wrap, as_tensor, constant
 
@@ -282,7 +283,7 @@ def global_norm(t_list: Iterable[Any]) -> Tensor:
     5.0
     """
     total = None
-    for t in t_list:
+    for t in norm_list(t_list, "global_norm", "a list of tensors"):
         if t is None:
             continue
         s = _sum(square(as_tensor(t)))
@@ -302,8 +303,8 @@ def clip_by_global_norm(t_list: Iterable[Any], clip_norm: float, use_norm: Any =
     >>> [round(float(c[0]), 2) for c in clipped], float(norm)
     ([0.6, 0.8], 5.0)
     """
-    t_list = list(t_list)
-    clip = _real("clip_by_global_norm", "clip_norm", clip_norm, low_open=True)
+    t_list = norm_list(t_list, "clip_by_global_norm", "a list of tensors")
+    clip = _real("gt.clip_by_global_norm", "clip_norm", clip_norm, low_open=True)
     norm = global_norm(t_list) if use_norm is None else as_tensor(use_norm)
     with np.errstate(invalid="ignore"):
         # norm - norm is 0 for a finite norm and NaN otherwise (TensorFlow's trick).
@@ -325,7 +326,7 @@ def clip_by_norm(t: Any, clip_norm: float, axes: Any = None) -> Tensor:
     [[0.6, 0.1], [0.8, 0.0]]
     """
     if not hasattr(clip_norm, "shape"):  # tensors and arrays are used as given
-        clip_norm = _real("clip_by_norm", "clip_norm", clip_norm, low_open=True)
+        clip_norm = _real("gt.clip_by_norm", "clip_norm", clip_norm, low_open=True)
     t = as_tensor(t)
     l2sum = _sum(t * t, axis=axes, keepdims=True)
     pos = l2sum > 0

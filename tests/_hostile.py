@@ -1,7 +1,8 @@
 """The hostile-input table: every public gputape function called with bad arguments.
 
-Each public callable of ``gt``, ``gt.nn`` (functional), ``gt.random``, ``gt.linalg`` and
-``gt.testing`` gets one valid baseline call; then each of its parameters in turn is
+Each public callable of ``gt``, ``gt.nn`` (functional), ``gt.random``, ``gt.linalg``,
+``gt.testing`` and of the TensorFlow layer (``tf``, ``tf.math``, ``tf.linalg``: the functions of
+its own, not its aliases of gputape's) gets one valid baseline call; then each of its parameters in turn is
 replaced by every bad value of that parameter's kind (operand, axis, shape, size, dtype,
 number, ...). Each outcome is put in one category:
 
@@ -62,33 +63,34 @@ class Bad:
     benign: Any = None  # for a valid-but-unusual value: its ordinary twin (same result expected)
 
 
-def _ro() -> np.ndarray:
-    a = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)
-    a.flags.writeable = False
-    return a
-
-
-def _noncontig() -> np.ndarray:
-    return np.array([[1.0, 9.0, 2.0], [3.0, 9.0, 4.0]], dtype=np.float32)[:, ::2]
-
-
-_BASE = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)
-
-BAD: dict[str, list[Bad]] = {
-    "operand": [
+def _operand_bads(base: np.ndarray) -> list[Bad]:
+    """Bad operands; the benign ones (read-only, non-contiguous, a tuple, float64) are twins of ``base``."""
+    ro = base.copy()
+    ro.flags.writeable = False
+    wide = np.zeros((base.shape[0], 2 * base.shape[1]), base.dtype)
+    wide[:, ::2] = base
+    return [
         Bad("None", None),
         Bad("str", "abc"),
         Bad("ragged", [[1.0, 2.0], [3.0]]),
-        Bad("complex", np.array([[1 + 2j, 2.0], [3.0, 4.0]])),
+        Bad("complex", base + 1j * np.eye(*base.shape)),
         Bad("object", np.array([[1.0, "a"], [None, 4.0]], dtype=object)),
         Bad("structured", np.zeros((2, 2), dtype=[("a", "f4"), ("b", "i4")])),
         Bad("dict", {"a": 1}),
         Bad("hostile", Hostile()),
-        Bad("readonly", _ro(), _BASE),
-        Bad("noncontig", _noncontig(), _BASE),
-        Bad("tuple", ((1.0, 2.0), (3.0, 4.0)), _BASE),
-        Bad("float64", _BASE.astype(np.float64), _BASE),
-    ],
+        Bad("readonly", ro, base),
+        Bad("noncontig", wide[:, ::2], base),
+        Bad("tuple", tuple(map(tuple, base.tolist())), base),
+        Bad("float64", base.astype(np.float64), base),
+    ]
+
+
+_BASE = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)
+_SPD = np.array([[4.0, 1.0], [1.0, 3.0]], dtype=np.float32)  # symmetric positive definite: cholesky, eigh
+
+BAD: dict[str, list[Bad]] = {
+    "operand": _operand_bads(_BASE),
+    "spd": _operand_bads(_SPD),
     "axis": [
         Bad("str", "a"),
         Bad("float", 1.5),
@@ -312,7 +314,13 @@ def specs() -> list[Spec]:
     generic("argmax", {"x": t(), "axis": 0}, np.argmax)
     generic("argmin", {"x": t(), "axis": 0}, np.argmin)
     generic("arange", {"start": 0, "stop": 4, "step": 1, "dtype": "float32"}, np.arange)
-    generic("linspace", {"start": 0.0, "stop": 1.0, "num": 3, "dtype": "float32"}, np.linspace, 3)
+    generic(
+        "linspace",
+        {"start": 0.0, "stop": 1.0, "num": 3, "endpoint": True, "retstep": False, "dtype": "float32", "axis": 0},
+        np.linspace,
+        endpoint="flag",
+        retstep="flag",
+    )
     generic("zeros", {"shape": (2, 2), "dtype": "float32"}, np.zeros)
     generic("ones", {"shape": (2, 2), "dtype": "float32"}, np.ones)
     generic("full", {"shape": (2, 2), "fill_value": 3.0, "dtype": "float32"}, np.full)
@@ -372,7 +380,509 @@ def specs() -> list[Spec]:
     generic("random.seed", {"n": 0}, n="size")
     generic("testing.check_grads", {"f": gt.sin, "x": gt.constant(np.array([0.5, 1.0]))})
     out.extend(_method_specs())
+    out.extend(_surface_specs())
+    out.extend(_linalg_specs())
+    out.extend(_tf_specs())
     return out
+
+
+def _spec(name: str, args: dict[str, Any], ref: Any = None, ref_pos: int = 99, **kinds: str) -> Spec:
+    """A row whose parameters are varied by the kinds given (the others keep their valid value)."""
+    return Spec(name, _resolve(name), args, kinds, ref, ref_pos=ref_pos)
+
+
+def _surface_specs() -> list[Spec]:
+    """numpy's array functions beyond the core set (gputape/ops/scan, reorder, products, joining, aliases)."""
+    x, v = t(), gt.constant([1.0, 2.0, 3.0])
+    vec = np.array([1.0, 2.0, 3.0], np.float32)
+    op = {"a": "operand"}
+    out = [
+        _spec("amax", {"x": x, "axis": 0, "keepdims": False}, np.amax, 1, x="operand", axis="axis", keepdims="flag"),
+        _spec("amin", {"x": x, "axis": 0, "keepdims": False}, np.amin, 1, x="operand", axis="axis", keepdims="flag"),
+        _spec("remainder", {"x": x, "y": gt.constant(_BASE + 0.5)}, np.remainder, x="operand", y="operand"),
+        _spec("fabs", {"x": x}, np.fabs, x="operand"),
+        _spec("around", {"a": x, "decimals": 1}, np.around, **op, decimals="index"),
+        _spec("ravel", {"a": x}, np.ravel, **op),
+        _spec("cumsum", {"a": x, "axis": 0, "dtype": "float32"}, np.cumsum, **op, axis="axis", dtype="dtype"),
+        _spec("cumprod", {"a": x, "axis": 0, "dtype": "float32"}, np.cumprod, **op, axis="axis", dtype="dtype"),
+        _spec("diff", {"a": x, "n": 1, "axis": -1}, np.diff, **op, n="index", axis="axis"),
+        _spec("flip", {"m": x, "axis": 0}, np.flip, m="operand", axis="axis"),
+        _spec("flipud", {"m": x}, np.flipud, m="operand"),
+        _spec("fliplr", {"m": x}, np.fliplr, m="operand"),
+        _spec("rot90", {"m": x, "k": 1, "axes": (0, 1)}, np.rot90, m="operand", k="index", axes="axis"),
+        _spec("roll", {"a": x, "shift": 1, "axis": 0}, np.roll, **op, shift="index", axis="axis"),
+        _spec("repeat", {"a": x, "repeats": 2, "axis": 0}, np.repeat, **op, repeats="index", axis="axis"),
+        _spec("tile", {"A": x, "reps": (2, 1)}, np.tile, A="operand", reps="shape"),
+        _spec("sort", {"a": x, "axis": -1}, np.sort, **op, axis="axis"),
+        _spec("argsort", {"a": x, "axis": -1}, np.argsort, **op, axis="axis"),
+        _spec("partition", {"a": v, "kth": 1}, np.partition, **op, kth="index"),
+        _spec("argpartition", {"a": v, "kth": 1}, np.argpartition, **op, kth="index"),
+        _spec(
+            "take_along_axis",
+            {"arr": x, "indices": np.array([[1, 0], [0, 1]]), "axis": 1},
+            np.take_along_axis,
+            arr="operand",
+            indices="index",
+            axis="axis",
+        ),
+        _spec("outer", {"a": v, "b": v}, np.outer, **op, b="operand"),
+        _spec("inner", {"a": x, "b": x}, np.inner, **op, b="operand"),
+        _spec("kron", {"a": x, "b": x}, np.kron, **op, b="operand"),
+        _spec("tensordot", {"a": x, "b": x, "axes": 1}, np.tensordot, **op, b="operand", axes="size"),
+        _spec("cross", {"a": v, "b": v[::-1], "axis": -1}, np.cross, 2, **op, b="operand", axis="axis"),
+        _spec(
+            "diagonal",
+            {"a": x, "offset": 0, "axis1": 0, "axis2": 1},
+            np.diagonal,
+            **op,
+            offset="index",
+            axis1="axis",
+            axis2="axis",
+        ),
+        _spec("trace", {"a": x, "offset": 0, "dtype": "float32"}, np.trace, 2, **op, offset="index", dtype="dtype"),
+        _spec("diag", {"v": x, "k": 0}, np.diag, v="operand", k="index"),
+        _spec("triu", {"m": x, "k": 0}, np.triu, m="operand", k="index"),
+        _spec("tril", {"m": x, "k": 0}, np.tril, m="operand", k="index"),
+        _spec("vstack", {"tup": [x, x]}, np.vstack, tup="operands"),
+        _spec("hstack", {"tup": [x, x]}, np.hstack, tup="operands"),
+        _spec("dstack", {"tup": [x, x]}, np.dstack, tup="operands"),
+        _spec("column_stack", {"tup": [v, v]}, np.column_stack, tup="operands"),
+        _spec("append", {"arr": x, "values": x, "axis": 0}, np.append, arr="operand", values="operand", axis="axis"),
+        _spec(
+            "array_split",
+            {"ary": x, "indices_or_sections": 2, "axis": 0},
+            np.array_split,
+            ary="operand",
+            indices_or_sections="size",
+            axis="axis",
+        ),
+        _spec("hsplit", {"ary": x, "indices_or_sections": 2}, np.hsplit, ary="operand", indices_or_sections="size"),
+        _spec("vsplit", {"ary": x, "indices_or_sections": 2}, np.vsplit, ary="operand", indices_or_sections="size"),
+        _spec(
+            "dsplit",
+            {"ary": gt.constant(_BASE[:, :, None] * np.ones(2, np.float32)), "indices_or_sections": 2},
+            np.dsplit,
+            ary="operand",
+            indices_or_sections="size",
+        ),
+        _spec(
+            "select",
+            {"condlist": [gt.constant(vec > 1.5)], "choicelist": [v], "default": 0.0},
+            np.select,
+            condlist="operands",
+            choicelist="operands",
+            default="number",
+        ),
+    ]
+    for n in ("atleast_1d", "atleast_2d", "atleast_3d"):
+        out.append(Spec(n, getattr(gt, n), {"arys": [x, v]}, {}, getattr(np, n), star="arys"))
+        out.append(Spec(n, getattr(gt, n), {"a": x}, {"a": "operand"}, getattr(np, n)))
+    return out
+
+
+def _lstsq_ref(a: Any, b: Any, rcond: Any = None) -> Any:
+    return np.linalg.lstsq(a, b, rcond=rcond)
+
+
+def _linalg_specs() -> list[Spec]:
+    x, spd = t(), gt.constant(_SPD)
+    la = np.linalg
+    return [
+        _spec("linalg.inv", {"a": x}, la.inv, a="operand"),
+        _spec("linalg.det", {"a": x}, la.det, a="operand"),
+        _spec("linalg.slogdet", {"a": x}, la.slogdet, a="operand"),
+        _spec("linalg.solve", {"a": x, "b": gt.constant([1.0, 2.0])}, la.solve, a="operand", b="operand"),
+        _spec("linalg.cholesky", {"a": spd}, la.cholesky, a="spd"),
+        _spec("linalg.eigh", {"a": spd, "UPLO": "L"}, la.eigh, a="spd", UPLO="string"),
+        _spec("linalg.eigvalsh", {"a": spd, "UPLO": "L"}, la.eigvalsh, a="spd", UPLO="string"),
+        _spec(
+            "linalg.svd",
+            {"a": x, "full_matrices": True, "compute_uv": True},
+            la.svd,
+            a="operand",
+            full_matrices="flag",
+            compute_uv="flag",
+        ),
+        _spec("linalg.qr", {"a": x, "mode": "reduced"}, la.qr, a="operand", mode="string"),
+        _spec("linalg.pinv", {"a": x, "rcond": 1e-6}, la.pinv, a="operand", rcond="number"),
+        _spec(
+            "linalg.lstsq",
+            {"a": x, "b": gt.constant([1.0, 2.0]), "rcond": None},
+            _lstsq_ref,
+            a="operand",
+            b="operand",
+            rcond="number",
+        ),
+        _spec("linalg.matrix_power", {"a": x, "n": 2}, la.matrix_power, a="operand", n="index"),
+        _spec(
+            "linalg.norm",
+            {"x": x, "ord": None, "axis": 0, "keepdims": False},
+            la.norm,
+            x="operand",
+            ord="string",
+            axis="axis",
+            keepdims="flag",
+        ),
+        _spec(
+            "linalg.band_part",
+            {"x": x, "lower": 0, "upper": 1},
+            lambda x, lower, upper: np.triu(np.tril(x, upper), -lower),
+            x="operand",
+            lower="index",
+            upper="index",
+        ),
+    ]
+
+
+def _tf_reduce(fn: Any) -> Any:
+    def ref(input_tensor: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        ax = tuple(axis) if isinstance(axis, list) else axis
+        return fn(np.asarray(input_tensor), axis=ax, keepdims=keepdims)
+
+    return ref
+
+
+def _tf_scan(fn: Any) -> Any:
+    def ref(x: Any, axis: Any = 0) -> Any:
+        return fn(x, axis=axis)
+
+    return ref
+
+
+def _tf_arg(fn: Any) -> Any:
+    def ref(a: Any, axis: Any, output_type: Any) -> Any:
+        return fn(a, axis=axis).astype(output_type)
+
+    return ref
+
+
+def _divide_no_nan(x: Any, y: Any) -> Any:
+    y = np.asarray(y)
+    return np.where(y == 0, 0, np.asarray(x) / np.where(y == 0, 1, y))
+
+
+def _tf_lstsq(matrix: Any, rhs: Any, l2_regularizer: Any) -> Any:
+    a, b = np.asarray(matrix), np.asarray(rhs)
+    return np.linalg.solve(a.T @ a + l2_regularizer * np.eye(a.shape[1]), a.T @ b)
+
+
+def _tf_norm(tensor: Any, order: Any, axis: Any = None) -> Any:
+    if isinstance(order, str) and order != "euclidean":
+        raise ValueError(f"ord={order!r} is no vector norm")  # TensorFlow's rule (numpy's 'fro' needs a matrix)
+    ax = tuple(axis) if isinstance(axis, list) else axis
+    return np.linalg.norm(tensor, None if order == "euclidean" else order, ax)
+
+
+def _tf_specs() -> list[Spec]:
+    """TensorFlow's spellings that are functions of their own (not aliases of a gt function)."""
+    x = t()
+    red = {"input_tensor": "operand", "axis": "axis", "keepdims": "flag"}
+    lse = lambda a, axis=None, keepdims=False: np.log(np.sum(np.exp(a), axis=axis, keepdims=keepdims))
+    out = []
+    for n, fn in (
+        ("sum", np.sum),
+        ("mean", np.mean),
+        ("max", np.max),
+        ("min", np.min),
+        ("prod", np.prod),
+        ("logsumexp", lse),
+        ("variance", np.var),
+        ("std", np.std),
+        ("all", lambda a, **k: np.all(a.astype(bool), **k)),
+        ("any", lambda a, **k: np.any(a.astype(bool), **k)),
+    ):
+        out.append(
+            _spec(f"tf.math.reduce_{n}", {"input_tensor": x, "axis": 0, "keepdims": False}, _tf_reduce(fn), **red)
+        )
+    arg = {"input": "operand", "axis": "axis", "output_type": "dtype"}
+    out += [
+        _spec("tf.math.argmax", {"input": x, "axis": 0, "output_type": "int64"}, _tf_arg(np.argmax), **arg),
+        _spec("tf.math.argmin", {"input": x, "axis": 0, "output_type": "int64"}, _tf_arg(np.argmin), **arg),
+        _spec("tf.math.add_n", {"inputs": [x, x]}, lambda inputs: np.sum(inputs, axis=0), inputs="operands"),
+        _spec("tf.math.rsqrt", {"x": x}, lambda x: 1 / np.sqrt(x), x="operand"),
+        _spec(
+            "tf.math.squared_difference",
+            {"x": x, "y": x},
+            lambda x, y: np.square(np.subtract(x, y)),
+            x="operand",
+            y="operand",
+        ),
+        _spec("tf.math.divide_no_nan", {"x": x, "y": x}, _divide_no_nan, x="operand", y="operand"),
+        _spec("tf.math.log_sigmoid", {"x": x}, lambda x: -np.logaddexp(0, -np.asarray(x)), x="operand"),
+        _spec(
+            "tf.math.l2_normalize",
+            {"x": x, "axis": 0, "epsilon": 1e-12},
+            lambda x, axis, epsilon: (
+                np.asarray(x) / np.sqrt(np.maximum(np.sum(np.square(x), axis=axis, keepdims=True), epsilon))
+            ),
+            x="operand",
+            axis="axis",
+            epsilon="number",
+        ),
+        _spec("tf.math.cumsum", {"x": x, "axis": 0}, _tf_scan(np.cumsum), x="operand", axis="axis"),
+        _spec("tf.math.cumprod", {"x": x, "axis": 0}, _tf_scan(np.cumprod), x="operand", axis="axis"),
+    ]
+    la = np.linalg
+    mT = lambda a: np.swapaxes(a, -1, -2)
+    out += [
+        _spec("tf.linalg.matrix_transpose", {"a": x}, mT, a="operand"),
+        _spec(
+            "tf.linalg.matmul",
+            {"a": x, "b": x, "transpose_a": False},
+            lambda a, b, transpose_a: np.matmul(a, b),
+            a="operand",
+            b="operand",
+        ),
+        _spec(
+            "tf.linalg.matvec",
+            {"a": x, "b": gt.constant([1.0, 2.0])},
+            lambda a, b: np.matmul(a, np.asarray(b)[..., None])[..., 0],
+            a="operand",
+            b="operand",
+        ),
+        _spec("tf.linalg.inv", {"input": x, "adjoint": False}, lambda a, adjoint: la.inv(a), input="operand"),
+        _spec("tf.linalg.solve", {"matrix": x, "rhs": gt.constant(_BASE)}, la.solve, matrix="operand", rhs="operand"),
+        _spec(
+            "tf.linalg.triangular_solve",
+            {"matrix": gt.constant(np.tril(_SPD)), "rhs": x, "lower": True},
+            lambda matrix, rhs, lower: la.solve(np.tril(matrix), rhs),
+            matrix="operand",
+            rhs="operand",
+        ),
+        _spec(
+            "tf.linalg.band_part",
+            {"input": x, "num_lower": 0, "num_upper": -1},
+            lambda a, num_lower, num_upper: np.triu(a, -num_lower),
+            input="operand",
+            num_lower="index",
+            num_upper="index",
+        ),
+        _spec("tf.linalg.diag_part", {"input": x}, lambda a: np.diagonal(a, axis1=-2, axis2=-1), input="operand"),
+        _spec(
+            "tf.linalg.diag",
+            {"diagonal": gt.constant([1.0, 2.0])},
+            lambda diagonal: np.asarray(diagonal)[..., None] * np.eye(np.shape(diagonal)[-1]),
+            diagonal="operand",
+        ),
+        _spec("tf.linalg.trace", {"x": x}, lambda x: np.trace(x, axis1=-2, axis2=-1), x="operand"),
+        _spec("tf.linalg.det", {"input": x}, la.det, input="operand"),
+        _spec("tf.linalg.slogdet", {"input": x}, lambda a: tuple(la.slogdet(a)), input="operand"),
+        _spec("tf.linalg.logdet", {"matrix": gt.constant(_SPD)}, lambda matrix: la.slogdet(matrix)[1], matrix="spd"),
+        _spec("tf.linalg.cholesky", {"input": gt.constant(_SPD)}, la.cholesky, input="spd"),
+        _spec("tf.linalg.eigh", {"tensor": gt.constant(_SPD)}, la.eigh, tensor="spd"),
+        _spec("tf.linalg.eigvalsh", {"tensor": gt.constant(_SPD)}, la.eigvalsh, tensor="spd"),
+        _spec(
+            "tf.linalg.svd",
+            {"tensor": x, "compute_uv": False},
+            lambda tensor, compute_uv: la.svd(tensor, compute_uv=False),
+            tensor="operand",
+            compute_uv="flag",
+        ),
+        _spec("tf.linalg.qr", {"input": x}, lambda a: tuple(la.qr(a)), input="operand"),
+        _spec(
+            "tf.linalg.pinv",
+            {"a": x, "rcond": 1e-6},
+            lambda a, rcond: la.pinv(a, 1e-6 if rcond is None else rcond),
+            a="operand",
+            rcond="number",
+        ),
+        _spec(
+            "tf.linalg.lstsq",
+            {"matrix": x, "rhs": gt.constant(_BASE), "l2_regularizer": 0.0},
+            _tf_lstsq,
+            matrix="operand",
+            rhs="operand",
+            l2_regularizer="number",
+        ),
+        _spec(
+            "tf.linalg.norm",
+            {"tensor": x, "ord": "euclidean", "axis": 0},
+            _tf_norm,
+            tensor="operand",
+            ord="string",
+            axis="axis",
+        ),
+    ]
+    return out + _tf_top_specs()
+
+
+def _like(fn: Any) -> Any:
+    return lambda a, dtype: fn(a, dtype)
+
+
+def _counted(fn: Any) -> Any:
+    return lambda a, out_type: np.array(fn(a), out_type)
+
+
+def _tf_top_specs() -> list[Spec]:
+    """``tf.*`` functions of gputape.tf's own (TensorFlow's argument names and orders)."""
+    x = t()
+    mask = gt.constant([[True, False], [False, True]])
+    copy = lambda a: np.array(a, copy=True)
+
+    def sorted_(values: Any, axis: Any, direction: Any) -> Any:
+        v = np.asarray(values)
+        return -np.sort(-v, axis) if direction == "DESCENDING" else np.sort(v, axis)
+
+    def argsorted(values: Any, axis: Any, direction: Any) -> Any:
+        v = np.asarray(values)
+        return np.argsort(-v if direction == "DESCENDING" else v, axis, kind="stable")
+
+    def constant(value: Any, dtype: Any, shape: Any) -> Any:
+        v = np.asarray(value, dtype)
+        return v if shape is None else v.reshape(shape)
+
+    srt = {"values": "operand", "axis": "axis", "direction": "string"}
+    return [
+        _spec("tf.sort", {"values": x, "axis": -1, "direction": "ASCENDING"}, sorted_, **srt),
+        _spec("tf.argsort", {"values": x, "axis": -1, "direction": "ASCENDING"}, argsorted, **srt),
+        _spec(
+            "tf.cast",
+            {"x": x, "dtype": "float64"},
+            lambda x, dtype: np.asarray(x).astype(dtype),
+            x="operand",
+            dtype="dtype",
+        ),
+        _spec(
+            "tf.clip_by_value",
+            {"t": x, "clip_value_min": 1.5, "clip_value_max": 3.0},
+            np.clip,
+            t="operand",
+            clip_value_min="number",
+            clip_value_max="number",
+        ),
+        _spec("tf.concat", {"values": [x, x], "axis": 0}, np.concatenate, values="operands", axis="axis"),
+        _spec("tf.stack", {"values": [x, x], "axis": 0}, np.stack, values="operands", axis="axis"),
+        _spec(
+            "tf.constant",
+            {"value": _BASE, "dtype": "float32", "shape": (4,)},
+            constant,
+            value="operand",
+            dtype="dtype",
+            shape="shape",
+        ),
+        _spec(
+            "tf.convert_to_tensor",
+            {"value": _BASE, "dtype": None},
+            lambda value, dtype: np.asarray(value, dtype),
+            value="operand",
+            dtype="dtype",
+        ),
+        Spec(
+            "tf.einsum",
+            _resolve("tf.einsum"),
+            {"equation": "ij,jk->ik", "inputs": [x, x]},
+            {"equation": "string"},
+            np.einsum,
+            star="inputs",
+        ),
+        _spec("tf.expand_dims", {"input": x, "axis": 0}, np.expand_dims, input="operand", axis="axis"),
+        _spec(
+            "tf.eye",
+            {"num_rows": 2, "num_columns": 3, "dtype": "float32"},
+            lambda num_rows, num_columns, dtype: np.eye(num_rows, num_columns, dtype=dtype),
+            num_rows="size",
+            num_columns="size",
+            dtype="dtype",
+        ),
+        _spec("tf.fill", {"dims": (2, 2), "value": 3.0}, np.full, dims="shape", value="number"),
+        _spec(
+            "tf.gather",
+            {"params": x, "indices": [1, 0], "axis": 0},
+            lambda params, indices, axis: np.take(params, indices, axis),
+            params="operand",
+            indices="index",
+            axis="axis",
+        ),
+        _spec("tf.identity", {"input": x}, copy, input="operand"),
+        _spec("tf.stop_gradient", {"input": x}, copy, input="operand"),
+        _spec(
+            "tf.linspace", {"start": 0.0, "stop": 1.0, "num": 3}, np.linspace, start="number", stop="number", num="size"
+        ),
+        _spec("tf.matmul", {"a": x, "b": x}, np.matmul, a="operand", b="operand"),
+        _spec(
+            "tf.norm",
+            {"tensor": x, "ord": "euclidean", "axis": 0},
+            _tf_norm,
+            tensor="operand",
+            ord="string",
+            axis="axis",
+        ),
+        _spec(
+            "tf.one_hot",
+            {"indices": gt.constant([0, 2]), "depth": 3},
+            lambda indices, depth: (np.arange(depth) == np.asarray(indices)[..., None]).astype(np.float32),
+            indices="index",
+            depth="size",
+        ),
+        *(
+            _spec(f"tf.{n}", {"shape": (2, 2), "dtype": "float32"}, getattr(np, n), shape="shape", dtype="dtype")
+            for n in ("ones", "zeros")
+        ),
+        *(
+            _spec(
+                f"tf.{n}_like",
+                {"input": x, "dtype": None},
+                _like(getattr(np, f"{n}_like")),
+                input="operand",
+                dtype="dtype",
+            )
+            for n in ("ones", "zeros")
+        ),
+        _spec(
+            "tf.range",
+            {"start": 0, "limit": 4, "delta": 1, "dtype": "float32"},
+            np.arange,
+            start="number",
+            limit="number",
+            delta="number",
+            dtype="dtype",
+        ),
+        _spec("tf.rank", {"input": x}, np.ndim, input="operand"),
+        *(
+            _spec(
+                f"tf.{n}",
+                {"input": x, "out_type": "int32"},
+                _counted(getattr(np, n)),
+                input="operand",
+                out_type="dtype",
+            )
+            for n in ("shape", "size")
+        ),
+        _spec(
+            "tf.repeat", {"input": x, "repeats": 2, "axis": 0}, np.repeat, input="operand", repeats="index", axis="axis"
+        ),
+        _spec("tf.reshape", {"tensor": x, "shape": (4,)}, np.reshape, tensor="operand", shape="shape"),
+        _spec(
+            "tf.reverse",
+            {"tensor": x, "axis": [1]},
+            lambda tensor, axis: np.flip(tensor, tuple(axis) if isinstance(axis, list) else axis),
+            tensor="operand",
+            axis="axis",
+        ),
+        _spec("tf.roll", {"input": x, "shift": 1, "axis": 0}, np.roll, input="operand", shift="index", axis="axis"),
+        _spec(
+            "tf.split",
+            {"value": x, "num_or_size_splits": 2, "axis": 0},
+            np.split,
+            value="operand",
+            num_or_size_splits="size",
+            axis="axis",
+        ),
+        _spec("tf.squeeze", {"input": gt.constant(_BASE[None]), "axis": 0}, np.squeeze, input="operand", axis="axis"),
+        _spec("tf.tensordot", {"a": x, "b": x, "axes": 1}, np.tensordot, a="operand", b="operand", axes="size"),
+        _spec("tf.tile", {"input": x, "multiples": [2, 1]}, np.tile, input="operand", multiples="shape"),
+        _spec("tf.transpose", {"a": x, "perm": (1, 0)}, np.transpose, a="operand", perm="axis"),
+        _spec(
+            "tf.unstack",
+            {"value": x, "axis": 0},
+            lambda value, axis: list(np.moveaxis(np.asarray(value), axis, 0)),
+            value="operand",
+            axis="axis",
+        ),
+        _spec("tf.where", {"condition": mask, "x": x, "y": x}, np.where, condition="operand", x="operand", y="operand"),
+        _spec("tf.as_dtype", {"type_value": "float32"}, np.dtype, type_value="dtype"),
+    ]
 
 
 # Methods and operators: each called on a fresh tensor/variable by a function of this module
@@ -483,18 +993,37 @@ SKIPPED = {
     "save": "checkpoints have their own hostile-file suite (tests/test_checkpoint.py)",
     "scatter": "the adjoint of getitem, called by VJPs with trusted arguments",
     "random.generator": "takes no arguments",
+    "tf.function": "a decorator (gt.function's, with TensorFlow's arguments)",
+    "tf.print": "writes its arguments out (any object prints)",
 }
 
 
 def _resolve(name: str) -> Any:
     obj: Any = gt
+    if name.startswith("tf."):
+        import gputape.tf as obj  # loaded on demand, as its users import it
+
+        name = name[3:]
     for part in name.split("."):
         obj = getattr(obj, part)
     return obj
 
 
+def display(name: str) -> str:
+    """The name a user calls a function by: ``gt.linalg.inv``, ``tf.math.reduce_sum``."""
+    return name if name.startswith("tf.") else f"gt.{name}"
+
+
 def public_callables() -> dict[str, Any]:
-    """Every public function of the namespaces the table covers (classes and modules excluded)."""
+    """Every public function of the namespaces the table covers (classes and modules excluded).
+
+    A TensorFlow namespace's aliases of gputape functions (``tf.math.exp is gt.exp``) are not
+    listed: they are called under their gputape name; its own functions are.
+    """
+    import gputape.tf
+    import gputape.tf.linalg
+    import gputape.tf.math
+
     out = {}
     for prefix, ns in (
         ("", gt),
@@ -502,6 +1031,9 @@ def public_callables() -> dict[str, Any]:
         ("random.", gt.random),
         ("linalg.", gt.linalg),
         ("testing.", gt.testing),
+        ("tf.", gputape.tf),
+        ("tf.math.", gputape.tf.math),
+        ("tf.linalg.", gputape.tf.linalg),
     ):
         names = getattr(ns, "__all__", None) or [n for n in dir(ns) if not n.startswith("_")]
         for n in names:
@@ -511,8 +1043,6 @@ def public_callables() -> dict[str, Any]:
             mod = getattr(f, "__module__", "") or ""
             if not mod.startswith("gputape" if ns is gt else ns.__name__):
                 continue  # helpers a submodule imported for itself (typing, numpy, gputape's own)
-            if prefix == "linalg.":
-                continue  # gt.linalg's functions are gt.matmul/dot/einsum, covered under those names
             if prefix and mod.endswith("tape") and n in ("apply", "primitive"):
                 continue
             if prefix and getattr(gt, n, None) is f:
@@ -540,17 +1070,18 @@ def _call(spec: Spec, args: dict[str, Any]) -> Any:
     for p, v in args.items():
         if p == spec.star:
             pos.extend(v)
-        elif not kw and (p in positional or star):
-            pos.append(v)
+        elif not kw and (star or (len(pos) < len(positional) and positional[len(pos)] == p)):
+            pos.append(v)  # by position while the row follows the signature's order, then by keyword
         else:
             kw[p] = v
     return spec.fn(*pos, **kw)
 
 
-def _positional(spec: Spec) -> tuple[set[str], bool]:
-    """The parameters passed by position, and whether the rest go into a ``*args`` (check_grads)."""
+def _positional(spec: Spec) -> tuple[list[str], bool]:
+    """The parameters that can be passed by position, in order, and whether the rest go into a
+    ``*args`` (check_grads)."""
     params = inspect.signature(spec.fn).parameters
-    pos = {p for p, v in params.items() if v.kind in (v.POSITIONAL_ONLY, v.POSITIONAL_OR_KEYWORD)}
+    pos = [p for p, v in params.items() if v.kind in (v.POSITIONAL_ONLY, v.POSITIONAL_OR_KEYWORD)]
     return pos, any(v.kind == v.VAR_POSITIONAL for v in params.values())
 
 
@@ -597,10 +1128,10 @@ class Outcome:
 
 
 def _public_names(spec: Spec) -> list[str]:
-    names = {f"gt.{spec.name}", *spec.also}
+    names = {display(spec.name), *spec.also}
     for n, f in public_callables().items():
         if f is spec.fn:
-            names.add(f"gt.{n}")
+            names.add(display(n))
     return sorted(names)
 
 

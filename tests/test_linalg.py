@@ -319,7 +319,7 @@ def test_non_square_input_raises_linalgerror_naming_function_and_shape(fn):
 def test_complex_input_says_not_supported_yet(fn):
     a = gt.constant(np.eye(2, dtype=np.complex128))
     args = (a, a) if fn == "solve" else (a,)
-    with pytest.raises(TypeError, match=rf"gt\.linalg\.{fn}: complex input \(complex128\) is not supported yet"):
+    with pytest.raises(TypeError, match=rf"gt\.linalg\.{fn}: .*complex input \(complex128\) is not supported yet"):
         getattr(gt.linalg, fn)(*args)
 
 
@@ -342,7 +342,7 @@ def test_bad_arguments_raise_clear_errors():
         gt.linalg.norm(a, 3)
     with pytest.raises(ValueError, match=r"gt\.linalg\.norm: a norm over 3 axes"):
         gt.linalg.norm(c(np.ones((2, 2, 2))), 2)
-    with pytest.raises(ValueError, match=r"gt\.linalg\.norm: axis 3 is out of range"):
+    with pytest.raises(ValueError, match=r"gt\.linalg\.norm: argument axis \(3\) is out of range"):
         gt.linalg.norm(a, axis=3)
     with pytest.raises(ValueError, match=r"gt\.linalg\.eigh: UPLO must be 'L' or 'U'"):
         gt.linalg.eigh(a, UPLO="X")

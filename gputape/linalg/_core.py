@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import backend
+from .. import _errors, backend
 from ..ops import _util
 from ..tape import Primitive, apply, primitive
 from ..tensor import Tensor, as_tensor
@@ -45,23 +45,44 @@ def mT(F: Any, x: Any) -> Any:
     return F.swapaxes(x, -1, -2)
 
 
-def matrix_arg(a: Any, fn: str, square: bool = True) -> Tensor:
-    """Validate a matrix operand: a real floating (or integer) tensor of rank >= 2, square if asked."""
+def real_arg(a: Any, fn: str) -> Tensor:
+    """``a`` as a tensor of real numbers (floats, or integers that the op converts); complex is refused."""
     t = as_tensor(a)
     dt = t.dtype
     if dt.kind == "c":
-        raise TypeError(
-            f"gt.linalg.{fn}: complex input ({dt}) is not supported yet; gt.linalg handles float32 and float64"
+        raise _errors.argument_error(
+            a,
+            f"is complex: complex input ({dt}) is not supported yet",
+            op=f"linalg.{fn}",
+            cls=TypeError,
+            hint="gt.linalg handles float32 and float64",
         )
     if dt.kind not in "fiu":
-        raise TypeError(f"gt.linalg.{fn}: needs a floating-point tensor, got dtype {dt} (shape {t.shape})")
+        raise _errors.argument_error(
+            a, f"has dtype {dt}: needs a floating-point tensor", op=f"linalg.{fn}", cls=TypeError
+        )
+    return t
+
+
+def matrix_arg(a: Any, fn: str, square: bool = True) -> Tensor:
+    """Validate a matrix operand: a real floating (or integer) tensor of rank >= 2, square if asked."""
+    t = real_arg(a, fn)
     if t.ndim < 2:
-        raise LinAlgError(
-            f"gt.linalg.{fn}: needs a matrix (or a batch of matrices) of rank >= 2, got shape {t.shape} ({dt})"
+        raise _errors.argument_error(
+            a,
+            f"needs a matrix (or a batch of matrices) of rank >= 2, got shape {t.shape}",
+            op=f"linalg.{fn}",
+            cls=LinAlgError,
         )
     if square and t.shape[-1] != t.shape[-2]:
-        hint = "; for a non-square matrix use gt.linalg.pinv or gt.linalg.lstsq" if fn in ("inv", "solve") else ""
-        raise LinAlgError(f"gt.linalg.{fn}: the last two dimensions must be square, got shape {t.shape} ({dt}){hint}")
+        hint = "for a non-square matrix use gt.linalg.pinv or gt.linalg.lstsq" if fn in ("inv", "solve") else ""
+        raise _errors.argument_error(
+            a,
+            f"is not square: the last two dimensions of shape {t.shape} must be equal",
+            op=f"linalg.{fn}",
+            cls=LinAlgError,
+            hint=hint,
+        )
     return t
 
 
@@ -74,7 +95,8 @@ def run(prim: Primitive, fn: str, args: tuple, params: dict = NOPARAMS) -> Any:
         if isinstance(cause, LinAlgError):
             shapes = [tuple(a.shape) for a in args if hasattr(a, "shape")]
             dtypes = [str(a.dtype) for a in args if hasattr(a, "dtype")]
-            raise LinAlgError(f"gt.linalg.{fn}: {cause} (inputs of shapes {shapes}, dtypes {dtypes})") from cause
+            name = _errors.where(f"linalg.{fn}")
+            raise LinAlgError(f"{name}: {cause} (inputs of shapes {shapes}, dtypes {dtypes})") from cause
         raise
 
 
@@ -134,7 +156,11 @@ def band_part(x: Any, lower: int | None, upper: int | None) -> Tensor:
     """
     t = as_tensor(x)
     if t.ndim < 2:
-        raise ValueError(f"gt.linalg.band_part: needs rank >= 2, got shape {t.shape}")
+        raise _errors.argument_error(x, f"needs rank >= 2, got shape {t.shape}", op="linalg.band_part", cls=ValueError)
+    lower, upper = (
+        None if v is None else _util.norm_size(v, "linalg.band_part", "a number of diagonals", None)
+        for v in (lower, upper)
+    )
     return apply(_band, (t,), {"lower": lower, "upper": upper})
 
 

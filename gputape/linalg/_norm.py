@@ -16,10 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import backend, ops
+from .. import _errors, backend, ops
+from ..ops._util import norm_axis_seq, norm_flag, norm_size
 from ..tape import primitive
-from ..tensor import Tensor, as_tensor, constant
-from ._core import _inv, matrix_arg, run
+from ..tensor import Tensor, constant
+from ._core import _inv, matrix_arg, real_arg, run
 from ._spectral import svd
 
 
@@ -76,9 +77,8 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
     >>> float(gt.linalg.norm(gt.constant([3.0, 4.0]))), float(gt.linalg.norm(gt.constant([[1.0, -2.0]]), 1))
     (5.0, 2.0)
     """
-    t = as_tensor(x)
-    if t.dtype.kind == "c":
-        raise TypeError(f"gt.linalg.norm: complex input ({t.dtype}) is not supported yet")
+    t = real_arg(x, "norm")
+    keepdims = norm_flag(keepdims, "linalg.norm")
     if t.dtype.kind != "f":
         t = ops.cast(t, np.float64)
     nd = t.ndim
@@ -87,24 +87,21 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
             return _vector_p(t, 2, tuple(range(nd)), keepdims)
         axes = tuple(range(nd))
     else:
-        if not isinstance(axis, (int, tuple)) and not hasattr(axis, "__index__"):
-            raise TypeError(f"gt.linalg.norm: axis must be None, an int or a tuple of ints, got {axis!r}")
-        raw = (axis,) if not isinstance(axis, tuple) else axis
-        axes = tuple(int(a) % nd if -nd <= int(a) < nd else _bad_axis(a, nd) for a in raw)
+        if not isinstance(axis, tuple) and not hasattr(axis, "__index__"):
+            raise _errors.argument_error(
+                axis, "is not an axis", op="linalg.norm", cls=TypeError, hint="pass None, an int or a tuple of ints"
+            )
+        axes = norm_axis_seq(axis, nd, "linalg.norm")
     if len(axes) == 1:
         return _vector_norm_ord(t, ord, axes, keepdims)
     if len(axes) == 2:
         if axes[0] == axes[1]:
-            raise ValueError(f"gt.linalg.norm: duplicate axes {axis!r}")
+            raise _errors.argument_error(axis, "repeats an axis (duplicate axes)", op="linalg.norm", cls=ValueError)
         return _restore(_matrix_norm_ord(t, ord, axes), t.shape, axes, keepdims)
     raise ValueError(
         f"gt.linalg.norm: a norm over {len(axes)} axes (input of shape {t.shape}) is not defined for ord={ord!r}; "
         "pass axis=int (vector norm), a pair (matrix norm), or ord=None for the norm of all entries"
     )
-
-
-def _bad_axis(a: Any, nd: int) -> int:
-    raise ValueError(f"gt.linalg.norm: axis {a} is out of range for a tensor of rank {nd}")
 
 
 def _vector_norm_ord(t: Tensor, ord: Any, axes: tuple[int, ...], keepdims: bool) -> Tensor:
@@ -153,7 +150,7 @@ def matrix_power(a: Any, n: int) -> Tensor:
     """
     if isinstance(n, bool) or not hasattr(n, "__index__"):
         raise TypeError(f"gt.linalg.matrix_power: the exponent must be an integer, got {n!r}")
-    n = int(n)
+    n = norm_size(n, "linalg.matrix_power", "the exponent", None)
     t = matrix_arg(a, "matrix_power")
     if n == 0:
         xp = backend.xp_of(t._data)

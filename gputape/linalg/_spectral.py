@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import ops
+from ..ops._util import norm_flag, norm_real
 from ..tape import primitive
 from ..tensor import Tensor, as_tensor
 from ._core import LinAlgError, _solve, call, matrix_arg, mT, per_matrix, run, tril, xp_in_vjp
@@ -184,10 +185,11 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: 
     >>> gt.linalg.svd(gt.constant([[3.0, 0.0], [0.0, -4.0]]), compute_uv=False).numpy().tolist()
     [4.0, 3.0]
     """
-    if hermitian:
+    if norm_flag(hermitian, "linalg.svd"):
         raise NotImplementedError("gt.linalg.svd: hermitian=True is not supported; use gt.linalg.eigh")
+    full_matrices, compute_uv = norm_flag(full_matrices, "linalg.svd"), norm_flag(compute_uv, "linalg.svd")
     t = matrix_arg(a, "svd", square=False)
-    u, s, vh = run(_svd, "svd", (t,), {"full_matrices": bool(full_matrices) and compute_uv})
+    u, s, vh = run(_svd, "svd", (t,), {"full_matrices": full_matrices and compute_uv})
     return SVDResult(u, s, vh) if compute_uv else s
 
 
@@ -290,7 +292,8 @@ def _(F, g, needs, nb, node, a, x):
 
 def pinv(a: Any, rcond: float | None = None) -> Tensor:
     """Moore-Penrose pseudo-inverse, numpy's ``linalg.pinv``; singular values below
-    ``rcond * max(S)`` are treated as zero (default: numpy's ``max(M, N) * eps``).
+    ``rcond * max(S)`` are treated as zero (default: numpy's ``max(M, N) * eps``). A
+    non-finite ``rcond`` is refused (``ValueError``): numpy accepts it and returns zeros.
 
     Primitive with its own gradient formula (Golub and Pereyra), which is exact while no
     singular value crosses the cutoff (constant rank), including rank-deficient matrices.
@@ -302,7 +305,7 @@ def pinv(a: Any, rcond: float | None = None) -> Tensor:
     t = matrix_arg(a, "pinv", square=False)
     if rcond is None:
         rcond = max(t.shape[-2:]) * float(np.finfo(t.dtype if t.dtype.kind == "f" else np.float64).eps)
-    return run(_pinv, "pinv", (t,), {"rcond": float(rcond)})
+    return run(_pinv, "pinv", (t,), {"rcond": norm_real(rcond, "linalg.pinv", "rcond", finite=True)})
 
 
 # -- lstsq ---------------------------------------------------------------------------------------
@@ -343,7 +346,8 @@ def lstsq(a: Any, b: Any, rcond: float | None = None) -> LstsqResult:
     if bt.dtype.kind == "c":
         matrix_arg(bt[:, None] if bt.ndim == 1 else bt, "lstsq", square=False)
     eps = float(np.finfo(at.dtype if at.dtype.kind == "f" else np.float64).eps)
-    rc = max(m, n) * eps if rcond is None or rcond < 0 else float(rcond)
+    rcond = None if rcond is None else norm_real(rcond, "linalg.lstsq", "rcond", finite=True)
+    rc = max(m, n) * eps if rcond is None or rcond < 0 else rcond
     s = svd(at, compute_uv=False)
     sv = s.numpy()
     rank = int(np.sum(sv > rc * sv.max())) if sv.size else 0

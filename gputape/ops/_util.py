@@ -89,16 +89,7 @@ def norm_shape(shape: Any, op: str, allow_unknown: bool = False, signed: bool = 
     non-negative; with ``allow_unknown`` one ``-1`` is allowed (reshape); ``signed`` takes
     any integers (split's indices).
     """
-    try:
-        if isinstance(shape, Tensor):
-            shape = shape._data.tolist()
-        dims = (operator.index(shape),) if is_index(shape) else tuple(operator.index(s) for s in shape)
-    except _errors.NEVER_WRAP:
-        raise
-    except Exception as exc:
-        raise _errors.argument_error(
-            shape, "is not a shape", exc, op=op, cls=TypeError, hint="pass an int or a sequence of ints"
-        ) from exc
+    dims = norm_ints(shape, op, "a shape")
     for d in dims:
         if d < 0 and not signed and not (allow_unknown and d == -1 and dims.count(-1) == 1):
             raise _errors.argument_error(
@@ -110,15 +101,54 @@ def norm_shape(shape: Any, op: str, allow_unknown: bool = False, signed: bool = 
     return dims
 
 
-def norm_size(n: Any, op: str, what: str = "a size", minimum: int = 0) -> int:
-    """An integer argument (a count, a number of sections) that must be at least ``minimum``."""
+def norm_ints(v: Any, op: str, what: str = "integers") -> tuple[int, ...]:
+    """An int or a sequence of ints (a 1-d integer tensor or array too) as a tuple, of any sign."""
+    try:
+        if isinstance(v, Tensor):
+            v = v._data.tolist()
+        return (operator.index(v),) if is_index(v) else tuple(operator.index(s) for s in v)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as exc:
+        raise _errors.argument_error(
+            v, f"is not {what}", exc, op=op, cls=TypeError, hint="pass an int or a sequence of ints"
+        ) from exc
+
+
+def norm_axis_seq(axes: Any, ndim: int, op: str) -> tuple[int, ...]:
+    """An axis or a sequence of axes, normalised to non-negative ints in the order given (repeats kept:
+    the caller knows whether they are allowed)."""
+    try:
+        raw = (axes,) if is_index(axes) else tuple(axes)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as exc:
+        raise _axis_error(axes, exc, op) from exc
+    return tuple(norm_axis(a, ndim, op) for a in raw)
+
+
+def norm_list(value: Any, op: str, what: str = "a list or tuple") -> list[Any]:
+    """A sequence argument (a list of tensors, of conditions) as a list."""
+    try:
+        if value is None or isinstance(value, (str, bytes, dict)):
+            raise TypeError(f"{type(value).__name__} is not {what}")
+        return list(value)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as exc:
+        raise _errors.argument_error(value, f"is not {what}", exc, op=op, cls=TypeError) from exc
+
+
+def norm_size(n: Any, op: str, what: str = "a size", minimum: int | None = 0) -> int:
+    """An integer argument (a count, a number of sections, an offset) that must be at least
+    ``minimum`` (any integer when None). ``True``/``False`` are ints to Python and pass, as in numpy."""
     try:
         k = operator.index(n)
     except _errors.NEVER_WRAP:
         raise
     except Exception as exc:
         raise _errors.argument_error(n, f"is not an integer ({what})", exc, op=op, cls=TypeError) from exc
-    if k < minimum:
+    if minimum is not None and k < minimum:
         raise _errors.argument_error(n, f"must be at least {minimum} ({what})", op=op, cls=ValueError)
     return k
 
@@ -144,18 +174,22 @@ def norm_dtype(dtype: Any, op: str) -> np.dtype:
     return dt
 
 
-def norm_real(v: Any, op: str | None, arg: str | None = None) -> Any:
-    """A real-number argument (ddof, a distribution's mean): NaN and inf pass, as in numpy."""
-    if type(v) is float or type(v) is int:
+def norm_real(v: Any, op: str | None, arg: str | None = None, *, finite: bool = False) -> Any:
+    """A real-number argument (ddof, a distribution's mean): NaN and inf pass, as in numpy,
+    unless ``finite`` (a cutoff, a regulariser: a non-finite one only makes a meaningless result)."""
+    if (type(v) is float or type(v) is int) and not finite:
         return v
     try:
         if isinstance(v, (str, bytes, complex, np.complexfloating)) or v is None:
             raise TypeError(f"{type(v).__name__} is not a real number")
-        return float(v)
+        x = float(v)
     except _errors.NEVER_WRAP:
         raise
     except Exception as exc:
         raise _errors.argument_error(v, "is not a real number", exc, op=op, arg=arg, cls=TypeError) from exc
+    if finite and not np.isfinite(x):
+        raise _errors.argument_error(v, "must be a finite number", op=op, arg=arg, cls=ValueError)
+    return x
 
 
 def norm_flag(flag: Any, op: str) -> bool:

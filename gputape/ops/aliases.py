@@ -12,6 +12,7 @@ import numpy as np
 
 from ..tensor import as_tensor
 from ._compat import check_out
+from ._util import norm_size
 from .elementwise import abs, cast, identity, round
 
 
@@ -27,7 +28,7 @@ def around(a: Any, decimals: int = 0, out: None = None) -> Any:
     """
     check_out("around", out)
     x = as_tensor(a)
-    d = int(decimals)
+    d = norm_size(decimals, "around", "a number of decimals", None)
     if x.dtype.kind in "biu":
         if d >= 0:
             return identity(x)  # numpy: integers are already rounded

@@ -14,7 +14,7 @@ from .. import _errors, _state, backend
 from .. import tape as _tape
 from ..device import current_device
 from ..tensor import Tensor, _py_dtype, _to_array, _wrap, _wrap_op, as_tensor
-from ._util import norm_axis, norm_dtype, norm_shape, norm_size
+from ._util import norm_axis, norm_dtype, norm_flag, norm_shape, norm_size
 
 
 def _xp(device: str | None) -> Any:
@@ -155,6 +155,8 @@ def linspace(
     dtype defaults to the endpoints' float dtype (float64 tensors or arrays give
     float64; Python numbers float32, gputape's rule). Tensor endpoints are
     differentiable: the result is composed of ``arange``, ``multiply`` and ``add``.
+    Complex endpoints with a real ``dtype`` are refused (``TypeError``), as ``gt.constant``
+    refuses them, where numpy drops the imaginary part with a warning.
 
     >>> import gputape as gt
     >>> gt.linspace(0.0, 1.0, 3).numpy().tolist()
@@ -167,11 +169,21 @@ def linspace(
     ('float64', 2.5)
     """
     num = norm_size(num, "linspace", "a number of samples")
-    ends = [v if isinstance(v, Tensor) or hasattr(v, "dtype") else np.asarray(v, _py_dtype(v)) for v in (start, stop)]
+    endpoint, retstep = norm_flag(endpoint, "linspace"), norm_flag(retstep, "linspace")
+    ends = [
+        v if isinstance(v, Tensor) else np.asarray(v, _py_dtype(v)) if type(v) in (float, int) else _to_array(v)
+        for v in (start, stop)
+    ]  # (Python numbers, the common case, skip the general conversion and its checks)
     dt = np.result_type(*(e.dtype for e in ends))
     if dt.kind not in "fc":
         dt = np.dtype("float32")
     dtype = dt if dtype is None else norm_dtype(dtype, "linspace")
+    if dt.kind == "c" and dtype.kind != "c":  # numpy drops the imaginary part with a warning; constant() refuses
+        bad = start if ends[0].dtype.kind == "c" else stop
+        raise _errors.argument_error(
+            bad, f"is complex and cannot be converted to {dtype} without dropping its imaginary part", cls=TypeError
+        )
+    axis = norm_axis(axis, max(e.ndim for e in ends) + 1, "linspace")
     if not any(isinstance(e, Tensor) for e in ends):
         out = _xp(device).linspace(
             _like_host(ends[0], device), _like_host(ends[1], device), num, endpoint, retstep, dt, axis

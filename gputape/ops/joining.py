@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from .. import _errors
 from ..tensor import Tensor, _py_dtype, as_tensor, register_list_packer
 from ._compat import const_like, snapshot
-from ._util import norm_axis
+from ._util import is_index, norm_axis, norm_dtype, norm_ints, norm_list, norm_size
 from .elementwise import cast, where
 from .shape import concatenate, reshape, split, stack
 
@@ -103,9 +104,11 @@ def atleast_3d(*arys: Any) -> Any:
 def _join(op: str, arrs: Any, axis: int, dtype: Any = None, casting: str = "same_kind") -> Tensor:
     arrs = list(arrs)
     if not arrs:
-        raise ValueError(f"gt.{op}: need at least one tensor to join")
+        raise _errors.argument_error(
+            arrs, "is empty: need at least one tensor to join", op=op, arg="tup", cls=ValueError
+        )
     if dtype is not None:
-        dt = np.dtype(dtype)
+        dt = norm_dtype(dtype, op)
         for x in arrs:
             if not np.can_cast(x.dtype, dt, casting):
                 raise TypeError(f"gt.{op}: cannot cast {x.dtype} to {dt} with casting={casting!r}")
@@ -115,7 +118,7 @@ def _join(op: str, arrs: Any, axis: int, dtype: Any = None, casting: str = "same
 
 def _sequence(op: str, tup: Any) -> list[Any]:
     if isinstance(tup, Tensor) or not isinstance(tup, (list, tuple)):
-        raise TypeError(f"gt.{op}: expects a list or tuple of tensors, got {type(tup).__name__}")
+        raise _errors.argument_error(tup, "is not a list or tuple of tensors", op=op, arg="tup", cls=TypeError)
     return list(tup)
 
 
@@ -186,22 +189,20 @@ def array_split(ary: Any, indices_or_sections: Any, axis: int = 0) -> list[Tenso
     """
     x = as_tensor(ary)
     ax = norm_axis(axis, x.ndim, "array_split")
-    if np.ndim(indices_or_sections) == 0:
-        n = int(indices_or_sections)
-        if n <= 0:
-            raise ValueError(f"gt.array_split: the number of sections must be positive, got {n}")
+    if is_index(indices_or_sections) or not hasattr(indices_or_sections, "__iter__"):
+        n = norm_size(indices_or_sections, "array_split", "a number of sections: must be positive", 1)
         each, extra = divmod(x.shape[ax], n)
         sizes = [each + 1] * extra + [each] * (n - extra)
         points = np.cumsum(sizes)[:-1].tolist()
     else:
-        points = [int(i) for i in indices_or_sections]
+        points = list(norm_ints(indices_or_sections, "array_split", "a list of split indices"))
     return split(x, points, axis=ax)
 
 
 def _split_at_least(op: str, ary: Any, ios: Any, ndim: int, axis: int) -> list[Tensor]:
     x = as_tensor(ary)
     if x.ndim < ndim:
-        raise ValueError(f"gt.{op}: needs an input of at least {ndim} dimensions, got shape {x.shape}")
+        raise _errors.argument_error(ary, f"needs an input of at least {ndim} dimensions", op=op, cls=ValueError)
     return split(x, ios, axis=axis)
 
 
@@ -246,10 +247,15 @@ def select(condlist: Any, choicelist: Any, default: Any = 0) -> Tensor:
     >>> gt.select([x < 0, x > 1], [-x, x * 10.0], default=0.0).numpy().tolist()
     [2.0, 0.0, 30.0]
     """
-    conds, choices = list(condlist), list(choicelist)
+    conds = norm_list(condlist, "select", "a list of conditions")
+    choices = norm_list(choicelist, "select", "a list of choices")
     if len(conds) != len(choices):
-        raise ValueError(
-            f"gt.select: {len(conds)} conditions for {len(choices)} choices; give one choice per condition"
+        raise _errors.argument_error(
+            choicelist,
+            f"does not match condlist: {len(conds)} conditions for {len(choices)} choices; "
+            "give one choice per condition",
+            op="select",
+            cls=ValueError,
         )
     if not conds:
         raise ValueError("gt.select: needs at least one condition")

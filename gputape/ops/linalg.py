@@ -5,6 +5,7 @@ from __future__ import annotations
 import string
 from typing import Any
 
+from .. import _errors
 from ..tape import apply, primitive
 from ..tensor import as_tensor
 from ._util import NOPARAMS
@@ -85,7 +86,9 @@ def _parse_einsum(subscripts: str, shapes: list[tuple[int, ...]]) -> tuple[list[
         lhs, out = subscripts, None
     ins = lhs.split(",")
     if len(ins) != len(shapes):
-        raise ValueError(f"gt.einsum: {len(ins)} operand subscripts for {len(shapes)} operands")
+        raise _errors.argument_error(
+            subscripts, f"has {len(ins)} operand subscripts for {len(shapes)} operands", op="einsum", cls=ValueError
+        )
     used = set(c for c in subscripts if c.isalpha())
     free = [c for c in string.ascii_letters if c not in used]
     ell_n = 0
@@ -99,7 +102,9 @@ def _parse_einsum(subscripts: str, shapes: list[tuple[int, ...]]) -> tuple[list[
             n = len(shp) - (len(s) - 3)
             s = s.replace("...", ell[ell_n - n :] if n else "")
         if len(s) != len(shp):
-            raise ValueError(f"gt.einsum: subscripts {s!r} do not match an operand of shape {shp}")
+            raise _errors.argument_error(
+                subscripts, f"does not fit: {s!r} does not match an operand of shape {shp}", op="einsum", cls=ValueError
+            )
         exp_ins.append(s)
     if out is None:
         counts: dict[str, int] = {}
@@ -158,8 +163,6 @@ def einsum(subscripts: str, *operands: Any) -> Any:
     [3.0, 7.0]
     """
     if not isinstance(subscripts, str):
-        from .. import _errors
-
         raise _errors.argument_error(
             subscripts, "is not a subscripts string", arg="subscripts", cls=TypeError, hint="e.g. 'ij,jk->ik'"
         )

@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from .. import _errors
 from ..tensor import as_tensor
 from ._compat import check_out, on_device
-from ._util import norm_axis
+from ._util import is_index, norm_axis, norm_axis_seq, norm_dtype, norm_list, norm_size
 from .elementwise import cast, multiply, subtract, where
 from .linalg import matmul
 from .shape import getitem, moveaxis, pad, reshape, scatter, stack, transpose
@@ -33,10 +34,6 @@ def outer(a: Any, b: Any, out: None = None) -> Any:
     return multiply(reshape(a, (-1, 1)), reshape(b, (1, -1)))
 
 
-def _axes_list(ax: Any) -> list[int]:
-    return [int(a) for a in ax] if np.ndim(ax) else [int(ax)]
-
-
 def tensordot(a: Any, b: Any, axes: Any = 2) -> Any:
     """Sum products over the last ``axes`` axes of ``a`` and the first of ``b``, or over
     the axis lists ``axes = (axes_a, axes_b)``: numpy's algorithm (transpose, reshape, one matmul).
@@ -48,20 +45,21 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Any:
     (3, 4)
     """
     x, y = as_tensor(a), as_tensor(b)
-    if isinstance(axes, (int, np.integer)):
-        n = int(axes)
-        if n < 0 or n > min(x.ndim, y.ndim):
-            raise ValueError(f"gt.tensordot: axes={n} for inputs of shapes {x.shape} and {y.shape}")
+    if is_index(axes):
+        n = norm_size(axes, "tensordot", "a number of axes, or a pair of axis lists")
+        if n > min(x.ndim, y.ndim):
+            raise _errors.argument_error(
+                axes, f"sums more axes than inputs of shapes {x.shape} and {y.shape} have", cls=ValueError
+            )
         ax_a, ax_b = list(range(x.ndim - n, x.ndim)), list(range(n))
     else:
-        try:
-            ax_a, ax_b = (_axes_list(v) for v in axes)
-        except (TypeError, ValueError):
-            raise ValueError(f"gt.tensordot: axes must be an int or a pair of axis lists, got {axes!r}") from None
+        pair = norm_list(axes, "tensordot", "an int or a pair of axis lists")
+        if len(pair) != 2:
+            raise _errors.argument_error(axes, "is not an int or a pair of axis lists", cls=ValueError)
+        ax_a = list(norm_axis_seq(pair[0], x.ndim, "tensordot"))
+        ax_b = list(norm_axis_seq(pair[1], y.ndim, "tensordot"))
     if len(ax_a) != len(ax_b):
         raise ValueError(f"gt.tensordot: {len(ax_a)} axes of a summed against {len(ax_b)} axes of b")
-    ax_a = [norm_axis(v, x.ndim, "tensordot") for v in ax_a]
-    ax_b = [norm_axis(v, y.ndim, "tensordot") for v in ax_b]
     for i, j in zip(ax_a, ax_b):
         if x.shape[i] != y.shape[j]:
             raise ValueError(
@@ -170,7 +168,7 @@ def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
         raise ValueError(f"gt.diagonal: axis1 and axis2 cannot be the same axis ({axis1}, {axis2})")
     rest = [i for i in range(x.ndim) if i not in (a1, a2)]
     x = transpose(x, rest + [a1, a2])
-    rows, cols = _diagonal_index(x.shape[-2], x.shape[-1], int(offset))
+    rows, cols = _diagonal_index(x.shape[-2], x.shape[-1], norm_size(offset, "diagonal", "a diagonal offset", None))
     return getitem(x, (Ellipsis, on_device(x, rows), on_device(x, cols)), adv=False)
 
 
@@ -185,7 +183,7 @@ def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = 
 
     check_out("trace", out)
     d = diagonal(a, offset, axis1, axis2)
-    if dtype is not None and d.dtype != np.dtype(dtype):
+    if dtype is not None and d.dtype != norm_dtype(dtype, "trace"):
         d = cast(d, dtype)
     return sum(d, axis=-1)
 
@@ -200,7 +198,7 @@ def diag(v: Any, k: int = 0) -> Any:
     [[1.0, 0.0], [0.0, 2.0]]
     """
     x = as_tensor(v)
-    k = int(k)
+    k = norm_size(k, "diag", "a diagonal offset", None)
     if x.ndim == 2:
         return diagonal(x, k)
     if x.ndim != 1:
@@ -216,7 +214,8 @@ def _triangle(op: str, m: Any, k: int, lower: bool) -> Any:
     if x.ndim == 0:
         raise ValueError(f"gt.{op}: needs at least 1 dimension, got a scalar")
     n, c = (x.shape[-2], x.shape[-1]) if x.ndim >= 2 else (x.shape[-1], x.shape[-1])
-    keep = np.tri(n, c, int(k), dtype=bool) if lower else ~np.tri(n, c, int(k) - 1, dtype=bool)
+    k = norm_size(k, op, "a diagonal offset", None)
+    keep = np.tri(n, c, k, dtype=bool) if lower else ~np.tri(n, c, k - 1, dtype=bool)
     return where(on_device(x, keep), x, on_device(x, np.zeros((), x.dtype)))
 
 

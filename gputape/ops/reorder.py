@@ -21,12 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import _state
+from .. import _errors, _state
 from .. import tape as _tape
 from ..tape import primitive
-from ..tensor import Tensor, _wrap, _wrap_op, as_tensor
+from ..tensor import Tensor, _to_array, _wrap, _wrap_op, as_tensor
 from ._compat import axis_index, on_device, run, xp_of
-from ._util import norm_axes, norm_axis
+from ._util import is_index, norm_axes, norm_axis, norm_axis_seq, norm_ints, norm_shape, norm_size
 from .elementwise import identity
 from .shape import broadcast_to, concatenate, expand_dims, flatten, getitem, reshape, take, transpose
 
@@ -79,14 +79,16 @@ def rot90(m: Any, k: int = 1, axes: Any = (0, 1)) -> Any:
     [[2.0, 4.0], [1.0, 3.0]]
     """
     x = as_tensor(m)
-    axes = tuple(axes)
-    if len(axes) != 2:
-        raise ValueError(f"gt.rot90: axes must name two axes, got {axes}")
+    k = norm_size(k, "rot90", "a number of quarter turns", None) % 4
     n = x.ndim
-    a0, a1 = (norm_axis(a, n, "rot90") for a in axes)
+    pair = norm_axis_seq(axes, n, "rot90")
+    if len(pair) != 2:
+        raise _errors.argument_error(axes, "must name two axes", op="rot90", cls=ValueError)
+    a0, a1 = pair
     if a0 == a1:
-        raise ValueError(f"gt.rot90: the two axes must be different, got {axes}")
-    k = int(k) % 4
+        raise _errors.argument_error(
+            axes, "must name two different axes (the two axes must be different)", op="rot90", cls=ValueError
+        )
     if k == 0:
         return identity(x)
     if k == 2:
@@ -110,17 +112,19 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Any:
     x = as_tensor(a)
     if axis is None:
         return reshape(roll(flatten(x), shift, 0), x.shape)
-    try:
-        pairs = np.broadcast(np.asarray(axis), np.asarray(shift))
-    except ValueError as exc:
-        raise ValueError(
-            f"gt.roll: shift {shift!r} and axis {axis!r} must be scalars or sequences of one length"
-        ) from exc
-    if pairs.ndim > 1:
-        raise ValueError(f"gt.roll: shift {shift!r} and axis {axis!r} must be scalars or 1-d sequences")
+    shifts = norm_ints(shift, "roll", "a shift (an int or a sequence of ints)")
+    axes = norm_axis_seq(axis, x.ndim, "roll")
+    if len(axes) == 1:  # numpy broadcasts one against the other
+        axes *= len(shifts)
+    elif len(shifts) == 1:
+        shifts *= len(axes)
+    elif len(shifts) != len(axes):
+        raise _errors.argument_error(
+            shift, f"and axis {axis!r} must be scalars or sequences of one length", op="roll", cls=ValueError
+        )
     offsets = [0] * x.ndim
-    for ax, sh in pairs:
-        offsets[norm_axis(int(ax), x.ndim, "roll")] += int(sh)
+    for ax, sh in zip(axes, shifts):
+        offsets[ax] += sh  # repeated axes add up, as in numpy
     out = x
     for ax, off in enumerate(offsets):
         n = x.shape[ax]
@@ -148,13 +152,22 @@ def repeat(a: Any, repeats: Any, axis: Any = None) -> Any:
         x, ax = flatten(x), 0
     else:
         ax = norm_axis(axis, x.ndim, "repeat")
-    r = np.asarray(repeats.numpy() if isinstance(repeats, Tensor) else repeats)
+    r = repeats.numpy() if isinstance(repeats, Tensor) else _to_array(repeats, device="cpu")
     if r.dtype.kind not in "biu":
-        raise TypeError(f"gt.repeat: repeats must be integers, got dtype {r.dtype}")
+        raise _errors.argument_error(
+            repeats, f"has dtype {r.dtype}: repeats must be integers", op="repeat", cls=TypeError
+        )
     if r.ndim > 1 or (r.size > 1 and r.shape != (x.shape[ax],)):
-        raise ValueError(f"gt.repeat: {r.size} repeat counts for axis {ax} of length {x.shape[ax]} (shape {x.shape})")
+        raise _errors.argument_error(
+            repeats,
+            f"gives {r.size} repeat counts for axis {ax} of length {x.shape[ax]} (shape {x.shape})",
+            op="repeat",
+            cls=ValueError,
+        )
     if (r < 0).any():
-        raise ValueError(f"gt.repeat: repeat counts must be non-negative, got {r.tolist()}")
+        raise _errors.argument_error(
+            repeats, "has negative counts: repeat counts must be non-negative", op="repeat", cls=ValueError
+        )
     if r.size == 1:
         k = int(r.reshape(()))
         s = x.shape
@@ -173,9 +186,7 @@ def tile(A: Any, reps: Any) -> Any:
     [[1.0, 2.0, 1.0, 2.0], [1.0, 2.0, 1.0, 2.0]]
     """
     x = as_tensor(A)
-    reps = (int(reps),) if np.ndim(reps) == 0 else tuple(int(r) for r in reps)
-    if any(r < 0 for r in reps):
-        raise ValueError(f"gt.tile: reps must be non-negative, got {reps}")
+    reps = norm_shape(reps, "tile")  # non-negative ints
     d = max(len(reps), x.ndim)
     shape = (1,) * (d - x.ndim) + tuple(x.shape)
     reps = (1,) * (d - len(reps)) + reps
@@ -246,7 +257,7 @@ def _take_along(arr: Any, indices: Any, axis: Any, unique: bool, op: str) -> Any
     if isinstance(indices, Tensor):
         ind = indices
     else:
-        ind = _wrap(on_device(x, indices if hasattr(indices, "__array_namespace__") else np.asarray(indices)))
+        ind = _wrap(on_device(x, indices if hasattr(indices, "__array_namespace__") else _to_array(indices)))
     if ind.dtype.kind not in "iu":
         raise TypeError(f"gt.{op}: indices must be integers, got dtype {ind.dtype}")
     if axis is None:
@@ -281,6 +292,17 @@ def _sort_input(op: str, a: Any, axis: Any, order: Any) -> tuple[Tensor, int]:
     return x, norm_axis(axis, x.ndim, op)
 
 
+def _kth(kth: Any, n: int) -> Any:
+    """numpy's ``kth``: an int or a sequence of ints, each in ``[-n, n)`` for an axis of length ``n``."""
+    ks = norm_ints(kth, "argpartition", "an index (an int or a sequence of ints)")
+    for k in ks:
+        if not -n <= k < n:
+            raise _errors.argument_error(
+                kth, f"is out of range for an axis of length {n} (kth={k})", op="argpartition", cls=ValueError
+            )
+    return ks[0] if is_index(kth) else list(ks)
+
+
 def argsort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *, stable: Any = None) -> Tensor:
     """Indices that sort ``a`` along ``axis`` (no gradient). On a GPU the sort is always stable (CuPy's).
 
@@ -305,7 +327,7 @@ def argpartition(a: Any, kth: Any, axis: Any = -1, kind: str = "introselect", or
     1
     """
     x, ax = _sort_input("argpartition", a, axis, order)
-    kth = kth.numpy().tolist() if isinstance(kth, Tensor) else kth
+    kth = _kth(kth, x.shape[ax])
     xp = xp_of(x)
     if xp is np:
         fn = functools.partial(np.argpartition, kth=kth, axis=ax, kind=kind)

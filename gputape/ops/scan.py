@@ -23,7 +23,7 @@ import numpy as np
 from ..tape import primitive
 from ..tensor import as_tensor
 from ._compat import NOVALUE, axis_index, check_out, const_like, run, snapshot, xp_of
-from ._util import norm_axis
+from ._util import norm_axis, norm_dtype, norm_size
 
 
 def _reverse_cumsum(F: Any, v: Any, axis: int) -> Any:
@@ -44,7 +44,7 @@ def _(F, g, needs, nb, node):
 def _scan_input(op: str, a: Any, axis: Any, dtype: Any, out: Any) -> tuple[Any, int]:
     check_out(op, out)
     x = as_tensor(a)
-    if dtype is not None and x.dtype != np.dtype(dtype):
+    if dtype is not None and x.dtype != norm_dtype(dtype, op):
         from .elementwise import cast
 
         x = cast(x, dtype)  # numpy accumulates in dtype: the same as casting first
@@ -152,8 +152,7 @@ def diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = NOVALUE, append: Any
     from .shape import broadcast_to, concatenate
 
     x = as_tensor(a)
-    if int(n) != n or n < 0:
-        raise ValueError(f"gt.diff: order must be a non-negative integer, got n={n!r}")
+    n = norm_size(n, "diff", "the order of the difference: a non-negative integer")
     if x.ndim == 0:
         raise ValueError("gt.diff: needs an input of at least one dimension, got a scalar")
     ax = norm_axis(axis, x.ndim, "diff")
@@ -171,6 +170,6 @@ def diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = NOVALUE, append: Any
     if len(parts) > 1:
         x = concatenate(parts, axis=ax)
     hi, lo = axis_index(ax, slice(1, None)), axis_index(ax, slice(None, -1))
-    for _ in range(int(n)):
+    for _ in range(n):
         x = not_equal(x[hi], x[lo]) if x.dtype == np.bool_ else x[hi] - x[lo]
     return x

@@ -170,9 +170,15 @@ def transpose(x: Any, axes: Any = None) -> Any:
     """
     x = as_tensor(x)
     n = x.ndim
+    given = axes
     axes = tuple(range(n - 1, -1, -1)) if axes is None else _axes_tuple(axes, n)
     if sorted(axes) != list(range(n)):
-        raise ValueError(f"gt.transpose: axes {axes} are not a permutation of the {n} axes of shape {x.shape}")
+        raise _errors.argument_error(
+            given,
+            f"is not a permutation of the {n} axes of shape {x.shape} (axes {axes})",
+            op="transpose",
+            cls=ValueError,
+        )
     return apply(_transpose, (x,), {"axes": axes})
 
 

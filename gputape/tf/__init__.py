@@ -36,12 +36,14 @@ from .. import ops as _ops
 from ..backend import to_host
 from ..device import current_device
 from ..module import Module
+from ..ops._util import is_index, norm_axis, norm_dtype, norm_ints, norm_list, norm_shape, norm_size
 from ..optim import clip_by_global_norm, clip_by_norm
 from ..tape import GradientTape, UnconnectedGradients, custom_gradient
 from ..tape import stop_gradient as _stop_gradient
 from ..tensor import (
     Tensor,
     Variable,
+    _to_array,
     as_tensor,
     float16,
     float32,
@@ -56,6 +58,7 @@ from ..tensor import bool_ as bool
 from ..tensor import constant as _constant
 from . import data, keras, linalg, math, nn, optimizers, profiler, random
 from ._util import axis_arg
+from .linalg import norm  # tf.norm is tf.linalg.norm
 from .math import (
     abs,
     add,
@@ -287,7 +290,7 @@ def constant(value: Any, dtype: Any = None, shape: Any = None, name: str | None 
     t = _constant(value, dtype)
     if shape is None:
         return t
-    shape = tuple(int(s) for s in shape)
+    shape = norm_shape(shape, "constant")
     if t.size == 1:
         return _ops.broadcast_to(_ops.reshape(t, ()), shape)
     return _ops.reshape(t, shape)
@@ -319,7 +322,7 @@ def zeros(shape: Any, dtype: Any = "float32", name: str | None = None) -> Tensor
     >>> tf.zeros([2]).numpy().tolist()
     [0.0, 0.0]
     """
-    return _ops.zeros(_shape(shape), dtype)
+    return _ops.zeros(shape, dtype)
 
 
 def ones(shape: Any, dtype: Any = "float32", name: str | None = None) -> Tensor:
@@ -329,7 +332,7 @@ def ones(shape: Any, dtype: Any = "float32", name: str | None = None) -> Tensor:
     >>> tf.ones([2]).numpy().tolist()
     [1.0, 1.0]
     """
-    return _ops.ones(_shape(shape), dtype)
+    return _ops.ones(shape, dtype)
 
 
 def zeros_like(input: Any, dtype: Any = None, name: str | None = None) -> Tensor:
@@ -360,7 +363,7 @@ def fill(dims: Any, value: Any, name: str | None = None) -> Tensor:
     [7, 7]
     """
     v = _constant(value)
-    return _ops.full(_shape(dims), v.numpy().item(), v.dtype)
+    return _ops.full(dims, v.numpy().item(), v.dtype)
 
 
 def eye(num_rows: int, num_columns: int | None = None, dtype: Any = "float32", name: str | None = None) -> Tensor:
@@ -395,7 +398,7 @@ def linspace(start: Any, stop: Any, num: int, name: str | None = None, axis: int
     >>> tf.linspace(0.0, 1.0, 3).numpy().tolist()
     [0.0, 0.5, 1.0]
     """
-    return _ops.linspace(start, stop, int(num))
+    return _ops.linspace(start, stop, num, axis=axis)
 
 
 def one_hot(
@@ -414,7 +417,10 @@ def one_hot(
     [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
     """
     idx = as_tensor(indices)
-    hot = _ops.equal(_ops.expand_dims(idx, -1), _ops.arange(int(depth), dtype=idx.dtype, device=idx.device))
+    hot = _ops.equal(
+        _ops.expand_dims(idx, -1),
+        _ops.arange(norm_size(depth, "one_hot", "a depth"), dtype=idx.dtype, device=idx.device),
+    )
     on = 1 if on_value is None else on_value
     off = 0 if off_value is None else off_value
     out = _ops.cast(_ops.where(hot, on, off), dtype)
@@ -426,14 +432,6 @@ def one_hot(
 # -- shapes -------------------------------------------------------------------------------
 
 
-def _shape(shape: Any) -> tuple[int, ...]:
-    if isinstance(shape, Tensor):
-        shape = to_host(shape._data).tolist()
-    if isinstance(shape, (int, np.integer)):
-        return (int(shape),)
-    return tuple(int(s) for s in shape)
-
-
 def reshape(tensor: Any, shape: Any, name: str | None = None) -> Tensor:
     """``tensor`` with a new shape (one dimension may be -1).
 
@@ -441,7 +439,7 @@ def reshape(tensor: Any, shape: Any, name: str | None = None) -> Tensor:
     >>> tf.reshape(tf.range(6), [2, -1]).shape
     (2, 3)
     """
-    return _ops.reshape(tensor, _shape(shape))
+    return _ops.reshape(tensor, shape)
 
 
 def transpose(a: Any, perm: Any = None, conjugate: bool = False, name: str | None = None) -> Tensor:
@@ -451,7 +449,7 @@ def transpose(a: Any, perm: Any = None, conjugate: bool = False, name: str | Non
     >>> tf.transpose(tf.zeros((2, 3, 4)), perm=[0, 2, 1]).shape
     (2, 4, 3)
     """
-    return _ops.transpose(a, None if perm is None else _shape(perm))
+    return _ops.transpose(a, axis_arg(perm))
 
 
 def concat(values: Any, axis: int, name: str | None = None) -> Tensor:
@@ -461,7 +459,7 @@ def concat(values: Any, axis: int, name: str | None = None) -> Tensor:
     >>> tf.concat([tf.zeros((1, 2)), tf.ones((1, 2))], axis=0).shape
     (2, 2)
     """
-    return _ops.concatenate(list(values), int(axis))
+    return _ops.concatenate(norm_list(values, "concat", "a list of tensors"), axis)
 
 
 def stack(values: Any, axis: int = 0, name: str | None = None) -> Tensor:
@@ -471,7 +469,7 @@ def stack(values: Any, axis: int = 0, name: str | None = None) -> Tensor:
     >>> tf.stack([tf.zeros(2), tf.ones(2)], axis=1).shape
     (2, 2)
     """
-    return _ops.stack(list(values), int(axis))
+    return _ops.stack(norm_list(values, "stack", "a list of tensors"), axis)
 
 
 def unstack(value: Any, num: int | None = None, axis: int = 0, name: str | None = None) -> list[Tensor]:
@@ -482,6 +480,7 @@ def unstack(value: Any, num: int | None = None, axis: int = 0, name: str | None 
     [(2,), (2,), (2,)]
     """
     value = as_tensor(value)
+    axis = norm_axis(axis, value.ndim, "unstack")
     n = value.shape[axis]
     return [_ops.squeeze(p, axis) for p in _ops.split(value, n, axis)]
 
@@ -493,11 +492,12 @@ def split(value: Any, num_or_size_splits: Any, axis: int = 0, num: int | None = 
     >>> [t.shape for t in tf.split(tf.zeros((5, 2)), [2, 3])]
     [(2, 2), (3, 2)]
     """
-    if isinstance(num_or_size_splits, (int, np.integer)):
-        return _ops.split(value, int(num_or_size_splits), axis)
-    sizes = [int(s) for s in num_or_size_splits]
+    if is_index(num_or_size_splits):
+        return _ops.split(value, num_or_size_splits, axis)
+    sizes = list(norm_ints(num_or_size_splits, "split", "a number of splits or a list of sizes"))
     if -1 in sizes:
-        total = as_tensor(value).shape[axis]
+        x = as_tensor(value)
+        total = x.shape[norm_axis(axis, x.ndim, "split")]
         sizes[sizes.index(-1)] = total - builtins.sum(s for s in sizes if s != -1)
     return _ops.split(value, list(np.cumsum(sizes)[:-1].tolist()), axis)
 
@@ -509,7 +509,7 @@ def expand_dims(input: Any, axis: int, name: str | None = None) -> Tensor:
     >>> tf.expand_dims(tf.zeros(3), 0).shape
     (1, 3)
     """
-    return _ops.expand_dims(input, int(axis))
+    return _ops.expand_dims(input, axis)
 
 
 def squeeze(input: Any, axis: Any = None, name: str | None = None) -> Tensor:
@@ -529,7 +529,7 @@ def shape(input: Any, out_type: Any = "int32", name: str | None = None) -> Tenso
     >>> tf.shape(tf.zeros((2, 3))).numpy().tolist()
     [2, 3]
     """
-    return _constant(np.asarray(as_tensor(input).shape, dtype=out_type))
+    return _constant(np.asarray(as_tensor(input).shape, dtype=norm_dtype(out_type, "shape")))
 
 
 def size(input: Any, out_type: Any = "int32", name: str | None = None) -> Tensor:
@@ -539,7 +539,7 @@ def size(input: Any, out_type: Any = "int32", name: str | None = None) -> Tensor
     >>> int(tf.size(tf.zeros((2, 3))))
     6
     """
-    return _constant(np.asarray(as_tensor(input).size, dtype=out_type))
+    return _constant(np.asarray(as_tensor(input).size, dtype=norm_dtype(out_type, "size")))
 
 
 def rank(input: Any, name: str | None = None) -> Tensor:
@@ -639,8 +639,8 @@ def gather(params: Any, indices: Any, validate_indices: Any = None, axis: Any = 
     """
     if batch_dims:
         raise NotImplementedError("tf.gather: batch_dims is not supported")
-    idx = indices._data if isinstance(indices, Tensor) else np.asarray(indices)
-    return _ops.take(params, idx, 0 if axis is None else int(axis))
+    idx = indices._data if isinstance(indices, Tensor) else _to_array(indices)
+    return _ops.take(params, idx, 0 if axis is None else axis_arg(axis))
 
 
 def where(condition: Any, x: Any = None, y: Any = None, name: str | None = None) -> Tensor:
@@ -656,23 +656,6 @@ def where(condition: Any, x: Any = None, y: Any = None, name: str | None = None)
     if x is None or y is None:
         raise ValueError("tf.where: pass both x and y, or neither")
     return _ops.where(condition, x, y)
-
-
-def norm(tensor: Any, ord: Any = "euclidean", axis: Any = None, keepdims: bool = False, name=None) -> Tensor:
-    """The Euclidean (Frobenius) norm over ``axis`` (all entries by default); ``ord=1`` and ``np.inf`` too.
-
-    >>> import gputape.tf as tf
-    >>> float(tf.norm(tf.constant([3.0, 4.0])))
-    5.0
-    """
-    ax = axis_arg(axis)
-    if ord in ("euclidean", "fro", 2, 2.0):
-        return _ops.sqrt(_ops.sum(_ops.square(tensor), ax, keepdims))
-    if ord in (1, 1.0):
-        return _ops.sum(_ops.abs(tensor), ax, keepdims)
-    if ord == np.inf:
-        return _ops.max(_ops.abs(tensor), ax, keepdims)
-    raise NotImplementedError(f"tf.norm: ord={ord!r} is not supported; use 'euclidean', 1 or np.inf")
 
 
 def print(*inputs: Any, output_stream: Any = None, sep: str = " ", end: str = "\n", summarize: int | None = None):
@@ -696,7 +679,7 @@ def reverse(tensor: Any, axis: Any, name: str | None = None) -> Tensor:
     >>> tf.reverse(tf.constant([[1.0, 2.0], [3.0, 4.0]]), [1]).numpy().tolist()
     [[2.0, 1.0], [4.0, 3.0]]
     """
-    return _ops.flip(tensor, tuple(int(a) for a in np.atleast_1d(axis_arg(axis))))
+    return _ops.flip(tensor, axis_arg(axis))
 
 
 def roll(input: Any, shift: Any, axis: Any, name: str | None = None) -> Tensor:
@@ -724,8 +707,8 @@ def sort(values: Any, axis: int = -1, direction: str = "ASCENDING", name: str | 
     """
     x = as_tensor(values)
     if _direction(direction, "sort"):
-        return -_ops.sort(-x, axis=int(axis))
-    return _ops.sort(x, axis=int(axis))
+        return -_ops.sort(-x, axis=axis)
+    return _ops.sort(x, axis=axis)
 
 
 def argsort(
@@ -740,7 +723,7 @@ def argsort(
     x = as_tensor(values)
     if _direction(direction, "argsort"):
         x = -x
-    return _ops.argsort(x, axis=int(axis), stable=True if stable else None).astype("int32")
+    return _ops.argsort(x, axis=axis, stable=True if stable else None).astype("int32")
 
 
 def tile(input: Any, multiples: Any, name: str | None = None) -> Tensor:
@@ -751,10 +734,10 @@ def tile(input: Any, multiples: Any, name: str | None = None) -> Tensor:
     [[1.0, 2.0], [1.0, 2.0]]
     """
     x = as_tensor(input)
-    m = [int(v) for v in np.atleast_1d(axis_arg(multiples))]
+    m = norm_ints(multiples, "tile", "a list of multiples")
     if len(m) != x.ndim:
         raise ValueError(f"tf.tile: {len(m)} multiples for a tensor of rank {x.ndim} (shape {x.shape})")
-    return _ops.tile(x, m)
+    return _ops.tile(x, multiples)
 
 
 def repeat(input: Any, repeats: Any, axis: Any = None, name: str | None = None) -> Tensor:

@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import backend
+from .. import _errors, backend
 from .. import linalg as _la
 from .. import ops as _ops
+from ..ops._util import norm_flag, norm_real, norm_size
 from ..tensor import Tensor, as_tensor
 
 __all__ = [
@@ -146,7 +147,7 @@ def band_part(input: Any, num_lower: int, num_upper: int, name: str | None = Non
     >>> tf.linalg.band_part(tf.ones((3, 3)), 0, -1).numpy().tolist()
     [[1.0, 1.0, 1.0], [0.0, 1.0, 1.0], [0.0, 0.0, 1.0]]
     """
-    lo, up = int(num_lower), int(num_upper)
+    lo, up = (norm_size(v, "band_part", "a number of diagonals", None) for v in (num_lower, num_upper))
     return _la.band_part(input, None if lo < 0 else lo, None if up < 0 else up)
 
 
@@ -269,9 +270,9 @@ def svd(tensor: Any, full_matrices: bool = False, compute_uv: bool = True, name:
     >>> s.numpy().tolist(), abs(v.numpy()).tolist()
     ([2.0, 1.0], [[0.0, 1.0], [1.0, 0.0]])
     """
-    if not compute_uv:
+    if not norm_flag(compute_uv, "svd"):
         return _la.svd(tensor, compute_uv=False)
-    u, s, vh = _la.svd(tensor, full_matrices=full_matrices)
+    u, s, vh = _la.svd(tensor, full_matrices=norm_flag(full_matrices, "svd"))
     return s, u, _t(vh)
 
 
@@ -283,7 +284,7 @@ def qr(input: Any, full_matrices: bool = False, name: str | None = None) -> tupl
     >>> q.shape, r.shape
     ((3, 2), (2, 2))
     """
-    q, r = _la.qr(input, mode="complete" if full_matrices else "reduced")
+    q, r = _la.qr(input, mode="complete" if norm_flag(full_matrices, "qr") else "reduced")
     return q, r
 
 
@@ -307,7 +308,8 @@ def lstsq(matrix: Any, rhs: Any, l2_regularizer: float = 0.0, fast: bool = True,
     """Least squares for each matrix: ``argmin ||matrix @ x - rhs||^2 + l2_regularizer ||x||^2``.
 
     A composition: ``pinv(matrix) @ rhs`` without regularisation; with it, the regularised
-    normal equations (TensorFlow's ``fast`` path). ``rhs`` is ``(..., M, K)``.
+    normal equations (TensorFlow's ``fast`` path). ``rhs`` is ``(..., M, K)``;
+    ``l2_regularizer`` must be a finite number >= 0.
 
     >>> import gputape.tf as tf
     >>> a = tf.constant([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], tf.float64)
@@ -317,7 +319,9 @@ def lstsq(matrix: Any, rhs: Any, l2_regularizer: float = 0.0, fast: bool = True,
     a, b = as_tensor(matrix), as_tensor(rhs)
     if b.ndim < 2:
         raise ValueError(f"tf.linalg.lstsq: rhs must be a matrix (..., M, K), got shape {b.shape}")
-    lam = float(l2_regularizer)
+    lam = norm_real(l2_regularizer, "lstsq", "l2_regularizer", finite=True)
+    if lam < 0:
+        raise _errors.argument_error(l2_regularizer, "must not be negative", arg="l2_regularizer", cls=ValueError)
     if lam == 0.0:
         return _ops.matmul(_la.pinv(a, rcond=_default_rcond(a)), b)
     m, n = a.shape[-2:]
@@ -344,11 +348,11 @@ def norm(tensor: Any, ord: Any = "euclidean", axis: Any = None, keepdims: Any = 
     4.0
     """
     x = as_tensor(tensor)
-    keep = bool(keepdims)
+    keep = norm_flag(keepdims, "norm")
     if isinstance(axis, Tensor):
         axis = axis.numpy().tolist()
     if isinstance(axis, (list, tuple)) and len(axis) == 2:
-        ax = (int(axis[0]), int(axis[1]))
+        ax = tuple(axis)
         if ord not in _MATRIX or isinstance(ord, bool):
             raise ValueError(
                 f"tf.linalg.norm: ord must be one of 'euclidean', 'fro', 1, 2, inf for matrices, got {ord!r}"
@@ -367,4 +371,4 @@ def norm(tensor: Any, ord: Any = "euclidean", axis: Any = None, keepdims: Any = 
     if axis is None:
         out = _la.norm(_ops.reshape(x, (-1,)), p)
         return _ops.reshape(out, (1,) * x.ndim) if keep else out
-    return _la.norm(x, p, axis=int(axis), keepdims=keep)
+    return _la.norm(x, p, axis=axis, keepdims=keep)

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import _errors
 from .. import ops as _ops
 from ..nn import functional as _fn
+from ..ops._util import norm_axis, norm_list
 from ..tensor import as_tensor
 from ._util import axis_arg
 
@@ -251,7 +253,7 @@ def argmax(input: Any, axis: Any = None, output_type: Any = "int64", name: str |
     >>> tf.argmax(tf.constant([[1.0, 9.0], [5.0, 2.0]])).numpy().tolist()
     [1, 0]
     """
-    return _ops.cast(_ops.argmax(input, 0 if axis is None else int(axis)), output_type)
+    return _ops.cast(_ops.argmax(input, 0 if axis is None else axis_arg(axis)), output_type)
 
 
 def argmin(input: Any, axis: Any = None, output_type: Any = "int64", name: str | None = None) -> Any:
@@ -261,18 +263,30 @@ def argmin(input: Any, axis: Any = None, output_type: Any = "int64", name: str |
     >>> tf.argmin(tf.constant([3.0, 1.0])).numpy().tolist()
     1
     """
-    return _ops.cast(_ops.argmin(input, 0 if axis is None else int(axis)), output_type)
+    return _ops.cast(_ops.argmin(input, 0 if axis is None else axis_arg(axis)), output_type)
 
 
 def add_n(inputs: list[Any], name: str | None = None) -> Any:
-    """Elementwise sum of a list of tensors.
+    """Elementwise sum of a non-empty list of tensors of one shape (TensorFlow's rule: no broadcasting).
 
     >>> import gputape.tf as tf
     >>> tf.add_n([tf.constant([1.0]), tf.constant([2.0])]).numpy().tolist()
     [3.0]
     """
-    total = as_tensor(inputs[0])
-    for t in inputs[1:]:
+    items = norm_list(inputs, "add_n", "a list of tensors")
+    if not items:
+        raise _errors.argument_error(inputs, "is empty: add_n needs at least one tensor", cls=ValueError)
+    ts = [as_tensor(t) for t in items]
+    for i, t in enumerate(ts[1:], 1):
+        if t.shape != ts[0].shape:  # TensorFlow's rule: no broadcasting in add_n
+            raise _errors.argument_error(
+                items[i],
+                f"has shape {t.shape}, inputs[0] has {ts[0].shape}: add_n needs equal shapes",
+                arg=f"inputs[{i}]",
+                cls=ValueError,
+            )
+    total = ts[0]
+    for t in ts[1:]:
         total = total + t
     return total
 
@@ -334,7 +348,7 @@ def l2_normalize(x: Any, axis: Any = None, epsilon: float = 1e-12, name: str | N
 
 def _cumulative(op: Any, x: Any, axis: int, exclusive: bool, reverse: bool, start: float) -> Any:
     x = as_tensor(x)
-    ax = int(axis) % x.ndim if x.ndim else 0
+    ax = norm_axis(axis, max(x.ndim, 1), op.__name__)
     if reverse:
         x = _ops.flip(x, ax)
     if exclusive:  # the scan of everything before each entry: shift by one, the identity first
