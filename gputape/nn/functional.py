@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import backend
+from .. import _errors, backend
 from .. import expr as _x
 from ..ops import _util, erf, log1p, maximum, mean, multiply, negative, register_f, tanh
 from ..ops import abs as _abs
@@ -20,7 +20,23 @@ from ..ops import elementwise as _el
 from ..ops import sum as _sum
 from ..ops.elementwise import declared
 from ..tape import apply, primitive
-from ..tensor import Tensor, as_tensor
+from ..tensor import Tensor, _to_array, as_tensor
+
+
+def _real(x: Any, op: str) -> Tensor:
+    """``x`` as a tensor, refused if complex: the activations and losses are real functions
+    (numpy would compare complex numbers lexicographically and give a meaningless result)."""
+    t = as_tensor(x)
+    if t._data.dtype.kind == "c":
+        raise _errors.argument_error(
+            x,
+            "is complex; this is a function of real numbers",
+            op=f"nn.{op}",
+            cls=TypeError,
+            hint="pass gt.abs(x) or the real part",
+        )
+    return t
+
 
 _E = _util.NOPARAMS
 
@@ -50,7 +66,7 @@ def relu(x: Any) -> Any:
     >>> gt.nn.relu(gt.constant([-1.0, 0.0, 2.0])).numpy().tolist()
     [0.0, 0.0, 2.0]
     """
-    return apply(_relu, (x,), _E)
+    return apply(_relu, (_real(x, "relu"),), _E)
 
 
 def _leaky_relu_fwd(xp, x, alpha):
@@ -67,7 +83,8 @@ def leaky_relu(x: Any, alpha: float = 0.2) -> Any:
     >>> gt.nn.leaky_relu(gt.constant([-1.0, 2.0], "float64")).numpy().tolist()
     [-0.2, 2.0]
     """
-    return apply(_leaky_relu, (x,), {"alpha": float(alpha)})
+    alpha = _util.norm_real(alpha, "nn.leaky_relu", "alpha", finite=True)
+    return apply(_leaky_relu, (_real(x, "leaky_relu"),), {"alpha": alpha})
 
 
 def _elu_fwd(xp, x, alpha):
@@ -88,7 +105,8 @@ def elu(x: Any, alpha: float = 1.0) -> Any:
     >>> gt.nn.elu(gt.constant([0.0, 2.0])).numpy().tolist()
     [0.0, 2.0]
     """
-    return apply(_elu, (x,), {"alpha": float(alpha)})
+    alpha = _util.norm_real(alpha, "nn.elu", "alpha", finite=True)
+    return apply(_elu, (_real(x, "elu"),), {"alpha": alpha})
 
 
 def _sigmoid_fwd(xp, x):
@@ -107,7 +125,7 @@ def sigmoid(x: Any) -> Any:
     >>> gt.nn.sigmoid(gt.constant([0.0])).numpy().tolist()
     [0.5]
     """
-    return apply(_sigmoid, (x,), _E)
+    return apply(_sigmoid, (_real(x, "sigmoid"),), _E)
 
 
 def _softplus_fwd(xp, x):
@@ -124,7 +142,7 @@ def softplus(x: Any) -> Any:
     >>> round(float(gt.nn.softplus(gt.constant(0.0))), 4)
     0.6931
     """
-    return apply(_softplus, (x,), _E)
+    return apply(_softplus, (_real(x, "softplus"),), _E)
 
 
 # gelu is composed from primitives (its gradient is theirs); these two declare only the
@@ -154,8 +172,8 @@ def gelu(x: Any, approximate: bool = False) -> Any:
     >>> round(float(gt.nn.gelu(gt.constant(1.0))), 4)
     0.8413
     """
-    x = as_tensor(x)
-    if approximate:
+    x = _real(x, "gelu")
+    if _util.norm_flag(approximate, "nn.gelu"):
         return 0.5 * x * (1.0 + tanh(_SQRT_2_PI * (x + _GELU_A * x * x * x)))
     return 0.5 * x * (1.0 + erf(x * _SQRT1_2))
 
@@ -211,6 +229,7 @@ def softmax(x: Any, axis: int = -1) -> Any:
     >>> gt.nn.softmax(gt.constant([0.0, 0.0])).numpy().tolist()
     [0.5, 0.5]
     """
+    x = _real(x, "softmax")
     return apply(_softmax, (x,), {"axis": _neg_axis(x, axis, "softmax")})
 
 
@@ -221,6 +240,7 @@ def log_softmax(x: Any, axis: int = -1) -> Any:
     >>> gt.nn.log_softmax(gt.constant([1000.0, 1000.0], "float64")).numpy().round(4).tolist()
     [-0.6931, -0.6931]
     """
+    x = _real(x, "log_softmax")
     return apply(_log_softmax, (x,), {"axis": _neg_axis(x, axis, "log_softmax")})
 
 
@@ -264,8 +284,9 @@ def sparse_softmax_cross_entropy_with_logits(labels: Any, logits: Any) -> Any:
     >>> loss.numpy().round(4).tolist()
     [0.6931]
     """
-    logits = as_tensor(logits)
-    lab = labels._data if isinstance(labels, Tensor) else np.asarray(labels)
+    logits = _real(logits, "sparse_softmax_cross_entropy_with_logits")
+    # an array passes as it is: a gt.function trace knows an argument's labels by their identity
+    lab = labels._data if isinstance(labels, Tensor) else labels if hasattr(labels, "dtype") else _to_array(labels)
     if lab.dtype.kind not in "iu":
         raise TypeError(
             f"gt.nn.sparse_softmax_cross_entropy_with_logits: labels must be integers, got {lab.dtype}; "
@@ -293,7 +314,8 @@ def softmax_cross_entropy_with_logits(labels: Any, logits: Any, axis: int = -1) 
     >>> gt.nn.softmax_cross_entropy_with_logits([[0.5, 0.5]], z).numpy().round(4).tolist()
     [0.6931]
     """
-    logits = as_tensor(logits)
+    logits = _real(logits, "softmax_cross_entropy_with_logits")
+    labels = _real(labels, "softmax_cross_entropy_with_logits")
     return negative(_sum(multiply(labels, log_softmax(logits, axis)), axis=axis))
 
 
@@ -304,7 +326,8 @@ def sigmoid_cross_entropy_with_logits(labels: Any, logits: Any) -> Any:
     >>> gt.nn.sigmoid_cross_entropy_with_logits([1.0], gt.constant([0.0], "float64")).numpy().round(4).tolist()
     [0.6931]
     """
-    x = as_tensor(logits)
+    x = _real(logits, "sigmoid_cross_entropy_with_logits")
+    labels = _real(labels, "sigmoid_cross_entropy_with_logits")
     # max(x, 0) - x * z + log(1 + exp(-|x|)), TensorFlow's stable form
     return maximum(x, 0.0) - x * labels + log1p(_el.exp(-_abs(x)))
 
@@ -316,7 +339,7 @@ def mean_squared_error(y_true: Any, y_pred: Any) -> Any:
     >>> gt.nn.mean_squared_error(gt.constant([[1.0, 2.0]]), gt.constant([[1.0, 4.0]])).numpy().tolist()
     [2.0]
     """
-    d = as_tensor(y_pred) - y_true
+    d = _real(y_pred, "mean_squared_error") - _real(y_true, "mean_squared_error")
     return mean(d * d, axis=-1)
 
 
