@@ -94,9 +94,7 @@ def list_physical_devices(device_type: str | None = None) -> list[PhysicalDevice
     >>> gt.config.list_physical_devices("CPU")
     [PhysicalDevice(name='/physical_device:CPU:0', device_type='CPU')]
     """
-    out = [PhysicalDevice("/physical_device:CPU:0", "CPU")]
-    out += [PhysicalDevice(f"/physical_device:GPU:{i}", "GPU") for i in _gpu_indices()]
-    return _filtered(out, device_type, "list_physical_devices")
+    return _listed(PhysicalDevice, "/physical_device", device_type, "list_physical_devices")
 
 
 def list_logical_devices(device_type: str | None = None) -> list[LogicalDevice]:
@@ -106,14 +104,11 @@ def list_logical_devices(device_type: str | None = None) -> list[LogicalDevice]:
     >>> gt.config.list_logical_devices("CPU")
     [LogicalDevice(name='/device:CPU:0', device_type='CPU')]
     """
-    out = [LogicalDevice("/device:CPU:0", "CPU")]
-    out += [LogicalDevice(f"/device:GPU:{i}", "GPU") for i in _gpu_indices()]
-    return _filtered(out, device_type, "list_logical_devices")
+    return _listed(LogicalDevice, "/device", device_type, "list_logical_devices")
 
 
-def _filtered(devices: list, device_type: str | None, fn: str) -> list:
-    if device_type is None:
-        return devices
-    if not isinstance(device_type, str) or device_type.upper() not in ("CPU", "GPU"):
+def _listed(cls: type, prefix: str, device_type: str | None, fn: str) -> list:
+    if device_type is not None and (not isinstance(device_type, str) or device_type.upper() not in ("CPU", "GPU")):
         raise ValueError(f"gt.config.{fn}: device_type must be 'CPU', 'GPU' or None, got {device_type!r}")
-    return [d for d in devices if d.device_type == device_type.upper()]
+    out = [cls(f"{prefix}:CPU:0", "CPU")] + [cls(f"{prefix}:GPU:{i}", "GPU") for i in _gpu_indices()]
+    return out if device_type is None else [d for d in out if d.device_type == device_type.upper()]

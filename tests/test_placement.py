@@ -426,3 +426,12 @@ def test_gpu_compiled_step_reports_its_transfers():
     }
     with pytest.raises(ValueError, match="set_soft_device_placement"):
         step(np.ones((2, 4), "float32"))  # a host array argument is a host tensor of the step
+
+
+def test_readme_transfer_example_runs(capsys):
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = text.split("**Seeing transfers.**", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(block, "README.md", "exec"), {})
+    assert capsys.readouterr().out.strip() == "cpu 0"

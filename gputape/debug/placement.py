@@ -23,10 +23,10 @@ reports the same numbers under ``"transfers"``. Every copy goes through
 from __future__ import annotations
 
 import logging
-import sys
 from typing import Any
 
 from .. import _state, backend
+from ..tape import _where
 
 __all__ = ["log_device_placement", "reset_transfer_stats", "transfer_stats"]
 
@@ -70,22 +70,11 @@ class _Log:
         if first is None:
             return
         dev = backend.device_of(first._data)
-        where = _caller()
+        where = _where()  # the user's file:line (the first frame outside gputape)
         key = (name, where, dev)
         if key not in self.seen:
             self.seen.add(key)
             log.info("gt.%s on %s (%s)", name, dev, where or "?")
-
-
-def _caller() -> str | None:
-    """The user's ``file:line`` (the first frame outside gputape)."""
-    f = sys._getframe(2)
-    while f is not None:
-        mod = f.f_globals.get("__name__", "")
-        if mod != "gputape" and not mod.startswith("gputape."):
-            return f"{f.f_code.co_filename}:{f.f_lineno}"
-        f = f.f_back
-    return None
 
 
 class _Restore:
