@@ -11,7 +11,7 @@ on CuPy arrays on NVIDIA GPUs and numpy arrays everywhere else.
 
 from importlib import import_module as _import_module
 
-from . import data, debug, distributed, nn, optim, profiler, random, testing
+from . import config, data, debug, distributed, nn, optim, profiler, random, testing
 from .checkpoint import load, save
 from .device import current_device, device, empty_cache, from_dlpack, memory_info, reset_peak_memory, set_memory_limit
 from .function import Function, TracingError, function
@@ -67,6 +67,7 @@ __all__ = [
     "bool_",
     "clip_by_global_norm",
     "clip_by_norm",
+    "config",
     "constant",
     "current_device",
     "custom_gradient",

@@ -138,18 +138,21 @@ class Observers:
       ends, and its ``watched`` dict collects the variables read meanwhile;
     * ``"trace"``: a ``gt.function`` trace (the innermost one is ``trace``);
     * ``"numerics"``: ``check_numerics`` (implies ``locations``); ``"locations"``:
-      ``record_locations``.
+      ``record_locations``;
+    * ``"placement"``: ``gt.debug.log_device_placement`` (the innermost one is ``placement``;
+      its ``op(name, result)`` is called for every op).
 
-    ``debug`` is true when the op path must call the debug hook (numerics or a paused tape).
+    ``debug`` is true when the op path must call the debug hook (numerics, a paused tape, the
+    placement log).
     """
 
-    __slots__ = ("debug", "locations", "numerics", "paused", "stack", "tapes", "trace", "watchers")
+    __slots__ = ("debug", "locations", "numerics", "paused", "placement", "stack", "tapes", "trace", "watchers")
 
     def __init__(self, stack: tuple) -> None:
         tapes: list[Any] = []
         paused: list[Any] = []
         watchers: list[dict] = []
-        trace = None
+        trace = placement = None
         numerics = locations = False
         for e in stack:
             role = e.observes
@@ -171,6 +174,8 @@ class Observers:
                 numerics = locations = True
             elif role == "locations":
                 locations = True
+            elif role == "placement":
+                placement = e
             else:
                 raise ValueError(f"gputape._state: unknown observer role {role!r} of {e!r}")
         self.stack = stack
@@ -180,7 +185,8 @@ class Observers:
         self.trace = trace
         self.numerics = numerics
         self.locations = locations
-        self.debug = numerics or bool(paused)
+        self.placement = placement
+        self.debug = numerics or bool(paused) or placement is not None
 
     def __repr__(self) -> str:
         return f"<Observers {[type(e).__name__ for e in self.stack]}>"

@@ -150,7 +150,7 @@ def device_of(a: Any) -> str:
 
 
 def parse_device(name: str) -> str:
-    """Normalise a device name (``"cpu"``, ``"cuda"``, ``"cuda:N"``, ``"gpu"``).
+    """Normalise a device name (``"cpu"``, ``"cuda"``, ``"cuda:N"``, ``"gpu"``; TensorFlow's ``"/device:GPU:N"``).
 
     >>> parse_device("CPU"), parse_device("cuda")
     ('cpu', 'cuda:0')
@@ -158,11 +158,11 @@ def parse_device(name: str) -> str:
     if not isinstance(name, str):
         raise TypeError(f"device must be a string like 'cpu' or 'cuda:0', got {name!r}")
     n = name.strip().lower()
-    if n in ("cpu", "/cpu:0", "cpu:0"):
+    if n in ("cpu", "/cpu:0", "cpu:0", "/device:cpu:0"):
         return "cpu"
     if n in ("cuda", "gpu"):
         return "cuda:0"
-    for prefix in ("cuda:", "gpu:", "/gpu:"):
+    for prefix in ("cuda:", "gpu:", "/gpu:", "/device:gpu:"):
         if n.startswith(prefix) and n[len(prefix) :].isdigit():
             return f"cuda:{int(n[len(prefix) :])}"
     raise ValueError(f"unknown device {name!r}: use 'cpu', 'cuda' or 'cuda:N'")
@@ -295,22 +295,26 @@ def xp_for_device(device: str) -> Any:
 
 
 def asarray_on(value: Any, device: str, dtype: Any = None) -> Any:
-    """Convert ``value`` to an array of the module that owns ``device``.
+    """Convert ``value`` to an array of the module that owns ``device`` (a counted copy when it moves).
 
     >>> asarray_on([1, 2], "cpu", "float32")
     array([1., 2.], dtype=float32)
     """
     if device == "cpu":
         if type(value) is not ndarray and xp_of(value) is not np:
-            value = value.get()  # cupy -> host
+            value = _get(value)  # cupy -> host
         return np.asarray(value, dtype=dtype)
     xp = xp_for_device(device)
     with xp.cuda.Device(device_index(device)):
-        return xp.asarray(value, dtype=dtype)
+        if type(value) is not ndarray and xp_of(value) is xp:
+            return xp.asarray(value, dtype=dtype)  # already a device array: GPU to GPU, no host copy
+        out = xp.asarray(value, dtype=dtype)
+    _count(_H2D, out.nbytes)
+    return out
 
 
 def to_host(a: Any) -> np.ndarray:
-    """Copy an array to host numpy (no copy for numpy arrays).
+    """Copy an array to host numpy (no copy for numpy arrays; a counted copy for device arrays).
 
     >>> import numpy as np
     >>> a = np.zeros(2); to_host(a) is a
@@ -320,13 +324,14 @@ def to_host(a: Any) -> np.ndarray:
         return a
     if xp_of(a) is np:
         return np.asarray(a)
-    return a.get()
+    return _get(a)
 
 
 def to_device(a: Any, device: str) -> Any:
     """Copy array ``a`` to ``device`` (no copy when it is already there): ``Tensor.to``'s core.
 
-    GPU to GPU copies go peer to peer through cupy, never through the host.
+    GPU to GPU copies go peer to peer through cupy, never through the host; host
+    <-> device copies are counted (:func:`transfer_stats`).
 
     >>> import numpy as np
     >>> a = np.ones(2); to_device(a, "cpu") is a
@@ -337,10 +342,86 @@ def to_device(a: Any, device: str) -> Any:
     if dev == here:
         return a
     if dev == "cpu":
-        return a.get()
+        return _get(a)
     xp = xp_for_device(dev)
     with xp.cuda.Device(device_index(dev)):
-        return xp.array(a, copy=True) if here != "cpu" else xp.asarray(a)
+        if here != "cpu":
+            return xp.array(a, copy=True)
+        out = xp.asarray(a)
+    _count(_H2D, out.nbytes)
+    return out
+
+
+# -- transfer counters -----------------------------------------------------------------
+#
+# Every host <-> device copy gputape makes goes through asarray_on, to_host or to_device
+# above (``_get`` is the one device -> host copy), and each adds to the counters of the
+# thread that made it. Per-thread lists, so that counting is two list-item adds with no lock
+# and no lost increment: a thread only ever writes its own list. Reading sums every
+# thread's list (threads that ended still count). A reset zeroes every list; a copy made by
+# another thread at the very moment of the reset may be counted before or after it.
+
+_H2D, _D2H = 0, 2  # offsets into a thread's [h2d copies, h2d bytes, d2h copies, d2h bytes]
+_all_counts: list[list[int]] = []
+
+
+class _Counts(threading.local):
+    def __init__(self) -> None:
+        self.c = [0, 0, 0, 0]
+        _all_counts.append(self.c)  # list.append is atomic under the GIL
+
+
+_counts = _Counts()
+
+
+def _count(kind: int, nbytes: int) -> None:
+    c = _counts.c
+    c[kind] += 1
+    c[kind + 1] += nbytes
+
+
+def _get(a: Any) -> np.ndarray:
+    """The device -> host copy (cupy's ``.get()``), counted."""
+    out = a.get()
+    _count(_D2H, out.nbytes)
+    return out
+
+
+def thread_transfers() -> tuple[int, int, int, int]:
+    """This thread's counters: host->device copies and bytes, device->host copies and bytes.
+
+    >>> a = thread_transfers(); len(a)
+    4
+    """
+    return tuple(_counts.c)  # type: ignore[return-value]
+
+
+def transfer_stats() -> dict[str, int]:
+    """Host <-> device copies and bytes made by gputape in every thread since the last reset.
+
+    >>> sorted(transfer_stats())
+    ['device_to_host', 'device_to_host_bytes', 'host_to_device', 'host_to_device_bytes']
+    """
+    tot = [0, 0, 0, 0]
+    for c in list(_all_counts):
+        for k in range(4):
+            tot[k] += c[k]
+    return {
+        "host_to_device": tot[0],
+        "host_to_device_bytes": tot[1],
+        "device_to_host": tot[2],
+        "device_to_host_bytes": tot[3],
+    }
+
+
+def reset_transfer_stats() -> None:
+    """Set every thread's transfer counters to zero.
+
+    >>> reset_transfer_stats(); transfer_stats()["host_to_device"]
+    0
+    """
+    for c in list(_all_counts):
+        c[:] = [0, 0, 0, 0]
 
 
 def synchronize(device: str | None = None) -> None:

@@ -18,34 +18,76 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from . import backend
+import numpy as np
+
+from . import _errors, backend, config
 from ._state import tls as _tls
 
 
 def current_device() -> str:
-    """The device that new tensors are placed on in this thread.
+    """The device that new values made from host data are placed on in this thread.
+
+    The innermost ``with gt.device(...)`` scope, else the default device
+    (``GPUTAPE_DEVICE``, else the GPU when one works, else the CPU).
 
     >>> import gputape as gt
     >>> gt.current_device() in ("cpu", "cuda:0")
     True
     """
     dev = _tls.device
-    if dev is None:
-        dev = backend.default_device()
-        _tls.device = dev
-    return dev
+    return dev if dev is not None else backend.default_device()
+
+
+def scope_device() -> str | None:
+    """The device of this thread's innermost ``with gt.device(...)`` scope, or None outside every scope.
+
+    >>> import gputape as gt
+    >>> with gt.device("cpu"):
+    ...     scope_device()
+    'cpu'
+    """
+    return _tls.device
+
+
+def placement(value: Any, device: str | None = None, *, variable: bool = False) -> str:
+    """The device a new tensor made from ``value`` goes to: TensorFlow's placement rule, in one place.
+
+    1. ``device=`` when given;
+    2. a value already on a GPU (a cupy array, or a Tensor there) stays on its GPU, except
+       that a Variable (``variable=True``) created inside ``with gt.device(...)`` goes to
+       the scope's device, as TensorFlow creates variables on the scope's device;
+    3. everything else (Python numbers, lists, numpy arrays, host tensors for a Variable)
+       goes to :func:`current_device`: the innermost scope, else the default device.
+
+    ``gt.constant(t)`` of a Tensor ``t`` is ``t``'s value wherever it is (TensorFlow's
+    ``tf.constant`` returns an eager tensor unchanged), so constant() does not ask.
+
+    >>> import numpy as np
+    >>> with device("cpu"):
+    ...     placement(np.zeros(2)), placement([1.0], "cpu"), placement(2.0, variable=True)
+    ('cpu', 'cpu', 'cpu')
+    """
+    if device is not None:
+        return backend.parse_device(device)
+    data = getattr(value, "_data", value)  # a Tensor's array (this module sits below tensor.py)
+    if type(data) is not np.ndarray and backend.is_gpu_array(data):
+        if not variable or _tls.device is None:
+            return backend.device_of(data)
+    return current_device()
 
 
 class device:  # noqa: N801 - used like a function, as tf.device
-    """Place tensors created inside the block on ``name`` (``'cpu'``, ``'cuda:N'``).
+    """Place values made from host data inside the block on ``name`` (``'cpu'``, ``'cuda:N'``).
 
+    Inside the block, ``gt.constant``, ``gt.Variable``, creation ops (``gt.zeros`` ...),
+    ``gt.random`` draws and layer weights built there go to ``name`` (see :func:`placement`).
     The scope is per thread; entering and leaving are one store each (the device outside
     is restored even when an exception or Ctrl-C ends the block).
 
     >>> import gputape as gt
     >>> with gt.device("cpu"):
-    ...     gt.constant(1.0).device
-    'cpu'
+    ...     gt.constant(1.0).device, gt.Variable(2.0).device
+    ('cpu', 'cpu')
     """
 
     __slots__ = ("_dev", "_prev")
@@ -57,12 +99,50 @@ class device:  # noqa: N801 - used like a function, as tf.device
         self._dev = dev
 
     def __enter__(self) -> str:
-        self._prev = current_device()
+        self._prev = _tls.device
         _tls.device = self._dev
         return self._dev
 
     def __exit__(self, *exc: Any) -> None:
         _tls.device = self._prev
+
+
+def gpu_operands(op: str, args: tuple, datas: list) -> list:
+    """An op on a GPU got host arrays among its operands: the arrays it runs on, all on that GPU.
+
+    Raw numpy arrays (and numbers) are constants of the op and are copied to its GPU, counted
+    in ``gt.debug.transfer_stats()``. A host *Tensor or Variable* is refused with the
+    device-mismatch ValueError, because copying it on every op silently costs a transfer per
+    op per step; with ``gt.config.set_soft_device_placement(True)`` it is copied (and counted).
+
+    >>> gpu_operands("add", (1.0,), [1.0])
+    [1.0]
+    """
+    dev = None
+    for a in args:
+        d = getattr(a, "_data", None)
+        if d is not None and type(d) is not np.ndarray and backend.is_gpu_array(d):
+            dev = backend.device_of(d)
+            break
+    if dev is None:
+        return datas
+    out = []
+    for k, (a, d) in enumerate(zip(args, datas)):
+        if type(d) is np.ndarray:
+            if hasattr(a, "_data") and not config.get_soft_device_placement():
+                kind = "variable" if hasattr(a, "assign") else "tensor"
+                raise _errors.mark(
+                    ValueError(
+                        f"{_errors.where(op)}: input {k} is a {kind} on cpu but the op runs on {dev}, where its "
+                        f"other inputs are; gputape does not copy tensors between devices on every op. Create it "
+                        f"on {dev} (inside `with gt.device({dev!r})`, or with device={dev!r}), move it once with "
+                        f".to({dev!r}), or call gt.config.set_soft_device_placement(True) to have it copied "
+                        "(each copy is counted in gt.debug.transfer_stats())"
+                    )
+                )
+            d = backend.to_device(d, dev)
+        out.append(d)
+    return out
 
 
 # -- memory ----------------------------------------------------------------------------
@@ -118,9 +198,10 @@ def memory_info(device: str | None = None) -> dict[str, Any]:
 
     Keys: ``device``; ``in_use`` (GPU: bytes of live arrays in the pool; CPU:
     the bytes live tapes hold, the numpy memory gputape accounts for);
-    ``held_by_tapes``; ``pool_reserved`` (GPU: bytes the pool has taken from
-    the driver, in use or cached; CPU: 0); ``peak`` (the most ``in_use`` seen
-    since :func:`reset_peak_memory`, None before it is first called: on the
+    ``held_by_tapes``; ``transfers`` (host<->device copies and bytes in every thread since
+    ``gt.debug.reset_transfer_stats()``, as ``gt.debug.transfer_stats()``); ``pool_reserved``
+    (GPU: bytes the pool has taken from the driver, in use or cached; CPU: 0); ``peak``
+    (the most ``in_use`` seen since :func:`reset_peak_memory`, None before it is first called: on the
     GPU it is measured at every allocation, on the CPU at every call of this
     function); ``limit`` (None: unlimited); on a GPU also ``pinned_free_blocks``
     and ``free_device``/``total_device`` (the driver's view).
@@ -128,7 +209,7 @@ def memory_info(device: str | None = None) -> dict[str, Any]:
     >>> import gputape as gt
     >>> info = gt.memory_info("cpu")
     >>> sorted(info)
-    ['device', 'held_by_tapes', 'in_use', 'limit', 'peak', 'pool_reserved']
+    ['device', 'held_by_tapes', 'in_use', 'limit', 'peak', 'pool_reserved', 'transfers']
     >>> info["pool_reserved"]
     0
     """
@@ -146,6 +227,7 @@ def memory_info(device: str | None = None) -> dict[str, Any]:
             "pool_reserved": 0,
             "peak": _peak.get(dev) if _tracking.get(dev) else None,
             "limit": _cpu_limit,
+            "transfers": backend.transfer_stats(),
         }
     cp = backend.xp_for_device(dev)
     idx = backend.device_index(dev)
@@ -170,6 +252,7 @@ def memory_info(device: str | None = None) -> dict[str, Any]:
         "pinned_free_blocks": int(pinned.n_free_blocks()),
         "free_device": int(free),
         "total_device": int(total),
+        "transfers": backend.transfer_stats(),
     }
 
 
@@ -378,8 +461,11 @@ __all__ = [
     "device",
     "empty_cache",
     "from_dlpack",
+    "gpu_operands",
     "memory_info",
+    "placement",
     "reset_peak_memory",
+    "scope_device",
     "set_memory_limit",
     "tape_bytes",
     "tensor_dlpack",

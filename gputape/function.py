@@ -171,9 +171,9 @@ class _Trace(_state.Scope):
         consts = datas if datas is not None else args
         refs = []
         for a, c in zip(args, consts):
-            if isinstance(a, Tensor) or c is a:
+            if c is a or (isinstance(a, Tensor) and c is a._data):
                 refs.append(self.ref(a))  # raw arrays too: an argument's array is a slot
-            elif id(a) in self.slot_of:  # a traced host array the op moved to its GPU
+            elif isinstance(a, Tensor) or id(a) in self.slot_of:  # a host tensor or array moved to the GPU
                 dev = backend.device_of(c)
                 self._step(functools.partial(_to_device, dev=dev), [self.ref(a)], c, "host")
                 refs.append(self.ref(c))
@@ -547,6 +547,7 @@ class _GraphRunner:
         self.arg_slots = arg_slots
         self.out_refs = out_refs
         self.calls = 0
+        self.transfers: list[int] | None = None  # host<->device copies of the latest call
         self.host_only: set[int] = {i for i, st in enumerate(self.steps) if st[3] != "device"}
         self.returned = set(_slots_in(out_refs))
         n = len(self.steps)
@@ -709,7 +710,10 @@ class _GraphRunner:
 
     def __call__(self, *arrays: Any) -> tuple:
         with self._lock:  # one call at a time: the graphs share their buffers
-            return self._call(arrays)
+            before = backend.thread_transfers()  # this thread's copies: the call's own, exactly
+            out = self._call(arrays)
+            self.transfers = [n - m for n, m in zip(backend.thread_transfers(), before)]
+            return out
 
     def _call(self, arrays: tuple) -> tuple:
         b = self.backend
@@ -787,6 +791,9 @@ class _GraphRunner:
         self._exec(seg, env, graph=True)
         for k in seg.live_outs:
             np.copyto(self.static[k], env[k])
+
+
+_TRANSFER_KEYS = ("host_to_device", "host_to_device_bytes", "device_to_host", "device_to_host_bytes")
 
 
 def _step_name(fn: Any) -> str:
@@ -1100,7 +1107,11 @@ class Function:
 
     @property
     def graph_report(self) -> dict[str, Any]:
-        """For the latest trace: graph segments, captures, host steps, refused steps (empty on the CPU)."""
+        """For the latest trace: graph segments, captures, host steps, refused steps (empty on the CPU).
+
+        ``transfers``: the host->device and device->host copies (and bytes) the latest call of
+        the compiled step made; a step whose inputs and variables live on its GPU makes none.
+        """
         conc = self._cache[self._keys[-1]] if self._keys else None
         r = conc.replay if conc is not None else None
         if not isinstance(r, _GraphRunner):
@@ -1112,6 +1123,8 @@ class Function:
             "captures": r.captures,
             "refused": list(r.failures),
             "fused_chains": [len(c) for c in r.fused_chains],
+            # host<->device copies the latest call made (None before the first call)
+            "transfers": None if r.transfers is None else dict(zip(_TRANSFER_KEYS, r.transfers)),
         }
 
 

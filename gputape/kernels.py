@@ -594,7 +594,7 @@ def sparse_softmax_xent(logits: Any, labels: Any, g: Any = None, loss: bool = Tr
     dev = logits.device.id
     with logits.device:
         x = cp.ascontiguousarray(logits, dtype=dt).reshape(n, c)
-        lab = labels if backend.is_gpu_array(labels) else cp.asarray(labels)
+        lab = labels if backend.is_gpu_array(labels) else backend.asarray_on(labels, f"cuda:{dev}")  # counted
         if lab.shape != shape[:-1]:
             raise ValueError(f"sparse_softmax_xent: labels shape {lab.shape} must equal logits.shape[:-1] {shape[:-1]}")
         if lab.dtype not in (np.int32, np.int64):
@@ -602,7 +602,8 @@ def sparse_softmax_xent(logits: Any, labels: Any, g: Any = None, loss: bool = Tr
         lab = cp.ascontiguousarray(lab).reshape(n)
         gg = None
         if g is not None:
-            gg = cp.ascontiguousarray(cp.broadcast_to(cp.asarray(g, dtype=dt), shape[:-1])).reshape(n)
+            g = g if backend.is_gpu_array(g) else backend.asarray_on(g, f"cuda:{dev}", dt)  # counted
+            gg = cp.ascontiguousarray(cp.broadcast_to(g.astype(dt, copy=False), shape[:-1])).reshape(n)
         lo = cp.empty(n, dt) if loss else None
         d = cp.empty((n, c), dt) if grad else None
         sms = _sm_count(dev)

@@ -43,6 +43,7 @@ from . import tensor as _tensor_mod
 from ._nest import flatten as _flatten
 from ._nest import unflatten as _unflatten
 from ._state import tls as _tls
+from .device import gpu_operands as _gpu_operands
 from .tensor import FLOAT_DTYPES, Tensor, Variable, _new, _next_id, _wrap, _wrap_op
 
 _log = logging.getLogger("gputape")
@@ -317,6 +318,8 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
             d = a._data
             if xp is None:
                 xp = np if type(d) is _ndarray else backend.xp_of(d)
+            elif xp is np and type(d) is not _ndarray:
+                xp = backend.xp_of(d)  # a GPU tensor after a host one: the op runs on the GPU
         else:
             d = _const_array(a, prim)
             if type(d) is Tensor:  # a list holding tensors, packed
@@ -330,10 +333,13 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
         datas = [_to_array(d) if isinstance(d, (int, float)) else d for d in datas]
         xp = backend.xp_of(datas[0]) if datas else np
     elif xp is not np:
-        # Host arrays mixed into a GPU op act as constants on that GPU; tensors on
-        # two devices still fail in the forward and are reported by _op_error.
-        dev = next(backend.device_of(a._data) for a in args if isinstance(a, Tensor))
-        datas = [backend.to_device(d, dev) if type(d) is _ndarray else d for d in datas]
+        # Host arrays mixed into a GPU op act as constants on that GPU (copied, counted); a host
+        # Tensor is refused unless soft placement is on (device.gpu_operands); tensors on
+        # two GPUs still fail in the forward and are reported by _op_error.
+        for d in datas:
+            if type(d) is _ndarray:
+                datas = _gpu_operands(prim.name, args, datas)
+                break
     try:
         out = prim.fwd(xp, *datas, **params)
     except Exception as exc:
@@ -424,6 +430,8 @@ def binary_op(prim: Primitive, name: str, doc: str, same: Primitive | None = Non
             else:
                 out = prim.fwd(np if type(d) is _ndarray else backend.xp_of(d), a, b)
         except Exception as exc:
+            if type(a) is not type(b) and isinstance(x, Tensor) and isinstance(y, Tensor):
+                return apply(prim, (x, y), _NOPARAMS)  # a host and a GPU tensor: apply's placement rule
             raise _op_error(prim, (x, y), _NOPARAMS, exc) from exc
         if type(out) is not _ndarray:
             out = _fix_output(out)
@@ -533,6 +541,8 @@ def _debug_hook(obs: _state.Observers, prim: Primitive | None, args: tuple, res:
     """check_numerics' forward check and stop_recording's markers (only while they are on)."""
     if obs.numerics and prim is not None:
         _numerics().check_forward(prim, args, res)
+    if obs.placement is not None and prim is not None:
+        obs.placement.op(prim.name, res)
     paused = obs.paused
     if paused:
         where = None

@@ -20,7 +20,7 @@ import numpy as np
 
 from . import _errors, backend
 from ._state import tls as _tls
-from .device import current_device
+from .device import placement
 
 # Two id streams: outputs of ops get even ids, constants and variables odd ids.
 # Ids stay unique, and the parity tells the debugger, for free, whether a value
@@ -114,7 +114,7 @@ def _to_array(value: Any, dtype: Any = None, device: str | None = None) -> Any:
         if isinstance(value, Tensor):
             data = value._data
             if device is not None and backend.device_of(data) != backend.parse_device(device):
-                data = backend.asarray_on(backend.to_host(data), backend.parse_device(device))
+                data = backend.to_device(data, device)  # GPU to GPU peer to peer, never through the host
             if dtype is not None and data.dtype != np.dtype(dtype):
                 data = _checked_kind(data.astype(dtype), value)
             return data
@@ -134,7 +134,8 @@ def _to_array(value: Any, dtype: Any = None, device: str | None = None) -> Any:
         elif dev is None or dev == backend.device_of(value):
             out = value.astype(dtype, copy=False) if dtype is not None else value
         else:
-            out = backend.asarray_on(backend.to_host(value), dev, dtype)
+            out = backend.to_device(value, dev)
+            out = out.astype(dtype, copy=False) if dtype is not None else out
         return out if out.dtype.kind in NUMERIC_KINDS else _checked_kind(out, value)
     except _errors.NEVER_WRAP:
         raise
@@ -415,6 +416,11 @@ class Tensor:
 class Variable(Tensor):
     """A mutable tensor: model parameters and optimizer state.
 
+    It lives on the device TensorFlow would put it on (``gt.device.placement``): ``device=``
+    when given, else the innermost ``with gt.device(...)`` scope, else the device of an
+    initial value already on a GPU, else the default device (a GPU when one works), so
+    ``gt.Variable(2.0)`` and ``gt.Variable(np_array)`` are GPU variables on a GPU machine.
+
     Trainable variables read inside a ``GradientTape`` are watched
     automatically. ``assign``/``assign_add``/``assign_sub`` update the value in
     place when nothing else holds the current array, and otherwise swap in a
@@ -430,11 +436,19 @@ class Variable(Tensor):
 
     __slots__ = ("_name", "_trainable")
 
-    def __init__(self, initial_value: Any, trainable: bool = True, name: str | None = None, dtype: Any = None) -> None:
+    def __init__(
+        self,
+        initial_value: Any,
+        trainable: bool = True,
+        name: str | None = None,
+        dtype: Any = None,
+        device: str | None = None,
+    ) -> None:
         if callable(initial_value):
             initial_value = initial_value()
-        data = _to_array(initial_value, dtype)
-        # A variable owns its buffer: never alias the caller's array.
+        dev = placement(initial_value, device, variable=True)
+        data = _to_array(initial_value, dtype, dev)
+        # A variable owns its buffer: never alias the caller's array (nor a tensor's).
         self._data = data.copy()
         self._id = _next_const_id()
         self._trainable = bool(trainable)
@@ -491,7 +505,8 @@ class Variable(Tensor):
             arr = value._data
         else:
             try:
-                arr = _to_array(value)
+                # host data assigned to a GPU variable is copied there (once, counted)
+                arr = _to_array(value, None, None if backend.is_gpu_array(value) else self.device)
             except (TypeError, ValueError) as exc:
                 raise _errors.mark(
                     type(exc)(
@@ -500,7 +515,7 @@ class Variable(Tensor):
                 ) from exc
             if arr.dtype != self._data.dtype and not hasattr(value, "dtype"):
                 if np.can_cast(arr.dtype, self._data.dtype, casting="same_kind"):
-                    arr = _to_array(value, self._data.dtype)  # 0.1 into float64 is float64's 0.1
+                    arr = _to_array(value, self._data.dtype, backend.device_of(arr))  # 0.1 into float64 is 0.1
         xp = backend.xp_of(self._data)
         if backend.xp_of(arr) is not xp:
             raise ValueError(
@@ -623,14 +638,22 @@ def constant(value: Any, dtype: Any = None, device: str | None = None) -> Tensor
     """Make a Tensor from a Python value, a numpy/cupy array or another tensor.
 
     Python floats (and lists of them) become float32 and Python ints int32, as
-    in TensorFlow; arrays keep their dtype; a cupy array stays on its GPU.
+    in TensorFlow; arrays keep their dtype.
+
+    Placement (TensorFlow's rule): ``device=`` when given; else host data (Python
+    numbers, lists, numpy arrays) goes to the current device (the innermost
+    ``with gt.device(...)``, else the default device: a GPU when one works); a cupy
+    array stays on its GPU, and a Tensor stays where it is.
 
     >>> import gputape as gt, numpy as np
     >>> str(gt.constant(1.5).dtype), str(gt.constant(np.zeros(2)).dtype), str(gt.constant([1, 2]).dtype)
     ('float32', 'float64', 'int32')
+    >>> with gt.device("cpu"):
+    ...     gt.constant(np.zeros(2)).device
+    'cpu'
     """
-    if device is None and not isinstance(value, Tensor) and (type(value) is not _ndarray):
-        device = current_device()
+    if device is None and not isinstance(value, Tensor):
+        device = placement(value)
     return _wrap(_to_array(value, dtype, device))
 
 

@@ -11,3 +11,4 @@
 from .explain import REASONS, Explanation
 from .health import GradientMonitor, grad_report
 from .numerics import check_numerics, disable_check_numerics, enable_check_numerics, record_locations
+from .placement import log_device_placement, reset_transfer_stats, transfer_stats

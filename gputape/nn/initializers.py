@@ -6,6 +6,11 @@ draw from ``gt.random``'s generator unless given a ``seed``, so
 Fan-in and fan-out follow Keras: for a 2-d kernel ``(in, out)``; for a
 convolution kernel the leading dimensions are the receptive field.
 
+Placement: an initializer draws on the host (one generator for every device, so a seed
+gives the same weights on the CPU and a GPU) and returns numpy; the variable it
+initialises (``gt.Variable(init(shape))``, a layer's ``add_weight``) lands on the current
+device, which costs one host->device copy per weight, once, at creation.
+
 >>> import gputape as gt
 >>> w = gt.nn.initializers.get("glorot_uniform")((64, 32), "float32")
 >>> w.shape, str(w.dtype), bool(abs(w).max() <= (6 / 96) ** 0.5)

@@ -800,3 +800,23 @@ dtypes = types.SimpleNamespace(
     uint8=uint8,
 )
 __all__ += ["DType", "__version__", "as_dtype", "dtypes", "version"]
+
+
+# -- devices: tf.device, tf.config, tf.debugging ------------------------------------------
+
+from .. import config  # noqa: E402 - tf.config: set_soft_device_placement, list_physical_devices
+from ..debug import placement as _placement  # noqa: E402
+from ..device import device  # noqa: E402 - tf.device("/GPU:0") places new values there
+
+
+def _set_log_device_placement(enabled: bool) -> None:
+    """TensorFlow's ``tf.debugging.set_log_device_placement`` (for the calling thread).
+
+    >>> import gputape.tf as tf
+    >>> tf.debugging.set_log_device_placement(False)
+    """
+    _placement.log_device_placement(enabled)
+
+
+debugging = types.SimpleNamespace(set_log_device_placement=_set_log_device_placement)
+__all__ += ["config", "debugging", "device"]

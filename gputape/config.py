@@ -1,0 +1,114 @@
+"""Process-wide configuration, named as TensorFlow's ``tf.config``.
+
+**Soft device placement.** gputape runs an op on the device of its tensor inputs. A host
+(CPU) *Tensor or Variable* mixed into an op on a GPU is refused with the device-mismatch
+ValueError by default, because copying it silently would cost one host->device transfer
+per op per step. ``set_soft_device_placement(True)`` copies it instead (each copy is
+counted in ``gt.debug.transfer_stats()``). Raw numpy arrays and Python numbers mixed into
+an op are constants and are always copied to its device (also counted). TensorFlow's flag
+of the same name lets ops without a GPU kernel fall back to the CPU; gputape has a kernel
+for every op on both, so the flag governs the one implicit copy there is.
+
+The flag is one process-wide bool, as in TensorFlow (set it before starting threads that
+depend on it: it is read without a lock).
+
+>>> import gputape as gt
+>>> gt.config.get_soft_device_placement()
+False
+>>> gt.config.set_soft_device_placement(True); gt.config.get_soft_device_placement()
+True
+>>> gt.config.set_soft_device_placement(False)
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from . import backend
+
+__all__ = [
+    "LogicalDevice",
+    "PhysicalDevice",
+    "get_soft_device_placement",
+    "list_logical_devices",
+    "list_physical_devices",
+    "set_soft_device_placement",
+]
+
+_soft_placement = False
+
+
+def set_soft_device_placement(enabled: bool) -> None:
+    """Copy host tensors mixed into GPU ops to the GPU (True) instead of raising (False, the default).
+
+    >>> import gputape as gt
+    >>> gt.config.set_soft_device_placement(False)
+    """
+    global _soft_placement
+    if not isinstance(enabled, (bool, int)):
+        raise TypeError(f"gt.config.set_soft_device_placement: enabled must be a bool, got {enabled!r}")
+    _soft_placement = bool(enabled)
+
+
+def get_soft_device_placement() -> bool:
+    """Whether host tensors mixed into GPU ops are copied (True) or refused (False).
+
+    >>> import gputape as gt
+    >>> gt.config.get_soft_device_placement()
+    False
+    """
+    return _soft_placement
+
+
+class PhysicalDevice(NamedTuple):
+    """A device as TensorFlow lists it: ``name`` (``/physical_device:GPU:0``) and ``device_type``."""
+
+    name: str
+    device_type: str
+
+
+class LogicalDevice(NamedTuple):
+    """A device as TensorFlow's ``list_logical_devices`` lists it (``/device:GPU:0``)."""
+
+    name: str
+    device_type: str
+
+
+def _gpu_indices() -> list[int]:
+    cp = backend.cupy_module()
+    if cp is None or backend.cuda_unavailable_reason(0) is not None:
+        return []
+    try:
+        n = int(cp.cuda.runtime.getDeviceCount())
+    except Exception:
+        return [0]
+    return [i for i in range(n) if backend.cuda_unavailable_reason(i) is None]
+
+
+def list_physical_devices(device_type: str | None = None) -> list[PhysicalDevice]:
+    """The CPU and every GPU that answers a smoke kernel (``device_type``: ``"CPU"``/``"GPU"`` filters).
+
+    ``len(gt.config.list_physical_devices("GPU")) > 0`` is TensorFlow's idiom for "is there a GPU".
+
+    >>> import gputape as gt
+    >>> gt.config.list_physical_devices("CPU")
+    [PhysicalDevice(name='/physical_device:CPU:0', device_type='CPU')]
+    """
+    return _listed(PhysicalDevice, "/physical_device", device_type, "list_physical_devices")
+
+
+def list_logical_devices(device_type: str | None = None) -> list[LogicalDevice]:
+    """As :func:`list_physical_devices`, named as TensorFlow names logical devices.
+
+    >>> import gputape as gt
+    >>> gt.config.list_logical_devices("CPU")
+    [LogicalDevice(name='/device:CPU:0', device_type='CPU')]
+    """
+    return _listed(LogicalDevice, "/device", device_type, "list_logical_devices")
+
+
+def _listed(cls: type, prefix: str, device_type: str | None, fn: str) -> list:
+    if device_type is not None and (not isinstance(device_type, str) or device_type.upper() not in ("CPU", "GPU")):
+        raise ValueError(f"gt.config.{fn}: device_type must be 'CPU', 'GPU' or None, got {device_type!r}")
+    out = [cls(f"{prefix}:CPU:0", "CPU")] + [cls(f"{prefix}:GPU:{i}", "GPU") for i in _gpu_indices()]
+    return out if device_type is None else [d for d in out if d.device_type == device_type.upper()]
