@@ -12,6 +12,7 @@ from typing import Any
 
 from .. import backend
 from ..tensor import Tensor, _export_hook
+from . import reduce as _reduce
 from ._compat import check_out
 
 
@@ -21,6 +22,9 @@ def _ops() -> Any:
     return ops
 
 
+_sum, _mean, _max, _min = _reduce.sum, _reduce.mean, _reduce.max, _reduce.min  # the hot ones: no lookup
+
+
 def sum(self: Tensor, axis: Any = None, dtype: Any = None, out: None = None, keepdims: bool = False) -> Tensor:
     """numpy's ``ndarray.sum``.
 
@@ -28,7 +32,7 @@ def sum(self: Tensor, axis: Any = None, dtype: Any = None, out: None = None, kee
     >>> gt.constant([[1, 2], [3, 4]]).sum(0, "float64").numpy().tolist()
     [4.0, 6.0]
     """
-    return _ops().sum(self, axis, keepdims, dtype=dtype, out=out)
+    return _sum(self, axis, keepdims, dtype=dtype, out=out)
 
 
 def mean(self: Tensor, axis: Any = None, dtype: Any = None, out: None = None, keepdims: bool = False) -> Tensor:
@@ -38,7 +42,7 @@ def mean(self: Tensor, axis: Any = None, dtype: Any = None, out: None = None, ke
     >>> gt.constant([[1.0, 2.0], [3.0, 4.0]]).mean(axis=1, keepdims=True).shape
     (2, 1)
     """
-    return _ops().mean(self, axis, keepdims, dtype=dtype, out=out)
+    return _mean(self, axis, keepdims, dtype=dtype, out=out)
 
 
 def prod(self: Tensor, axis: Any = None, dtype: Any = None, out: None = None, keepdims: bool = False) -> Tensor:
@@ -58,7 +62,7 @@ def max(self: Tensor, axis: Any = None, out: None = None, keepdims: bool = False
     >>> gt.constant([[1.0, 5.0], [3.0, 4.0]]).max(1).numpy().tolist()
     [5.0, 4.0]
     """
-    return _ops().max(self, axis, keepdims, out=out)
+    return _max(self, axis, keepdims, out=out)
 
 
 def min(self: Tensor, axis: Any = None, out: None = None, keepdims: bool = False) -> Tensor:
@@ -68,7 +72,7 @@ def min(self: Tensor, axis: Any = None, out: None = None, keepdims: bool = False
     >>> gt.constant([[1.0, 5.0], [3.0, 4.0]]).min(1).numpy().tolist()
     [1.0, 3.0]
     """
-    return _ops().min(self, axis, keepdims, out=out)
+    return _min(self, axis, keepdims, out=out)
 
 
 def std(

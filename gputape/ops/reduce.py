@@ -71,7 +71,9 @@ def sum(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, 
     >>> gt.sum(gt.constant([[1.0, 2.0], [3.0, 4.0]]), axis=0).numpy().tolist()
     [4.0, 6.0]
     """
-    x, p = _reduction_params(_numpy_args(x, dtype, out, "sum"), axis, keepdims, "sum")
+    if dtype is not None or out is not None:
+        x = _numpy_args(x, dtype, out, "sum")
+    x, p = _reduction_params(x, axis, keepdims, "sum")
     return apply(_sum, (x,), p)
 
 
@@ -109,7 +111,9 @@ def mean(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None,
     >>> gt.mean(gt.constant([[1.0, 2.0], [3.0, 4.0]]), axis=1).numpy().tolist()
     [1.5, 3.5]
     """
-    x, p = _reduction_params(_numpy_args(x, dtype, out, "mean"), axis, keepdims, "mean")
+    if dtype is not None or out is not None:
+        x = _numpy_args(x, dtype, out, "mean")
+    x, p = _reduction_params(x, axis, keepdims, "mean")
     return apply(_mean, (x,), p)
 
 
@@ -138,7 +142,9 @@ def max(x: Any, axis: Any = None, keepdims: bool = False, *, out: None = None) -
     >>> gt.max(gt.constant([[1.0, 5.0], [3.0, 4.0]]), axis=1).numpy().tolist()
     [5.0, 4.0]
     """
-    x, p = _reduction_params(_numpy_args(x, None, out, "max"), axis, keepdims, "max")
+    if out is not None:
+        check_out("max", out)
+    x, p = _reduction_params(x, axis, keepdims, "max")
     if x.size == 0:
         raise ValueError("gt.max: cannot reduce an empty tensor (it has no maximum)")
     return apply(_max, (x,), p)
@@ -161,7 +167,9 @@ def min(x: Any, axis: Any = None, keepdims: bool = False, *, out: None = None) -
     >>> gt.min(gt.constant([[1.0, 5.0], [3.0, 4.0]]), axis=1).numpy().tolist()
     [1.0, 3.0]
     """
-    x, p = _reduction_params(_numpy_args(x, None, out, "min"), axis, keepdims, "min")
+    if out is not None:
+        check_out("min", out)
+    x, p = _reduction_params(x, axis, keepdims, "min")
     if x.size == 0:
         raise ValueError("gt.min: cannot reduce an empty tensor (it has no minimum)")
     return apply(_min, (x,), p)
@@ -219,7 +227,9 @@ def prod(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None,
     >>> gt.prod(gt.constant([[1.0, 2.0], [3.0, 4.0]]), axis=1).numpy().tolist()
     [2.0, 12.0]
     """
-    x, p = _reduction_params(_numpy_args(x, dtype, out, "prod"), axis, keepdims, "prod")
+    if dtype is not None or out is not None:
+        x = _numpy_args(x, dtype, out, "prod")
+    x, p = _reduction_params(x, axis, keepdims, "prod")
     return apply(_prod, (x,), p)
 
 
@@ -260,7 +270,9 @@ def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0, *, dtyp
     >>> gt.var(gt.constant([1.0, 2.0, 3.0, 4.0])).numpy().item()
     1.25
     """
-    return _var(_numpy_args(x, dtype, out, "var"), axis, keepdims, ddof, "var")
+    if dtype is not None or out is not None:
+        x = _numpy_args(x, dtype, out, "var")
+    return _var(x, axis, keepdims, ddof, "var")
 
 
 def _var(x: Any, axis: Any, keepdims: Any, ddof: Any, op: str) -> Any:
@@ -308,7 +320,9 @@ def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0, *, dtyp
     from .creation import not_equal
     from .elementwise import sqrt, where
 
-    v = _var(_numpy_args(x, dtype, out, "std"), axis, keepdims, ddof, "std")
+    if dtype is not None or out is not None:
+        x = _numpy_args(x, dtype, out, "std")
+    v = _var(x, axis, keepdims, ddof, "std")
     # PyTorch's rule: the gradient is 0 where std is 0 (a one-element axis, a constant slice), where
     # sqrt's would be 0 * inf = NaN. The double where keeps every order finite; v != 0 keeps NaN/inf.
     nz = not_equal(v, 0)
