@@ -3,6 +3,10 @@
 Every reduction records the input shape with the reduced axes kept as 1
 (``kept``) so its VJP can reshape the cotangent, leading batch dims included,
 and broadcast it back.
+
+Each public reduction also takes numpy's keyword-only ``out=`` (None only: tensors are
+immutable) and, where numpy has it (sum mean prod var std), ``dtype=``: the input is cast to
+it first, which is numpy's accumulate-in-dtype result.
 """
 
 from __future__ import annotations
