@@ -326,12 +326,16 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
                 return apply(prim, tuple(d if b is a else b for b in args), params)
         datas.append(d)
     if xp is None:
-        # No tensor among the inputs: Python numbers follow the dtype rule
-        # (float -> float32), as gt.constant would convert them.
-        from .tensor import _to_array
+        # No tensor among the inputs. Beside an array, Python numbers stay weak (numpy's rule:
+        # ndarray64 * 0.1 is float64 with 0.1 exact, as beside a tensor); numbers alone follow the
+        # dtype rule (float -> float32), as gt.constant would convert them.
+        arr = next((d for d in datas if hasattr(d, "dtype")), None)
+        if arr is None:
+            from .tensor import _to_array
 
-        datas = [_to_array(d) if isinstance(d, (int, float)) else d for d in datas]
-        xp = backend.xp_of(datas[0]) if datas else np
+            datas = [_to_array(d) if isinstance(d, (int, float)) else d for d in datas]
+            arr = datas[0] if datas else None
+        xp = backend.xp_of(arr) if arr is not None else np
     elif xp is not np:
         # Host arrays mixed into a GPU op act as constants on that GPU (copied, counted); a host
         # Tensor is refused unless soft placement is on (device.gpu_operands); tensors on

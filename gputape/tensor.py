@@ -238,8 +238,8 @@ class Tensor:
 
     __slots__ = ("__weakref__", "_data", "_id")
 
-    # numpy hands ``ndarray <op> Tensor`` to __array_ufunc__ below, so the result
-    # is a (differentiable) Tensor rather than a silently detached ndarray.
+    # numpy hands ``ndarray <op> Tensor`` to __array_ufunc__ (installed by gputape.ops), so the
+    # result is a (differentiable) Tensor rather than a silently detached ndarray.
     __array_priority__ = 1000
 
     def __init__(self, value: Any, dtype: Any = None) -> None:
@@ -289,9 +289,15 @@ class Tensor:
         _export_hook(self, out)
         return out
 
-    def item(self) -> Any:
+    def item(self, *args: Any) -> Any:
+        """The value (or, with numpy's index arguments, one element) as a Python number.
+
+        >>> import gputape as gt
+        >>> gt.constant([[1, 2], [3, 4]]).item(1, 0), gt.constant([[1, 2], [3, 4]]).item(3)
+        (3, 4)
+        """
         _export_hook(self, None)
-        return self._data.item()
+        return self._data.item(*args)
 
     def __float__(self) -> float:
         _export_hook(self, None)
@@ -333,16 +339,8 @@ class Tensor:
         _export_hook(self, a)
         return a
 
-    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        from . import ops
-
-        op = getattr(ops, ufunc.__name__, None)
-        if method == "__call__" and op is not None and "out" not in kwargs and not kwargs:
-            return op(*inputs)
-        # Anything else (reductions through ufunc methods, out=...) runs on plain
-        # arrays: the result is a numpy array, detached from every tape.
-        raw = [backend.to_host(i._data) if isinstance(i, Tensor) else i for i in inputs]
-        return getattr(ufunc, method)(*raw, **kwargs)
+    # __array_ufunc__ and __array_function__ (np.exp(t), np.sum(t) run gputape's ops) and the
+    # numpy-style methods are installed by gputape.ops, which owns the op functions.
 
     def __repr__(self) -> str:
         """TensorFlow's layout around numpy's repr (summarised beyond 1000 elements, rows aligned).

@@ -896,7 +896,7 @@ def _reshape_m(shape: Any) -> Any:
 
 
 def _sum_m(axis: Any, keepdims: Any) -> Any:
-    return t().sum(axis, keepdims)
+    return t().sum(axis, keepdims=keepdims)  # numpy's order: sum(axis, dtype, out, keepdims)
 
 
 def _transpose_m(axes: Any) -> Any:

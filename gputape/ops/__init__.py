@@ -19,7 +19,7 @@ from .. import _errors
 from .. import backend as _backend
 from .. import tape as _tape
 from ..tensor import Tensor, Variable
-from . import creation, elementwise, linalg, reduce, shape
+from . import _methods, _protocols, creation, elementwise, linalg, reduce, shape
 from ._util import norm_dtype as _norm_dtype
 from ._util import sum_to as _sum_to_impl
 from .aliases import around, fabs
@@ -234,26 +234,6 @@ def _r(f: Any) -> Any:
     return rop
 
 
-def _sum_m(self, axis=None, keepdims=False):
-    return sum(self, axis, keepdims)
-
-
-def _mean_m(self, axis=None, keepdims=False):
-    return mean(self, axis, keepdims)
-
-
-def _max_m(self, axis=None, keepdims=False):
-    return max(self, axis, keepdims)
-
-
-def _min_m(self, axis=None, keepdims=False):
-    return min(self, axis, keepdims)
-
-
-def _prod_m(self, axis=None, keepdims=False):
-    return prod(self, axis, keepdims)
-
-
 def _reshape_m(self, *shape):
     return reshape(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
 
@@ -317,15 +297,20 @@ _T.__or__ = logical_or
 _T.__ror__ = _r(logical_or)
 _T.__xor__ = logical_xor
 _T.__invert__ = logical_not
-_T.sum = _sum_m
-_T.mean = _mean_m
-_T.max = _max_m
-_T.min = _min_m
-_T.prod = _prod_m
 _T.reshape = _reshape_m
 _T.transpose = _transpose_m
 _T.astype = _astype_m
-_T.flatten = flatten
 _T.squeeze = squeeze
+_T.swapaxes = swapaxes
+_T.repeat = repeat
+_T.diagonal = diagonal
+_T.trace = trace
+_T.argsort = argsort
+_T.mT = property(_methods.mT)
+for _name, _m in _methods.METHODS.items():  # numpy's ndarray signatures (axis, dtype, out, keepdims)
+    setattr(_T, _name, _m)
 _T.to = _to_m
+# numpy's protocols: np.exp(t), np.sum(t), np.linalg.norm(t) run these ops on the tape (see _protocols)
+_T.__array_ufunc__ = _protocols.array_ufunc
+_T.__array_function__ = _protocols.array_function
 Variable.__hash__ = None  # type: ignore[assignment]

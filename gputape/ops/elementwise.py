@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .. import expr as _x
+from .. import tensor as _tensor
 from ..expr import multiply_no_nan as _mnn
 from ..tape import REGISTRY, Primitive, apply, binary_op, primitive, unary_op
 from ..tensor import as_tensor
@@ -171,7 +172,16 @@ def _pow(xp, x, y):
 
 @_pow.defvjp
 def _(F, g, needs, nb, node, x, y, out):
-    gx = F.multiply_no_nan(y * x ** (y - 1), g) if needs[0] else None
+    if not needs[0]:
+        gx = None
+    elif isinstance(y, (int, float)):  # a Python exponent (x ** 2): no guard needed unless it is 0
+        gx = F.multiply_no_nan(y * x ** (y - 1), g) if y != 0 else F.zeros_like(x)
+    else:
+        # y * x**(y-1) is 0 * inf at x == 0, y == 0; the derivative of the constant x**0 is 0 (as in
+        # autograd, PyTorch and TensorFlow), so y's zeros win. multiply_no_nan's VJP is guarded the same
+        # way: d/dx stays 0 at every order, while d/dy keeps its true value x**(y-1) (1/x at y == 0;
+        # PyTorch's where(y == 0, 0, ...) gives 0 there, and NaN at x == 0).
+        gx = F.multiply_no_nan(F.multiply_no_nan(x ** (y - 1), y), g)
     if needs[1]:
         # d/dy x**y = x**y log x; TensorFlow's convention: 0 where x <= 0.
         if isinstance(x, (int, float)):  # a Python base: keep it weakly typed
@@ -595,7 +605,10 @@ def where(condition: Any, x: Any, y: Any) -> Any:
     if not hasattr(condition, "dtype") or str(condition.dtype) != "bool":
         condition = as_tensor(condition).astype("bool")
     if isinstance(x, (int, float)) and isinstance(y, (int, float)):
-        x, y = as_tensor(x), as_tensor(y)  # Python numbers follow gputape's dtype rule (float32)
+        # Python numbers follow gputape's dtype rule (float32, int32: gt.constant's), taken jointly so
+        # that where(c, 1, 2.0) is float32 like gt.constant([1, 2.0]), not int32 | float32 = float64
+        dt = _tensor._py_dtype([x, y])
+        x, y = _tensor.constant(x, dt), _tensor.constant(y, dt)
     return apply(_where, (condition, x, y), _E)
 
 
@@ -619,16 +632,27 @@ def _(F, g, needs, nb, node, x, lo, hi):
     return (out if needs[0] else None, glo, ghi)
 
 
-def clip(x: Any, min: Any = None, max: Any = None) -> Any:
+def clip(x: Any, a_min: Any = None, a_max: Any = None, out: None = None, *, min: Any = None, max: Any = None) -> Any:
     """Clamp ``x`` to ``[min, max]``; the gradient passes where ``min <= x <= max``.
+
+    The bounds go by numpy 2's names (``min``, ``max``) or numpy 1's (``a_min``, ``a_max``, also
+    positional); ``out`` must be None (tensors are immutable).
 
     >>> import gputape as gt
     >>> gt.clip(gt.constant([-2.0, 0.5, 3.0]), -1.0, 1.0).numpy().tolist()
     [-1.0, 0.5, 1.0]
+    >>> gt.clip(gt.constant([-2.0, 0.5, 3.0]), max=1.0).numpy().tolist()
+    [-2.0, 0.5, 1.0]
     """
-    if min is None and max is None:
+    if out is not None:
+        raise TypeError("gt.clip: out= is not supported (tensors are immutable); use the returned tensor instead")
+    if (a_min is not None and min is not None) or (a_max is not None and max is not None):
+        raise TypeError("gt.clip: give each bound once, as a_min/a_max (numpy 1) or min/max (numpy 2), not both")
+    lo = a_min if a_min is not None else min
+    hi = a_max if a_max is not None else max
+    if lo is None and hi is None:
         raise ValueError("gt.clip: give at least one of min and max")
-    return apply(_clip, (x, min, max), _E)
+    return apply(_clip, (x, lo, hi), _E)
 
 
 @primitive("cast")

@@ -65,6 +65,8 @@ def dot(x: Any, y: Any) -> Any:
     from .elementwise import multiply
     from .shape import moveaxis, reshape
 
+    if isinstance(x, (int, float)) or isinstance(y, (int, float)):
+        return multiply(x, y)  # a Python number stays weak: dot(float64 tensor, 0.1) is float64's 0.1
     x, y = as_tensor(x), as_tensor(y)
     if x.ndim == 0 or y.ndim == 0:
         return multiply(x, y)
@@ -154,18 +156,44 @@ def _(F, g, needs, nb, node, *ops):
 def einsum(subscripts: str, *operands: Any) -> Any:
     """Einstein summation (numpy's ``einsum``), differentiable in every operand.
 
-    Gradients for an operand with a repeated subscript (``'ii->i'``) are not
+    numpy's sublist form (``einsum(a, [0, 1], b, [1, 2], [0, 2])``, ``Ellipsis`` for ``...``) is
+    taken too. Gradients for an operand with a repeated subscript (``'ii->i'``) are not
     implemented and raise ``NotImplementedError``.
 
     >>> import gputape as gt
     >>> a = gt.constant([[1.0, 2.0], [3.0, 4.0]])
     >>> gt.einsum("ij,j->i", a, gt.constant([1.0, 1.0])).numpy().tolist()
     [3.0, 7.0]
+    >>> gt.einsum(a, [0, 1], [1, 0]).numpy().tolist()
+    [[1.0, 3.0], [2.0, 4.0]]
     """
     if not isinstance(subscripts, str):
-        raise _errors.argument_error(
-            subscripts, "is not a subscripts string", arg="subscripts", cls=TypeError, hint="e.g. 'ij,jk->ik'"
-        )
+        if hasattr(subscripts, "shape") and operands:  # numpy's sublist form: einsum(a, [0, 1], b, [1, 2], [0, 2])
+            subscripts, operands = _from_sublists((subscripts,) + operands)
+        else:
+            raise _errors.argument_error(
+                subscripts, "is not a subscripts string", arg="subscripts", cls=TypeError, hint="e.g. 'ij,jk->ik'"
+            )
     shapes = [tuple(getattr(o, "shape", ())) for o in operands]
     ins, out = _parse_einsum(subscripts, shapes)
     return apply(_einsum, tuple(operands), {"ins": ins, "out": out})
+
+
+def _from_sublists(args: tuple) -> tuple[str, tuple]:
+    """numpy's interleaved form ``(op, sublist, op, sublist, ..., [out sublist])`` as a subscripts string."""
+    letters = string.ascii_letters
+
+    def text(sub: Any) -> str:
+        try:
+            return "".join("..." if s is Ellipsis else letters[s.__index__()] for s in sub)
+        except (TypeError, AttributeError, IndexError) as exc:
+            raise TypeError(
+                f"gt.einsum: sublist {sub!r} must hold integers in [0, 52) or Ellipsis (numpy's sublist form)"
+            ) from exc
+
+    ops, subs = args[0::2], args[1::2]
+    out = None
+    if len(args) % 2:  # an odd count ends with the output sublist
+        ops, out = ops[:-1], args[-1]
+    spec = ",".join(text(sub) for sub in subs[: len(ops)])
+    return (spec + "->" + text(out) if out is not None else spec), tuple(ops)

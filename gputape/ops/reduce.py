@@ -3,6 +3,10 @@
 Every reduction records the input shape with the reduced axes kept as 1
 (``kept``) so its VJP can reshape the cotangent, leading batch dims included,
 and broadcast it back.
+
+Each public reduction also takes numpy's keyword-only ``out=`` (None only: tensors are
+immutable) and, where numpy has it (sum mean prod var std), ``dtype=``: the input is cast to
+it first, which is numpy's accumulate-in-dtype result.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import numpy as np
 from .. import _errors, backend
 from ..tape import apply, primitive
 from ..tensor import as_tensor
+from ._compat import check_out
 from ._util import norm_axes, norm_flag, norm_real
 
 
@@ -33,6 +38,16 @@ def _empty_mean(xp: Any, x: Any, axis: tuple, keepdims: bool) -> Any:
     warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=5)
     shape = tuple(1 if i in axis else s for i, s in enumerate(x.shape) if keepdims or i not in axis)
     return xp.full(shape, np.nan, x.dtype if x.dtype.kind in "fc" else np.float64)
+
+
+def _numpy_args(x: Any, dtype: Any, out: Any, op: str) -> Any:
+    """numpy's ``dtype=`` (the input is cast first: numpy accumulates in it) and ``out=`` (None only)."""
+    check_out(op, out)
+    if dtype is None:
+        return x
+    from .elementwise import cast
+
+    return cast(x, dtype)
 
 
 def _expand(F: Any, g: Any, nb: int, node: Any) -> Any:
@@ -53,13 +68,15 @@ def _(F, g, needs, nb, node):
     return (F.broadcast_to(g, g.shape[:nb] + node.shapes[0]),)
 
 
-def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+def sum(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: None = None) -> Any:
     """Sum over ``axis`` (None: all axes).
 
     >>> import gputape as gt
     >>> gt.sum(gt.constant([[1.0, 2.0], [3.0, 4.0]]), axis=0).numpy().tolist()
     [4.0, 6.0]
     """
+    if dtype is not None or out is not None:
+        x = _numpy_args(x, dtype, out, "sum")
     x, p = _reduction_params(x, axis, keepdims, "sum")
     return apply(_sum, (x,), p)
 
@@ -88,7 +105,7 @@ def _(F, g, needs, nb, node):
     return (F.broadcast_to(g, g.shape[:nb] + shape),)
 
 
-def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+def mean(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: None = None) -> Any:
     """Arithmetic mean over ``axis`` (None: all axes).
 
     Over zero elements it is NaN, with numpy's ``RuntimeWarning: Mean of empty slice``
@@ -98,6 +115,8 @@ def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     >>> gt.mean(gt.constant([[1.0, 2.0], [3.0, 4.0]]), axis=1).numpy().tolist()
     [1.5, 3.5]
     """
+    if dtype is not None or out is not None:
+        x = _numpy_args(x, dtype, out, "mean")
     x, p = _reduction_params(x, axis, keepdims, "mean")
     return apply(_mean, (x,), p)
 
@@ -120,13 +139,15 @@ def _max(xp, x, axis, keepdims, kept):
 _max.defvjp(_extreme_vjp)
 
 
-def max(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+def max(x: Any, axis: Any = None, keepdims: bool = False, *, out: None = None) -> Any:
     """Maximum over ``axis``; ties share the gradient equally (TensorFlow's rule).
 
     >>> import gputape as gt
     >>> gt.max(gt.constant([[1.0, 5.0], [3.0, 4.0]]), axis=1).numpy().tolist()
     [5.0, 4.0]
     """
+    if out is not None:
+        check_out("max", out)
     x, p = _reduction_params(x, axis, keepdims, "max")
     if x.size == 0:
         raise ValueError("gt.max: cannot reduce an empty tensor (it has no maximum)")
@@ -143,13 +164,15 @@ def _min(xp, x, axis, keepdims, kept):
 _min.defvjp(_extreme_vjp)
 
 
-def min(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+def min(x: Any, axis: Any = None, keepdims: bool = False, *, out: None = None) -> Any:
     """Minimum over ``axis``; ties share the gradient equally (TensorFlow's rule).
 
     >>> import gputape as gt
     >>> gt.min(gt.constant([[1.0, 5.0], [3.0, 4.0]]), axis=1).numpy().tolist()
     [1.0, 3.0]
     """
+    if out is not None:
+        check_out("min", out)
     x, p = _reduction_params(x, axis, keepdims, "min")
     if x.size == 0:
         raise ValueError("gt.min: cannot reduce an empty tensor (it has no minimum)")
@@ -201,13 +224,15 @@ def _others_exact(F: Any, x: Any, ax: tuple[int, ...]) -> Any:
     return F.transpose(others, tuple(inv))
 
 
-def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+def prod(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: None = None) -> Any:
     """Product over ``axis``; the gradient is exact with zeros present.
 
     >>> import gputape as gt
     >>> gt.prod(gt.constant([[1.0, 2.0], [3.0, 4.0]]), axis=1).numpy().tolist()
     [2.0, 12.0]
     """
+    if dtype is not None or out is not None:
+        x = _numpy_args(x, dtype, out, "prod")
     x, p = _reduction_params(x, axis, keepdims, "prod")
     return apply(_prod, (x,), p)
 
@@ -237,7 +262,7 @@ def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     return apply(_logsumexp, (x,), p)
 
 
-def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
+def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0, *, dtype: Any = None, out: None = None) -> Any:
     """Variance over ``axis`` (``ddof`` as in numpy); composed from mean and square.
 
     As in numpy, the sum of squares is divided by ``max(n - ddof, 0)``: with no degrees
@@ -249,6 +274,8 @@ def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
     >>> gt.var(gt.constant([1.0, 2.0, 3.0, 4.0])).numpy().item()
     1.25
     """
+    if dtype is not None or out is not None:
+        x = _numpy_args(x, dtype, out, "var")
     return _var(x, axis, keepdims, ddof, "var")
 
 
@@ -284,13 +311,23 @@ def _var(x: Any, axis: Any, keepdims: Any, ddof: Any, op: str) -> Any:
         return s * (math.inf if div == div else math.nan)
 
 
-def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
+def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0, *, dtype: Any = None, out: None = None) -> Any:
     """Standard deviation over ``axis``: ``sqrt(var(x))`` (NaN/inf without degrees of freedom, as in numpy).
+
+    Where the result is 0 (a one-element axis, a slice of equal values) the gradient is 0, as in
+    PyTorch (TensorFlow's ``reduce_std`` and JAX give NaN there: sqrt's derivative at 0).
 
     >>> import gputape as gt
     >>> gt.std(gt.constant([1.0, 3.0])).numpy().item()
     1.0
     """
-    from .elementwise import sqrt
+    from .creation import not_equal
+    from .elementwise import sqrt, where
 
-    return sqrt(_var(x, axis, keepdims, ddof, "std"))
+    if dtype is not None or out is not None:
+        x = _numpy_args(x, dtype, out, "std")
+    v = _var(x, axis, keepdims, ddof, "std")
+    # PyTorch's rule: the gradient is 0 where std is 0 (a one-element axis, a constant slice), where
+    # sqrt's would be 0 * inf = NaN. The double where keeps every order finite; v != 0 keeps NaN/inf.
+    nz = not_equal(v, 0)
+    return where(nz, sqrt(where(nz, v, 1)), 0)

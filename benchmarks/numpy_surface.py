@@ -1,0 +1,217 @@
+"""The numpy surface a Tensor answers to, as a generated table: ``python -m benchmarks.numpy_surface``.
+
+Every numpy function and ufunc that dispatches to a gputape op (``gputape.ops._protocols``) is called
+once here on tensors (``SAMPLES``); the primitives it recorded say whether it is a primitive or a
+composition, and its gradient whether it is differentiable. ``tests/test_numpy_protocols.py`` checks
+that every dispatched name has a sample, that each sample matches numpy on the values, and that the
+README's table is this script's output (``--write`` rewrites it).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import gputape as gt
+from gputape.ops._protocols import dispatch_table, ufunc_table
+
+_rng = np.random.default_rng(0)
+_M = _rng.standard_normal((3, 3))
+A = _M @ _M.T + 3 * np.eye(3)  # symmetric positive definite: every linalg function takes it
+B = _rng.standard_normal((3, 3))
+V = np.array([0.3, -1.2, 2.5])
+PERM = np.argsort(A, axis=1)
+
+# name -> T -> (args, kwargs); T makes a tensor (or, for numpy's reference, leaves the array)
+Sample = Callable[[Callable[[Any], Any]], tuple[tuple, dict]]
+SAMPLES: dict[str, Sample] = {
+    "amax": lambda T: ((T(A),), {"axis": 0}),
+    "amin": lambda T: ((T(A),), {"axis": 1, "keepdims": True}),
+    "append": lambda T: ((T(A), T(B)), {"axis": 0}),
+    "argmax": lambda T: ((T(B),), {"axis": 1}),
+    "argmin": lambda T: ((T(B),), {}),
+    "argpartition": lambda T: ((T(V), 1), {}),
+    "argsort": lambda T: ((T(B),), {"axis": 0}),
+    "around": lambda T: ((T(B), 1), {}),
+    "array_split": lambda T: ((T(A), 2), {"axis": 1}),
+    "atleast_1d": lambda T: ((T(V), T(A)), {}),
+    "atleast_2d": lambda T: ((T(V),), {}),
+    "atleast_3d": lambda T: ((T(A),), {}),
+    "broadcast_to": lambda T: ((T(V), (2, 3)), {}),
+    "clip": lambda T: ((T(B), -0.5, 0.5), {}),
+    "column_stack": lambda T: (([T(V), T(V)],), {}),
+    "concatenate": lambda T: (([T(A), T(B)],), {"axis": 1}),
+    "cross": lambda T: ((T(A), T(B)), {}),
+    "cumprod": lambda T: ((T(B),), {"axis": 0}),
+    "cumsum": lambda T: ((T(B),), {"axis": 1}),
+    "diag": lambda T: ((T(A),), {"k": 1}),
+    "diagonal": lambda T: ((T(A),), {"offset": 1}),
+    "diff": lambda T: ((T(B),), {"axis": 0}),
+    "dot": lambda T: ((T(A), T(B)), {}),
+    "dsplit": lambda T: ((T(A[None]), 3), {}),
+    "dstack": lambda T: (([T(A), T(B)],), {}),
+    "einsum": lambda T: (("ij,jk->ik", T(A), T(B)), {}),
+    "expand_dims": lambda T: ((T(A), 0), {}),
+    "flip": lambda T: ((T(B),), {"axis": 0}),
+    "fliplr": lambda T: ((T(B),), {}),
+    "flipud": lambda T: ((T(B),), {}),
+    "hsplit": lambda T: ((T(B), 3), {}),
+    "hstack": lambda T: (([T(A), T(B)],), {}),
+    "inner": lambda T: ((T(A), T(B)), {}),
+    "kron": lambda T: ((T(A), T(V)), {}),
+    "linalg.cholesky": lambda T: ((T(A),), {}),
+    "linalg.det": lambda T: ((T(A),), {}),
+    "linalg.eigh": lambda T: ((T(A),), {}),
+    "linalg.eigvalsh": lambda T: ((T(A),), {}),
+    "linalg.inv": lambda T: ((T(A),), {}),
+    "linalg.lstsq": lambda T: ((T(A), T(B)), {"rcond": None}),
+    "linalg.matrix_power": lambda T: ((T(A), 2), {}),
+    "linalg.norm": lambda T: ((T(A),), {"ord": "fro"}),
+    "linalg.pinv": lambda T: ((T(A),), {}),
+    "linalg.qr": lambda T: ((T(A),), {}),
+    "linalg.slogdet": lambda T: ((T(A),), {}),
+    "linalg.solve": lambda T: ((T(A), T(B)), {}),
+    "linalg.svd": lambda T: ((T(A),), {}),
+    "linspace": lambda T: ((T(np.array(0.0)), T(np.array(2.0))), {"num": 5}),
+    "max": lambda T: ((T(B),), {"axis": 0}),
+    "mean": lambda T: ((T(B),), {"axis": 1, "keepdims": True}),
+    "min": lambda T: ((T(B),), {}),
+    "moveaxis": lambda T: ((T(B), 0, 1), {}),
+    "ones_like": lambda T: ((T(B),), {}),
+    "outer": lambda T: ((T(V), T(V)), {}),
+    "pad": lambda T: ((T(B), 1), {"mode": "constant", "constant_values": 2.0}),
+    "partition": lambda T: ((T(V), 1), {}),
+    "prod": lambda T: ((T(B),), {"axis": 0}),
+    "ravel": lambda T: ((T(B),), {"order": "F"}),
+    "repeat": lambda T: ((T(B), 2), {"axis": 1}),
+    "reshape": lambda T: ((T(B), (9,)), {}),
+    "roll": lambda T: ((T(B), 1), {"axis": 0}),
+    "rot90": lambda T: ((T(B),), {}),
+    "round": lambda T: ((T(B), 2), {}),
+    "select": lambda T: (([T(B) > 0.5, T(B) < -0.5], [T(A), T(B)]), {"default": 0.0}),
+    "sort": lambda T: ((T(B),), {"axis": 0}),
+    "split": lambda T: ((T(B), 3), {"axis": 1}),
+    "squeeze": lambda T: ((T(B[None]),), {}),
+    "stack": lambda T: (([T(A), T(B)],), {"axis": 1}),
+    "std": lambda T: ((T(B),), {"axis": 0, "ddof": 1}),
+    "sum": lambda T: ((T(B),), {"axis": 0, "keepdims": True}),
+    "swapaxes": lambda T: ((T(B), 0, 1), {}),
+    "take": lambda T: ((T(B), [0, 2]), {"axis": 1}),
+    "take_along_axis": lambda T: ((T(A), PERM), {"axis": 1}),
+    "tensordot": lambda T: ((T(A), T(B)), {"axes": 1}),
+    "tile": lambda T: ((T(B), (2, 1)), {}),
+    "trace": lambda T: ((T(A),), {"offset": 1}),
+    "transpose": lambda T: ((T(B),), {"axes": (1, 0)}),
+    "tril": lambda T: ((T(A),), {"k": -1}),
+    "triu": lambda T: ((T(A),), {}),
+    "var": lambda T: ((T(B),), {"axis": 1}),
+    "vsplit": lambda T: ((T(B), 3), {}),
+    "vstack": lambda T: (([T(A), T(B)],), {}),
+    "where": lambda T: ((T(B) > 0, T(A), T(B)), {}),
+    "zeros_like": lambda T: ((T(B),), {}),
+}
+
+# A ufunc's inputs, inside its domain (arccosh takes x >= 1, the inverse trig functions |x| < 1).
+_DOMAIN = {"arccosh": (1.2, 2.5), "arcsin": (-0.8, 0.8), "arccos": (-0.8, 0.8), "arctanh": (-0.8, 0.8)}
+
+
+def ufunc_inputs(u: Any) -> list[np.ndarray]:
+    lo, hi = _DOMAIN.get(u.__name__, (0.3, 1.7))
+    r = np.random.default_rng(len(u.__name__))
+    shapes = [(2, 3), (3, 2)] if u.signature else [(2, 3)] * u.nin  # matmul's core dimensions
+    return [r.uniform(lo, hi, shapes[i]) for i in range(u.nin)]
+
+
+def numpy_name(func: Any) -> str:
+    """``np.sum`` -> ``"sum"``, ``np.linalg.inv`` -> ``"linalg.inv"``: the keys of ``SAMPLES``."""
+    mod = func.__module__
+    return func.__name__ if mod == "numpy" else f"{mod.removeprefix('numpy.')}.{func.__name__}"
+
+
+def _leaves(out: Any) -> list:
+    if isinstance(out, (tuple, list)):
+        return [leaf for o in out for leaf in _leaves(o)]
+    return [out]
+
+
+def run_on_tensors(func: Any, args: tuple, kwargs: dict) -> tuple[Any, list[str], bool]:
+    """``func(*args, **kwargs)`` under a tape: (result, primitives recorded, whether a gradient flows)."""
+    sources = [a for a in _leaves(list(args)) if isinstance(a, gt.Tensor) and a.dtype.kind == "f"]
+    with gt.GradientTape(persistent=True) as tape:
+        tape.watch(sources)
+        out = func(*args, **kwargs)
+        prims = sorted({n.prim.name for n in tape._nodes})  # what the function recorded, before the loss
+        floats = [o for o in _leaves(out) if isinstance(o, gt.Tensor) and o.dtype.kind == "f"]
+        total = sum((gt.sum(o) for o in floats), gt.constant(0.0, "float64"))
+    grads = [g for g in (tape.gradient(total, sources) if floats and sources else []) if g is not None]
+    grad = "no" if not grads else "yes" if any(np.any(g.numpy() != 0) for g in grads) else "zero"
+    return out, prims, grad
+
+
+def rows() -> list[tuple[str, str, str, str]]:
+    """(numpy name, how, gradient, GPU path) for every dispatched numpy function and ufunc."""
+    out = []
+    for func, g in sorted(dispatch_table().items(), key=lambda kv: numpy_name(kv[0])):
+        name = numpy_name(func)
+        args, kwargs = SAMPLES[name](gt.constant)
+        _, prims, grad = run_on_tensors(func, args, kwargs)
+        out.append((f"np.{name}", _how(g, prims, grad), grad, _gpu(name)))
+    for u, g in sorted(ufunc_table().items(), key=lambda kv: kv[0].__name__):
+        _, prims, grad = run_on_tensors(u, tuple(gt.constant(a) for a in ufunc_inputs(u)), {})
+        out.append((f"np.{u.__name__} (ufunc)", _how(g, prims, grad), grad, "cupy"))
+    return out
+
+
+def _how(g: Any, prims: list[str], grad: str) -> str:
+    if not prims:
+        if grad == "no":
+            return f"`{g.__name__}`, no gradient (an index, bool or constant result)"
+        return "its input, unchanged"
+    if len(prims) == 1 and prims[0].split(".")[-1] == g.__name__:
+        return f"primitive `{prims[0]}`"
+    return "composition: " + " ".join(f"`{p}`" for p in prims)
+
+
+def _gpu(name: str) -> str:
+    return "cupy.linalg" if name.startswith("linalg.") else "cupy"
+
+
+BEGIN, END = "<!-- numpy-surface:begin (generated by benchmarks/numpy_surface.py) -->", "<!-- numpy-surface:end -->"
+
+
+def table() -> str:
+    lines = ["| numpy | how in gputape (primitives recorded) | gradient | GPU |", "| --- | --- | --- | --- |"]
+    lines += [f"| `{n}` | {how} | {grad} | {gpu} |" for n, how, grad, gpu in rows()]
+    return "\n".join(lines)
+
+
+_BLOCK = re.compile(re.escape(BEGIN) + r"\n(.*?)" + re.escape(END), re.S)
+
+
+def readme_block(readme: str) -> str | None:
+    """The generated table in ``readme`` (None when it has no such block)."""
+    m = _BLOCK.search(readme)
+    return m.group(1).rstrip("\n") if m else None
+
+
+def main(argv: list[str]) -> int:
+    text = table()
+    if "--write" not in argv:
+        print(text)
+        return 0
+    path = Path(__file__).resolve().parents[1] / "README.md"
+    readme = path.read_text()
+    if readme_block(readme) is None:
+        print(f"README.md has no {BEGIN} ... {END} block", file=sys.stderr)
+        return 1
+    path.write_text(_BLOCK.sub(lambda m: BEGIN + "\n" + text + "\n" + END, readme))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
