@@ -435,3 +435,17 @@ def test_readme_transfer_example_runs(capsys):
     block = text.split("**Seeing transfers.**", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     exec(compile(block, "README.md", "exec"), {})
     assert capsys.readouterr().out.strip() == "cpu 0"
+
+
+def test_python_values_of_gpu_tensors_are_counted_device_to_host_copies(fake_gpu):
+    """float(), int(), bool(), .item() and index use of a GPU tensor each copy its value to the host."""
+    x = gt.constant(np.array(2.5, "float32"))
+    i = gt.constant(np.array(1, "int64"))
+    assert x.device == i.device == "cuda:0"
+    gt.debug.reset_transfer_stats()
+    values = [float(x), x.item(), bool(x), int(i), [10, 20, 30][i]]
+    st = gt.debug.transfer_stats()
+    assert values == [2.5, 2.5, True, 1, 20]
+    assert st["device_to_host"] == 5
+    assert st["device_to_host_bytes"] == 3 * 4 + 2 * 8
+    assert st["host_to_device"] == 0
