@@ -196,8 +196,9 @@ def linspace(
 
 def _like_host(e: Any, device: str | None) -> Any:
     """An endpoint array on the device the result goes to (numpy endpoints stay as they are on the CPU)."""
-    xp = _xp(device)
-    return e if xp is np else xp.asarray(e)
+    if _xp(device) is np:
+        return e
+    return backend.asarray_on(e, backend.parse_device(device) if device else current_device())  # counted
 
 
 def _linspace_diff(ends: list, num: int, endpoint: bool, retstep: bool, dt: Any, dtype: Any, axis: int) -> Any:

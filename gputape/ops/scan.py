@@ -113,7 +113,7 @@ def _cumprod_grad_exact(F: Any, g: Any, x: Any, ax: int) -> Any:
     eye = xp.eye(n, dtype=bool)
     grid = F.where(eye, 1, F.expand_dims(F.moveaxis(x, ax, -1), -2))  # [..., i, k]
     others = run(F, _cumprod, grid, axis=-1)  # [..., i, j] = prod_{k <= j, k != i} x_k
-    upper = xp.asarray(np.triu(np.ones((n, n), bool)))  # j >= i
+    upper = xp.triu(xp.ones((n, n), bool))  # j >= i, made where x lives (no host copy)
     gi = F.sum(F.where(upper, others * F.expand_dims(F.moveaxis(g, ax, -1), -2), 0), axis=-1)
     return F.moveaxis(gi, -1, ax)
 
