@@ -491,12 +491,21 @@ def _note_edge(tape: GradientTape, name: str, args: tuple, res: Any) -> None:
 
 
 def _note_untracked(tapes: tuple, name: str, args: tuple, res: Any) -> None:
-    """An op with an integer/bool result (comparison, argmax, cast to int) ran inside tapes."""
+    """An op with an integer/bool result (comparison, argmax, cast to int) ran inside tapes.
+
+    Nothing is recorded (no gradient flows through it), but its inputs were read: a trainable
+    Variable among them is watched (TensorFlow watches on every read, whatever the op), and
+    the cut is marked so that explain() names this op instead of saying "not watched".
+    """
     where = None
+    ids = tuple(a._id for a in args if isinstance(a, Tensor))
     for tape in tapes:
         tt = tape._tensors
-        ids = tuple(a._id for a in args if isinstance(a, Tensor))
-        if any(i in tt for i in ids):
+        hit = False
+        for a in args:  # no short-circuit: every trainable Variable read here is watched
+            if isinstance(a, Tensor) and (a._id in tt or _watch_on_read(tape, a)):
+                hit = True
+        if hit:
             if where is None:
                 where = _where()
             for o in (res,) if isinstance(res, Tensor) else res:
@@ -525,6 +534,8 @@ def note_nondiff(name: str, args: tuple, res: Tensor) -> None:
         return
     if obs.debug:
         _debug_hook(obs, None, args, res)
+    if obs.watchers:  # a custom_gradient forward collects every variable read, as an op's would be
+        _note_reads(obs, args)
     if obs.tapes:
         _note_untracked(obs.tapes, name, args, res)
 

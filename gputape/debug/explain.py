@@ -113,6 +113,16 @@ def _reaches(start: int, goal: int, step: Any) -> Any:
     return found
 
 
+def _used_by(cut: int, prod: dict, edges: dict) -> str:
+    """Which op took the integer/bool value ``cut`` (" (the condition of gt.where)"), or ""."""
+    for table in (prod, edges):
+        for rec in table.values():
+            if cut in rec[1]:
+                op, pos = rec[0], rec[1].index(cut)
+                return " (the condition of gt.where)" if op == "where" and pos == 0 else f" (used by gt.{op})"
+    return ""
+
+
 def explain(tape: Any, target: Tensor, source: Tensor) -> Explanation:
     """Explain why ``tape.gradient(target, source)`` is (or is not) None."""
     if not isinstance(target, Tensor) or not isinstance(source, Tensor):
@@ -179,20 +189,22 @@ def explain(tape: Any, target: Tensor, source: Tensor) -> Explanation:
         b = broken.get(i)
         if b is not None:
             for j in b[3]:
-                yield j, (b[0], b[1], b[2])
+                yield j, (b[0], b[1], b[2], i)
 
     hit = _reaches(tid, sid, anything)
     if hit:
-        reason, name, where = hit
+        reason, name, where, cut = hit
         text = {
             "stop_gradient": "the path from the source to the target goes through gt.stop_gradient",
             "stop_recording": f"the path goes through gt.{name}, computed inside tape.stop_recording(), "
             "so this tape did not record it",
-            "non_differentiable_op": f"the path goes through gt.{name}, whose integer/bool result has no gradient",
+            "non_differentiable_op": f"the path goes through gt.{name}{_used_by(cut, prod, edges)}, whose "
+            "integer/bool result has no gradient; if the source should get one through it, use a smooth "
+            "surrogate (a sigmoid for a step, a softmax for an argmax)",
             "left_tape": "the value left the tape through .numpy() / np.asarray and was used as a raw array, "
             "which has no history: keep the computation in gputape ops",
         }[reason]
-        return Explanation(reason, text, where)
+        return Explanation(reason, text, where, {"op": name})
     if hit == ():  # reachable only through ops the tape saw but did not record: the source was not tracked
         if type(source) is Variable and not source.trainable:
             return Explanation(
