@@ -140,10 +140,12 @@ class Observers:
     * ``"numerics"``: ``check_numerics`` (implies ``locations``); ``"locations"``:
       ``record_locations``.
 
-    ``debug`` is true when the op path must call the debug hook (numerics or a paused tape).
+    ``debug`` is true when the op path must call the debug hook (numerics or a paused tape);
+    ``hooks`` when it must call anything besides recording on the tapes (a trace, the debug
+    hook, watchers): one test per op for all three in the usual case, where none is on.
     """
 
-    __slots__ = ("debug", "locations", "numerics", "paused", "stack", "tapes", "trace", "watchers")
+    __slots__ = ("debug", "hooks", "locations", "numerics", "paused", "stack", "tapes", "trace", "watchers")
 
     def __init__(self, stack: tuple) -> None:
         tapes: list[Any] = []
@@ -181,6 +183,7 @@ class Observers:
         self.numerics = numerics
         self.locations = locations
         self.debug = numerics or bool(paused)
+        self.hooks = self.debug or trace is not None or bool(watchers)
 
     def __repr__(self) -> str:
         return f"<Observers {[type(e).__name__ for e in self.stack]}>"

@@ -211,11 +211,13 @@ class Node:
     promoted it (None when nothing was promoted), ``saved`` the raw residual
     arrays the primitive declared, ``out`` the output id (a tuple of ids for
     multi-output ops). Tapes hold nodes; a node's residuals are freed when the
-    last tape that recorded it drops it. ``info`` (user file:line, output shape
-    and dtype) is set only while locations are recorded (``gt.debug``).
+    last tape that recorded it drops it. ``meta`` is the output's ``(shape, dtype)``
+    (a tuple of those for multi-output ops), for ``tape.summary()``: two references,
+    known when the op ran. ``info`` (user file:line, output shape and dtype) is set
+    only while locations are recorded (``gt.debug``).
     """
 
-    __slots__ = ("casts", "ids", "info", "out", "params", "prim", "saved", "shapes")
+    __slots__ = ("casts", "ids", "info", "meta", "out", "params", "prim", "saved", "shapes")
 
     def __repr__(self) -> str:
         return f"<Node {self.prim.name} in={self.shapes} out={self.out}>"
@@ -449,12 +451,13 @@ _same_ops: dict[Primitive, Callable[[Any], Tensor]] = {}
 def _record(
     obs: _state.Observers, prim: Primitive, args: tuple, params: dict, res: Any, datas: list | None = None
 ) -> None:
-    if obs.trace is not None:
-        obs.trace.forward(prim, args, params, datas, res)
-    if obs.debug:
-        _debug_hook(obs, prim, args, res)
-    if obs.watchers:
-        _note_reads(obs, args)
+    if obs.hooks:
+        if obs.trace is not None:
+            obs.trace.forward(prim, args, params, datas, res)
+        if obs.debug:
+            _debug_hook(obs, prim, args, res)
+        if obs.watchers:
+            _note_reads(obs, args)
     tapes = obs.tapes
     if not tapes:
         return
@@ -564,17 +567,19 @@ def _watch_on_read(tape: GradientTape, t: Tensor) -> bool:
 
 def _record1(obs: _state.Observers, prim: Primitive, x: Tensor, res: Tensor) -> None:
     """``_record`` for apply1: one tensor input, no parameters, one output."""
-    if obs.trace is not None:
-        obs.trace.forward1(prim, (x,), res)
-    if obs.debug:
-        _debug_hook(obs, prim, (x,), res)
-    if obs.watchers:
-        _note_reads(obs, (x,))
+    if obs.hooks:
+        if obs.trace is not None:
+            obs.trace.forward1(prim, (x,), res)
+        if obs.debug:
+            _debug_hook(obs, prim, (x,), res)
+        if obs.watchers:
+            _note_reads(obs, (x,))
     tapes = obs.tapes
     if not tapes:
         return
     d = res._data
-    if d.dtype not in FLOAT_DTYPES:
+    dt = d.dtype
+    if dt not in FLOAT_DTYPES:
         _note_untracked(tapes, prim.name, (x,), res)
         return
     node = None
@@ -591,31 +596,34 @@ def _record1(obs: _state.Observers, prim: Primitive, x: Tensor, res: Tensor) -> 
             node.params = _NOPARAMS
             node.ids = (xid,)
             node.shapes = (xd.shape,)
-            node.casts = None if xd.dtype is d.dtype else (xd.dtype,)
+            node.casts = None if xd.dtype is dt else (xd.dtype,)
             if prim.save:
                 node.saved = [xd, d] if prim.save_out else [xd]
             else:
                 node.saved = [d] if prim.save_out else _NOSAVED
             node.out = res._id
+            node.meta = (d.shape, dt)
             if obs.locations:
-                node.info = (_where(), d.shape, d.dtype)
+                node.info = (_where(), d.shape, dt)
         tape._nodes.append(node)
         tt.add(res._id)
 
 
 def _record2(obs: _state.Observers, prim: Primitive, x: Any, y: Any, res: Tensor) -> None:
     """``_record`` for apply2: two inputs (a tensor and a tensor or Python scalar)."""
-    if obs.trace is not None:
-        obs.trace.forward1(prim, (x, y), res)
-    if obs.debug:
-        _debug_hook(obs, prim, (x, y), res)
-    if obs.watchers:
-        _note_reads(obs, (x, y))
+    if obs.hooks:
+        if obs.trace is not None:
+            obs.trace.forward1(prim, (x, y), res)
+        if obs.debug:
+            _debug_hook(obs, prim, (x, y), res)
+        if obs.watchers:
+            _note_reads(obs, (x, y))
     tapes = obs.tapes
     if not tapes:
         return
     d = res._data
-    if d.dtype not in FLOAT_DTYPES:
+    dt = d.dtype
+    if dt not in FLOAT_DTYPES:
         _note_untracked(tapes, prim.name, (x, y), res)
         return
     xt = isinstance(x, Tensor)
@@ -636,11 +644,11 @@ def _record2(obs: _state.Observers, prim: Primitive, x: Any, y: Any, res: Tensor
             casts = None
             if xt:
                 xd = x._data
-                if xd.dtype is not d.dtype:
+                if xd.dtype is not dt:
                     casts = [xd.dtype, None]
                 if yt:
                     yd = y._data
-                    if yd.dtype is not d.dtype:
+                    if yd.dtype is not dt:
                         casts = [casts[0] if casts else None, yd.dtype]
                     node.ids = (x._id, y._id)
                     node.shapes = (xd.shape, yd.shape)
@@ -651,7 +659,7 @@ def _record2(obs: _state.Observers, prim: Primitive, x: Any, y: Any, res: Tensor
             else:
                 xd = x
                 yd = y._data
-                if yd.dtype is not d.dtype:
+                if yd.dtype is not dt:
                     casts = [None, yd.dtype]
                 node.ids = (0, y._id)
                 node.shapes = (None, yd.shape)
@@ -667,8 +675,9 @@ def _record2(obs: _state.Observers, prim: Primitive, x: Any, y: Any, res: Tensor
                 saved.append(d)
             node.saved = saved
             node.out = res._id
+            node.meta = (d.shape, dt)
             if obs.locations:
-                node.info = (_where(), d.shape, d.dtype)
+                node.info = (_where(), d.shape, dt)
         tape._nodes.append(node)
         tt.add(res._id)
 
@@ -753,10 +762,13 @@ def _make_node(prim: Primitive, args: tuple, params: dict, res: Any, datas: list
         saved = []
     if single:
         node.out = res._id
+        d = res._data
+        node.meta = (d.shape, odt)
         if prim.save_out:
-            saved.append(res._data)
+            saved.append(d)
     else:
         node.out = tuple(o._id for o in res)
+        node.meta = tuple((o._data.shape, o._data.dtype) for o in res)
         if prim.save_out:
             saved.extend(o._data for o in res)
     node.saved = saved
@@ -1213,14 +1225,15 @@ class GradientTape(_state.Scope):
         return explain(self, target, source)
 
     def summary(self) -> str:
-        """A table of the recorded ops: inputs, output, bytes saved, user file:line.
+        """A table of the recorded ops: input shapes, output shape and dtype, bytes saved, and the
+        user's file:line for ops recorded inside ``gt.debug.record_locations()``.
 
         >>> import gputape as gt
         >>> x = gt.constant([1.0, 2.0])
         >>> with gt.GradientTape() as tape:
         ...     tape.watch(x); y = gt.exp(x)
-        >>> print(tape.summary().splitlines()[2].split()[:2])
-        ['0', 'exp']
+        >>> print(tape.summary().splitlines()[2].split()[:5])
+        ['0', 'exp', '(2,)', '(2,)', 'float32']
         """
         from .debug.explain import summary
 

@@ -408,3 +408,35 @@ def test_comparisons_outside_every_tape_do_not_reach_the_tape(monkeypatch):
     w = gt.Variable(np.array([2.0, 0.5]))
     assert (w > 1.0).numpy().tolist() == [True, False]
     assert gt.isnan(w).numpy().tolist() == [False, False]
+
+
+def test_summary_shows_output_shapes_and_dtypes_without_record_locations():
+    x = gt.constant(np.ones((2, 3), "float32"))
+    w = gt.Variable(np.ones((3, 4)), name="w")  # float64: matmul promotes
+    with gt.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        h = x @ w
+        a, b = gt.split(h, 2, axis=1)
+        y = gt.sum(a)
+    rows = {r.split()[1]: r for r in tape.summary().splitlines()[2:-2]}
+    assert "(2, 4) float64" in rows["matmul"]
+    assert "(2, 2) float64, (2, 2) float64" in rows["split"]
+    assert "() float64" in rows["sum"]
+    assert all(r.rstrip().endswith("-") for r in rows.values())  # no file:line outside record_locations
+    assert "record_locations" in tape.summary().splitlines()[-1]
+    tape.gradient(y, w)  # a persistent tape keeps its nodes: the table is unchanged
+    assert "(2, 4) float64" in tape.summary()
+    del b
+
+
+def test_summary_of_a_custom_gradient_op():
+    @gt.custom_gradient
+    def double(x):
+        return x * 2.0, lambda dy: dy * 2.0
+
+    x = gt.constant(np.ones(3, "float32"))
+    with gt.GradientTape() as tape:
+        tape.watch(x)
+        double(x)
+    row = next(r for r in tape.summary().splitlines() if "custom_gradient" in r)
+    assert "(3,) float32" in row

@@ -269,7 +269,12 @@ def explain(tape: Any, target: Tensor, source: Tensor) -> Explanation:
 
 
 def summary(tape: Any) -> str:
-    """A table of the recorded ops: op, input shapes, output shape/dtype, bytes saved, file:line."""
+    """A table of the recorded ops: op, input shapes, output shape/dtype, bytes saved, file:line.
+
+    Output shapes and dtypes are always there (each node keeps them, known when the op ran);
+    the user's file:line only for ops recorded inside ``gt.debug.record_locations()``, since
+    finding it walks the stack.
+    """
     st = _state(tape)
     rows = [("#", "op", "inputs", "output", "saved bytes", "where")]
     total = 0
@@ -282,16 +287,24 @@ def summary(tape: Any) -> str:
         total += nbytes
         shapes = ", ".join(str(tuple(s)) if s is not None else "const" for s in n.shapes)
         info = getattr(n, "info", None)
-        out = f"{tuple(info[1])} {info[2]}" if info else "?"
-        rows.append((str(k), n.prim.name, shapes, out, f"{nbytes:,}", info[0] if info and info[0] else "-"))
+        rows.append((str(k), n.prim.name, shapes, _out_text(n), f"{nbytes:,}", info[0] if info and info[0] else "-"))
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     watched = ", ".join(v.name for v in tape.watched_variables()) or "-"
     lines.append(f"{len(st._nodes)} ops recorded, {tape.saved_bytes:,} bytes saved, watched variables: {watched}")
     if not any(getattr(n, "info", None) for n in st._nodes if type(n) is not tuple):
-        lines.append("(output shapes and file:line are recorded inside gt.debug.record_locations())")
+        lines.append("(file:line is recorded inside gt.debug.record_locations())")
     return "\n".join(lines)
+
+
+def _out_text(n: Any) -> str:
+    """``(2, 3) float32``: the output's shape and dtype, recorded with the node (each output's, for several)."""
+    meta = getattr(n, "meta", None)
+    if meta is None:  # a node built by hand, without the recorder
+        return "?"
+    pairs = meta if type(n.out) is tuple else (meta,)
+    return ", ".join(f"{tuple(shape)} {dtype}" for shape, dtype in pairs)
 
 
 def to_dot(tape: Any) -> str:
