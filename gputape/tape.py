@@ -845,6 +845,8 @@ def _sweep(
     obs = _tls.obs
     trace = obs.trace if obs is not None else None
     numerics = obs is not None and obs.numerics
+    if numerics:
+        _numerics().flush()  # the forward ended: read its deferred (device) checks
     if diff:
         F = _DIFF_F
     else:
@@ -916,6 +918,8 @@ def _sweep(
             i = ids[k]
             prev = grads.get(i)
             grads[i] = gi if prev is None else prev + gi
+    if numerics:
+        _numerics().flush()  # the backward ended
     return grads
 
 
