@@ -25,11 +25,16 @@ that calls gputape ops when a tape records the gradient computation, the ops
 inside a ``custom_gradient`` forward) appear nested in the trace; the
 summary's times are *self* times (children subtracted), so shares add up to 100%.
 
+Why a swap and not an entry on the observer stack (:mod:`gputape._state`), where the other
+observers live: timing a forward needs a hook *before* it, i.e. one more test in every op's
+path whether or not anything profiles, and VJP timing one per node in the sweep; and a session
+sees every thread, while the stack is per thread. The swap costs nothing while off.
+
 **Device time.** On a GPU the host clock measures kernel *launches*. With
 device timing on (the default when a CUDA GPU answers; ``device_timing=`` of
 :func:`start`), each op call that touches a GPU array is bracketed by a pair of
 CUDA events recorded on the current stream: no synchronisation per op; at
-:func:`stop` one synchronize resolves every pair. The summary then adds device
+:func:`stop` they are synchronized and resolved. The summary then adds device
 columns (self time, like the host ones) and the trace a ``device`` timeline
 beside the host threads, placed by each event's offset from one event recorded
 at :func:`start`. Kernel counts per op are not reported: CuPy has no public
@@ -76,8 +81,8 @@ class CudaEvents:
 
     ``applies(args)`` says whether a call touches a GPU array (only those are bracketed);
     ``record()`` records one event now, in stream order; ``elapsed_ns(a, b)`` is the device
-    time between two recorded events, valid after ``synchronize(last)``. The profiler calls
-    ``synchronize`` once, at :func:`stop`. Any object with these four methods can stand in
+    time between two recorded events, valid once ``synchronize(b)`` returned. The profiler
+    synchronizes on every end event, at :func:`stop` only. Any object with these four methods can stand in
     (the tests run the whole device path on the CPU with a fake one).
     """
 
@@ -204,13 +209,16 @@ class _Session:
         self.swapped.append((obj, attr, original, wrapper))
 
     def device_times(self) -> tuple[dict[int, int], dict[int, int]]:
-        """Resolve the CUDA event pairs (one synchronize): event id -> (offset from start, duration) in ns."""
+        """Resolve the CUDA event pairs (synchronized here): event id -> offset from start, and -> duration, in ns."""
         pairs = self.device_pairs
         if not pairs:
             return {}, {}
         dev = self.device
-        last = max(pairs)
-        dev.synchronize(pairs[last][1])
+        # every end event, not just the latest id: an outer event (a gradient() span) ends after
+        # its children, and other threads may record on other streams; once the first wait is
+        # over the others return at once
+        for _, end in pairs.values():
+            dev.synchronize(end)
         offset = {eid: dev.elapsed_ns(self.device_t0, a) for eid, (a, b) in pairs.items()}
         dur = {eid: dev.elapsed_ns(a, b) for eid, (a, b) in pairs.items()}
         return offset, dur
