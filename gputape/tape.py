@@ -361,7 +361,8 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
 
 
 def unary_op(prim: Primitive, name: str, doc: str) -> Callable[[Any], Tensor]:
-    """The public function of a one-argument primitive without parameters.
+    """The public function of an elementwise one-argument primitive without parameters
+    (its output has its input's shape: the recorder relies on it).
 
     Its body is ``apply`` specialised to one tensor argument and inlined, one
     Python frame per op less: on small arrays per-op overhead is the cost.
@@ -595,16 +596,17 @@ def _record1(obs: _state.Observers, prim: Primitive, x: Tensor, res: Tensor) -> 
             node.prim = prim
             node.params = _NOPARAMS
             node.ids = (xid,)
-            node.shapes = (xd.shape,)
+            shape = xd.shape  # unary_op's primitives are elementwise: the output has this shape too
+            node.shapes = (shape,)
             node.casts = None if xd.dtype is dt else (xd.dtype,)
             if prim.save:
                 node.saved = [xd, d] if prim.save_out else [xd]
             else:
                 node.saved = [d] if prim.save_out else _NOSAVED
             node.out = res._id
-            node.meta = (d.shape, dt)
+            node.meta = (shape, dt)
             if obs.locations:
-                node.info = (_where(), d.shape, dt)
+                node.info = (_where(), shape, dt)
         tape._nodes.append(node)
         tt.add(res._id)
 
