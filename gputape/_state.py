@@ -143,10 +143,23 @@ class Observers:
       its ``op(name, result)`` is called for every op).
 
     ``debug`` is true when the op path must call the debug hook (numerics, a paused tape, the
-    placement log).
+    placement log); ``hooks`` when it must call anything besides recording on the tapes (a
+    trace, the debug hook, watchers): one test per op for all three in the usual case, where
+    none is on.
     """
 
-    __slots__ = ("debug", "locations", "numerics", "paused", "placement", "stack", "tapes", "trace", "watchers")
+    __slots__ = (
+        "debug",
+        "hooks",
+        "locations",
+        "numerics",
+        "paused",
+        "placement",
+        "stack",
+        "tapes",
+        "trace",
+        "watchers",
+    )
 
     def __init__(self, stack: tuple) -> None:
         tapes: list[Any] = []
@@ -187,6 +200,7 @@ class Observers:
         self.locations = locations
         self.placement = placement
         self.debug = numerics or bool(paused) or placement is not None
+        self.hooks = self.debug or trace is not None or bool(watchers)
 
     def __repr__(self) -> str:
         return f"<Observers {[type(e).__name__ for e in self.stack]}>"
@@ -293,6 +307,9 @@ def current_trace() -> Any:
     return None if o is None else o.trace
 
 
+_EXIT_CODES: set[Any] = set()  # Scope.__exit__ and the subclasses' own __exit__ (see _Guard)
+
+
 class Scope:
     """Base of the observers that are context managers: ``with`` pushes, leaving pops.
 
@@ -353,6 +370,13 @@ class Scope:
         if self._guarded and threading.get_ident() == _MAIN_IDENT:
             _Guard.leave(self)  # and an interrupt it held is delivered now that the pop is done
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # a subclass that wraps __exit__ (and calls this one) is guarded on its first bytecode too
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("__exit__")
+        if own is not None:
+            _EXIT_CODES.add(own.__code__)
+
     def _opening(self) -> None:
         """Subclasses: state to set up before the entry is pushed (undone by ``_closed``)."""
 
@@ -389,7 +413,7 @@ class _Guard:
             if f is None:
                 break
             code = f.f_code
-            if code is _LEAVE_CODE or (code is _EXIT_CODE and getattr(f.f_locals.get("self"), "_guarded", False)):
+            if code is _LEAVE_CODE or (code in _EXIT_CODES and getattr(f.f_locals.get("self"), "_guarded", False)):
                 self.held = frame  # (the scopes gputape opens itself mend an interrupted exit with finally)
                 return
             f = f.f_back
@@ -425,4 +449,5 @@ class _Guard:
 
 _GUARD = _Guard()  # one object, (re)installed by each outermost guarded scope
 _EXIT_CODE = Scope.__exit__.__code__
+_EXIT_CODES.add(_EXIT_CODE)
 _LEAVE_CODE = _Guard.leave.__code__

@@ -12,15 +12,33 @@
 
 Zero cost when off: nothing in the op path tests a flag. :func:`start` swaps
 every registered :class:`~gputape.tape.Primitive`'s ``fwd``, ``cpu`` (the
-C-level CPU fast path, when it has one) and ``vjp`` for timing wrappers, and
+C-level CPU fast path, when it has one) and ``vjp`` for timing wrappers,
+``custom_gradient``'s forward call and VJP (events named
+``custom_gradient:<function name>``), and
 ``GradientTape.gradient``/``jacobian``/``batch_jacobian`` for span wrappers;
 :func:`stop` puts the original objects back. Only primitives registered when
-:func:`start` runs are profiled.
+:func:`start` runs are profiled. A session sees every thread (each thread's
+events carry its own ``tid``).
 
-Times are host wall-clock (``time.perf_counter_ns``). Nested events (a VJP
-that calls gputape ops when a tape records the gradient computation) appear
-nested in the trace; the summary's times are *self* times (children
-subtracted), so shares add up to 100%.
+Host times are wall-clock (``time.perf_counter_ns``). Nested events (a VJP
+that calls gputape ops when a tape records the gradient computation, the ops
+inside a ``custom_gradient`` forward) appear nested in the trace; the
+summary's times are *self* times (children subtracted), so shares add up to 100%.
+
+Why a swap and not an entry on the observer stack (:mod:`gputape._state`), where the other
+observers live: timing a forward needs a hook *before* it, i.e. one more test in every op's
+path whether or not anything profiles, and VJP timing one per node in the sweep; and a session
+sees every thread, while the stack is per thread. The swap costs nothing while off.
+
+**Device time.** On a GPU the host clock measures kernel *launches*. With
+device timing on (the default when a CUDA GPU answers; ``device_timing=`` of
+:func:`start`), each op call that touches a GPU array is bracketed by a pair of
+CUDA events recorded on the current stream: no synchronisation per op; at
+:func:`stop` they are synchronized and resolved. The summary then adds device
+columns (self time, like the host ones) and the trace a ``device`` timeline
+beside the host threads, placed by each event's offset from one event recorded
+at :func:`start`. Kernel counts per op are not reported: CuPy has no public
+per-launch hook to count them without a driver-level profiler.
 
 :func:`stop` writes two files into ``logdir``:
 
@@ -37,6 +55,7 @@ Both are overwritten by the next run into the same ``logdir``.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import threading
@@ -46,74 +65,163 @@ from typing import Any
 
 import numpy as np
 
+from . import backend
 from . import tape as _tape
 from ._state import defer_interrupts
+from .tensor import Tensor
 
-__all__ = ["ProfileResult", "is_active", "profile", "start", "stop"]
-
-# TODO(gpu): on CuPy arrays these host timers measure kernel *launch* time,
-# not execution. The GPU path should bracket each wrapped call with a pair of
-# cupy.cuda.Event records (created through gputape.backend, the only module
-# that may import cupy) on the current stream, keep the event pairs in the
-# event list, and resolve them with cupy.cuda.get_elapsed_time at stop(), after
-# one stream synchronize, so that profiling adds no sync per op. Not done yet:
-# no GPU backend exists to test it on, and a host-timer number labelled as GPU
-# time would be wrong.
+__all__ = ["CudaEvents", "ProfileResult", "is_active", "profile", "start", "stop"]
 
 _lock = threading.Lock()
 _state: _Session | None = None
 
 
+class CudaEvents:
+    """Device clock: CUDA events on the current stream (cupy through gputape.backend).
+
+    ``applies(args)`` says whether a call touches a GPU array (only those are bracketed);
+    ``record()`` records one event now, in stream order; ``elapsed_ns(a, b)`` is the device
+    time between two recorded events, valid once ``synchronize(b)`` returned. The profiler
+    synchronizes on every end event, at :func:`stop` only. Any object with these four methods can stand in
+    (the tests run the whole device path on the CPU with a fake one).
+    """
+
+    def __init__(self) -> None:
+        cp = backend.cupy_module()
+        if cp is None:
+            raise RuntimeError("gt.profiler: device timing needs CuPy, which is not installed")
+        self._event = cp.cuda.Event
+        self._elapsed = cp.cuda.get_elapsed_time
+
+    def applies(self, args: tuple) -> bool:
+        for a in args[:3]:  # fwd(xp, x, ...), cpu(x, y), vjp(F, g, needs, ...): the arrays come first
+            if isinstance(a, (list, tuple)):  # a multi-output cotangent, or custom_gradient's (f, args)
+                a = next((b for b in a if b is not None), None)
+            if isinstance(a, Tensor):
+                a = a._data
+            if a is not None and hasattr(a, "__cuda_array_interface__"):
+                return True
+        return False
+
+    def record(self) -> Any:
+        e = self._event()
+        e.record()
+        return e
+
+    def synchronize(self, event: Any) -> None:
+        event.synchronize()
+
+    def elapsed_ns(self, a: Any, b: Any) -> int:
+        return round(self._elapsed(a, b) * 1e6)  # CuPy answers in milliseconds
+
+
+def _device_clock(device_timing: Any) -> Any:
+    """The device clock a session uses: None (host only), CUDA events, or a clock passed in."""
+    if device_timing is None:
+        return CudaEvents() if backend.cupy_module() is not None and backend.gpu_available() else None
+    if device_timing is False:
+        return None
+    if device_timing is True:
+        reason = backend.cuda_unavailable_reason()
+        if reason is not None:
+            raise RuntimeError(
+                f"gt.profiler.start(device_timing=True): no CUDA device to time ({reason}); "
+                "pass device_timing=None (on when a GPU answers) or False"
+            )
+        return CudaEvents()
+    for m in ("applies", "record", "synchronize", "elapsed_ns"):
+        if not callable(getattr(device_timing, m, None)):
+            raise TypeError(
+                f"gt.profiler.start: device_timing must be None, True, False or a clock with "
+                f"applies/record/synchronize/elapsed_ns methods (like gt.profiler.CudaEvents); got "
+                f"{type(device_timing).__name__} without {m}()"
+            )
+    return device_timing
+
+
 class _Frame(threading.local):
     def __init__(self) -> None:
         self.child_ns: list[int] = []  # per open event: time spent in nested events
+        self.open: list[int] = []  # the ids of this thread's open events (the last is the parent)
 
 
 class _Session:
     """One profiling run: the swapped attributes and the events recorded so far."""
 
-    def __init__(self, logdir: str | None) -> None:
+    def __init__(self, logdir: str | None, device: Any = None) -> None:
         self.logdir = logdir
+        self.device = device
         self.t0 = time.perf_counter_ns()
         self.start_wall = time.time()
-        # (name, cat, start_ns, dur_ns, self_ns, tid) per event
-        self.events: list[tuple[str, str, int, int, int, int]] = []
+        self.device_t0 = device.record() if device is not None else None  # the device timeline's zero
+        # (name, cat, start_ns, dur_ns, self_ns, tid, event id, parent id or 0) per event
+        self.events: list[tuple[str, str, int, int, int, int, int, int]] = []
+        self.device_pairs: dict[int, tuple[Any, Any]] = {}  # event id -> (start event, end event)
         self.swapped: list[tuple[Any, str, Any, Any]] = []  # (obj, attr, original, wrapper)
         self.frames = _Frame()
+        self.ids = itertools.count(1)
 
-    def wrap(self, name: str, cat: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrap(self, name: str | Callable[[tuple], str], cat: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` timed; ``name`` is the event's name, or a function of the call's arguments giving it."""
         events = self.events
         frames = self.frames
         clock = time.perf_counter_ns
         get_tid = threading.get_native_id
+        next_id = self.ids.__next__
+        device = self.device
+        pairs = self.device_pairs
+        named = not isinstance(name, str)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             stack = frames.child_ns
             stack.append(0)
+            opened = frames.open
+            eid = next_id()
+            parent = opened[-1] if opened else 0
+            opened.append(eid)
+            start = device.record() if device is not None and device.applies(args) else None
             t = clock()
             try:
                 return fn(*args, **kwargs)
             finally:
                 dur = clock() - t
+                if start is not None:
+                    pairs[eid] = (start, device.record())
+                opened.pop()
                 inner = stack.pop()
                 if stack:
                     stack[-1] += dur
-                events.append((name, cat, t, dur, dur - inner, get_tid()))
+                events.append((name(args) if named else name, cat, t, dur, dur - inner, get_tid(), eid, parent))
 
         if hasattr(fn, "__name__"):
             functools.update_wrapper(timed, fn)
         else:  # functools.partial and other callables without metadata
-            timed.__name__ = name
+            timed.__name__ = name if isinstance(name, str) else cat
         timed.__gputape_profiled__ = True  # type: ignore[attr-defined]
         return timed
 
-    def swap(self, obj: Any, attr: str, name: str, cat: str) -> None:
+    def swap(self, obj: Any, attr: str, name: str | Callable[[tuple], str], cat: str) -> None:
         original = getattr(obj, attr)
         if original is None:
             return  # no C-level fast path, or no VJP (non-differentiable op)
         wrapper = self.wrap(name, cat, original)
         setattr(obj, attr, wrapper)
         self.swapped.append((obj, attr, original, wrapper))
+
+    def device_times(self) -> tuple[dict[int, int], dict[int, int]]:
+        """Resolve the CUDA event pairs (synchronized here): event id -> offset from start, and -> duration, in ns."""
+        pairs = self.device_pairs
+        if not pairs:
+            return {}, {}
+        dev = self.device
+        # every end event, not just the latest id: an outer event (a gradient() span) ends after
+        # its children, and other threads may record on other streams; once the first wait is
+        # over the others return at once
+        for _, end in pairs.values():
+            dev.synchronize(end)
+        offset = {eid: dev.elapsed_ns(self.device_t0, a) for eid, (a, b) in pairs.items()}
+        dur = {eid: dev.elapsed_ns(a, b) for eid, (a, b) in pairs.items()}
+        return offset, dur
 
     def install(self) -> None:
         # The fast sweep's raw namespace captures some forwards (scatter) when
@@ -124,6 +232,12 @@ class _Session:
             self.swap(prim, "fwd", prim.name, "forward")
             self.swap(prim, "cpu", prim.name, "forward")
             self.swap(prim, "vjp", prim.name, "backward")
+        # custom_gradient: the user's forward as one op, and its VJP (grad_fn), named after the
+        # function; multi-output nodes made later take the module's (swapped) _custom_vjp
+        self.swap(_tape, "_custom_forward", _custom_forward_name, "forward")
+        self.swap(_tape, "_custom_vjp", _custom_vjp_name, "backward")
+        for prim in (_tape._CUSTOM, *_tape._custom_multis.values()):
+            self.swap(prim, "vjp", _custom_vjp_name, "backward")
         cls = _tape.GradientTape
         for meth in ("gradient", "jacobian", "batch_jacobian"):
             original = cls.__dict__[meth]
@@ -141,19 +255,39 @@ class _Session:
         self.swapped = []
 
 
+def _custom_forward_name(args: tuple) -> str:
+    return f"custom_gradient:{getattr(args[0], '__name__', 'custom_gradient')}"  # (f, args)
+
+
+def _custom_vjp_name(args: tuple) -> str:
+    return f"custom_gradient:{args[4].params['name']}"  # (F, g, needs, nb, node, *saved)
+
+
 class ProfileResult:
     """What :func:`stop` returns: file paths, per-op statistics and the summary text.
 
     ``stats[op]`` has ``forward_calls``, ``forward_ns``, ``backward_calls``,
-    ``backward_ns`` (self times, nanoseconds). ``str(result)`` is the summary.
+    ``backward_ns`` (host self times, nanoseconds) and, for calls that were device
+    timed, ``forward_device_calls``, ``forward_device_ns``, ``backward_device_calls``,
+    ``backward_device_ns`` (device self times; 0 without device timing).
+    ``device_timed`` says whether any call was. ``str(result)`` is the summary.
     """
 
-    def __init__(self, trace_path: str | None, summary_path: str | None, stats: dict, summary: str, n_events: int):
+    def __init__(
+        self,
+        trace_path: str | None,
+        summary_path: str | None,
+        stats: dict,
+        summary: str,
+        n_events: int,
+        device_timed: bool = False,
+    ):
         self.trace_path = trace_path
         self.summary_path = summary_path
         self.stats = stats
         self.summary = summary
         self.n_events = n_events
+        self.device_timed = device_timed
 
     def __str__(self) -> str:
         return self.summary
@@ -172,12 +306,15 @@ def is_active() -> bool:
     return _state is not None
 
 
-def start(logdir: str | os.PathLike | None) -> None:
+def start(logdir: str | os.PathLike | None, device_timing: Any = None) -> None:
     """Start profiling every registered op; results go to ``logdir`` at :func:`stop`.
 
     ``logdir`` is created if needed; ``None`` keeps the results in memory
     only (:func:`stop` still returns them). One session at a time: a second
-    ``start`` raises ``RuntimeError``.
+    ``start`` raises ``RuntimeError``. ``device_timing``: ``None`` (default)
+    times GPU work with CUDA events when a CUDA GPU answers, ``True`` requires
+    it (``RuntimeError`` without one), ``False`` keeps to the host clock; a
+    clock object like :class:`CudaEvents` is used as given.
 
     >>> import tempfile, gputape as gt
     >>> gt.profiler.start(tempfile.mkdtemp())
@@ -196,7 +333,7 @@ def start(logdir: str | os.PathLike | None) -> None:
         d = os.fspath(logdir) if logdir is not None else None
         if d is not None:
             os.makedirs(d, exist_ok=True)
-        session = _Session(d)
+        session = _Session(d, _device_clock(device_timing))
         # All of the ops swapped or none: a Ctrl-C in the middle of the swapping would leave
         # wrappers recording into a session nobody can stop. It is held until the swap is
         # done, and then undoes it (start() raised: nothing is profiling).
@@ -233,17 +370,18 @@ def stop(print_summary: bool = False) -> ProfileResult:
             session.uninstall()
             _state = None
     events = list(session.events)
-    stats, spans = _aggregate(events)
-    summary = _summary_text(stats, spans, events, session)
+    offsets, device = session.device_times()
+    stats, spans = _aggregate(events, device)
+    summary = _summary_text(stats, spans, events, session, bool(device))
     trace_path = summary_path = None
     if session.logdir is not None:
         trace_path = os.path.join(session.logdir, "trace.json")
         summary_path = os.path.join(session.logdir, "summary.txt")
         with open(trace_path, "w") as f:
-            json.dump(_chrome_trace(events, session), f)
+            json.dump(_chrome_trace(events, session, offsets, device), f)
         with open(summary_path, "w") as f:
             f.write(summary + "\n")
-    result = ProfileResult(trace_path, summary_path, stats, summary, len(events))
+    result = ProfileResult(trace_path, summary_path, stats, summary, len(events), bool(device))
     if print_summary:
         print(summary)
     return result
@@ -259,13 +397,16 @@ class profile:  # noqa: N801 - lower case like contextlib's context managers and
     1
     """
 
-    def __init__(self, logdir: str | os.PathLike | None, print_summary: bool = False) -> None:
+    def __init__(
+        self, logdir: str | os.PathLike | None, print_summary: bool = False, device_timing: Any = None
+    ) -> None:
         self.logdir = logdir
         self.print_summary = print_summary
+        self.device_timing = device_timing
         self.result: ProfileResult | None = None
 
     def __enter__(self) -> profile:
-        start(self.logdir)
+        start(self.logdir, self.device_timing)
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -282,19 +423,40 @@ class profile:  # noqa: N801 - lower case like contextlib's context managers and
         return self.result.summary_path if self.result else None
 
 
-def _aggregate(events: list) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+def _device_self(events: list, device: dict[int, int]) -> dict[int, int]:
+    """Device self time per timed event: its duration less its device-timed children's."""
+    own = dict(device)
+    for e in events:
+        eid, parent = e[6], e[7]
+        if eid in device and parent in own:
+            own[parent] -= device[eid]
+    return own
+
+
+def _aggregate(events: list, device: dict[int, int] | None = None) -> tuple[dict[str, dict[str, int]], dict]:
     ops: dict[str, dict[str, int]] = {}
     spans: dict[str, dict[str, int]] = {}
-    for name, cat, _t, dur, self_ns, _tid in events:
+    own = _device_self(events, device) if device else {}
+    for name, cat, _t, dur, self_ns, _tid, eid, _parent in events:
         if cat == "tape":
             s = spans.setdefault(name, {"calls": 0, "total_ns": 0})
             s["calls"] += 1
             s["total_ns"] += dur
             continue
-        s = ops.setdefault(name, {"forward_calls": 0, "forward_ns": 0, "backward_calls": 0, "backward_ns": 0})
+        s = ops.get(name)
+        if s is None:
+            s = ops[name] = {k: 0 for k in _STAT_KEYS}
         s[f"{cat}_calls"] += 1
         s[f"{cat}_ns"] += self_ns
+        if eid in own:
+            s[f"{cat}_device_calls"] += 1
+            s[f"{cat}_device_ns"] += own[eid]
     return ops, spans
+
+
+_STAT_KEYS = tuple(
+    f"{cat}_{what}" for cat in ("forward", "backward") for what in ("calls", "ns", "device_calls", "device_ns")
+)
 
 
 def _ms(ns: float) -> str:
@@ -305,9 +467,12 @@ def _us(ns: float) -> str:
     return f"{ns / 1e3:.1f}"
 
 
-def _summary_text(stats: dict, spans: dict, events: list, session: _Session) -> str:
+def _summary_text(stats: dict, spans: dict, events: list, session: _Session, device: bool = False) -> str:
     total = sum(s["forward_ns"] + s["backward_ns"] for s in stats.values())
+    dev_total = sum(s["forward_device_ns"] + s["backward_device_ns"] for s in stats.values())
     head = ["op", "fwd calls", "fwd total ms", "fwd mean us", "bwd calls", "bwd total ms", "bwd mean us", "share %"]
+    if device:
+        head += ["fwd device ms", "bwd device ms", "device share %"]
     rows = []
     order = sorted(stats.items(), key=lambda kv: -(kv[1]["forward_ns"] + kv[1]["backward_ns"]))
     for name, s in order:
@@ -324,6 +489,13 @@ def _summary_text(stats: dict, spans: dict, events: list, session: _Session) -> 
                 f"{100 * (s['forward_ns'] + s['backward_ns']) / total:.1f}" if total else "-",
             ]
         )
+        if device:
+            dev = s["forward_device_ns"] + s["backward_device_ns"]
+            rows[-1] += [
+                _ms(s["forward_device_ns"]) if s["forward_device_calls"] else "-",
+                _ms(s["backward_device_ns"]) if s["backward_device_calls"] else "-",
+                f"{100 * dev / dev_total:.1f}" if dev_total else "-",
+            ]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
 
     def line(cells: list[str]) -> str:
@@ -332,6 +504,8 @@ def _summary_text(stats: dict, spans: dict, events: list, session: _Session) -> 
     out = [line(head), line(["-" * w for w in widths])] + [line(r) for r in rows]
     wall = (time.perf_counter_ns() - session.t0) / 1e6
     out.append(f"op time (self, host clock): {_ms(total)} ms over {len(stats)} ops; session wall time {wall:.3f} ms")
+    if device:
+        out.append(f"op time (self, device clock: CUDA events): {_ms(dev_total)} ms")
     for name, s in spans.items():
         out.append(f"{name}: {s['calls']} call(s), {_ms(s['total_ns'])} ms total")
     if not events:
@@ -339,7 +513,12 @@ def _summary_text(stats: dict, spans: dict, events: list, session: _Session) -> 
     return "\n".join(out)
 
 
-def _chrome_trace(events: list, session: _Session) -> dict[str, Any]:
+DEVICE_TID = 0x7FFF0000  # the device timeline's row in the trace (no OS thread has this id)
+
+
+def _chrome_trace(
+    events: list, session: _Session, offsets: dict[int, int] | None = None, device: dict[int, int] | None = None
+) -> dict[str, Any]:
     pid = os.getpid()
     t0 = session.t0
     trace: list[dict[str, Any]] = [
@@ -347,7 +526,27 @@ def _chrome_trace(events: list, session: _Session) -> dict[str, Any]:
     ]
     for tid in sorted({e[5] for e in events}):
         trace.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": f"thread {tid}"}})
-    for name, cat, t, dur, self_ns, tid in events:
+    if device:
+        trace.append(
+            {"name": "thread_name", "ph": "M", "pid": pid, "tid": DEVICE_TID, "args": {"name": "device (CUDA events)"}}
+        )
+        own = _device_self(events, device)
+        # the device row starts where the host clock stood when the session's first event was recorded
+        for name, cat, _t, _dur, _self_ns, tid, eid, _parent in events:
+            if eid in device:
+                trace.append(
+                    {
+                        "name": name,
+                        "cat": f"{cat}.device",
+                        "ph": "X",
+                        "ts": offsets[eid] / 1e3,
+                        "dur": device[eid] / 1e3,
+                        "pid": pid,
+                        "tid": DEVICE_TID,
+                        "args": {"self_us": own[eid] / 1e3, "host_tid": tid},
+                    }
+                )
+    for name, cat, t, dur, self_ns, tid, _eid, _parent in events:
         trace.append(
             {
                 "name": name,

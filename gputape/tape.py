@@ -212,11 +212,13 @@ class Node:
     promoted it (None when nothing was promoted), ``saved`` the raw residual
     arrays the primitive declared, ``out`` the output id (a tuple of ids for
     multi-output ops). Tapes hold nodes; a node's residuals are freed when the
-    last tape that recorded it drops it. ``info`` (user file:line, output shape
-    and dtype) is set only while locations are recorded (``gt.debug``).
+    last tape that recorded it drops it. ``meta`` is the output's ``(shape, dtype)``
+    (a tuple of those for multi-output ops), for ``tape.summary()``: two references,
+    known when the op ran. ``info`` (user file:line, output shape and dtype) is set
+    only while locations are recorded (``gt.debug``).
     """
 
-    __slots__ = ("casts", "ids", "info", "out", "params", "prim", "saved", "shapes")
+    __slots__ = ("casts", "ids", "info", "meta", "out", "params", "prim", "saved", "shapes")
 
     def __repr__(self) -> str:
         return f"<Node {self.prim.name} in={self.shapes} out={self.out}>"
@@ -369,7 +371,8 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
 
 
 def unary_op(prim: Primitive, name: str, doc: str) -> Callable[[Any], Tensor]:
-    """The public function of a one-argument primitive without parameters.
+    """The public function of an elementwise one-argument primitive without parameters
+    (its output has its input's shape: the recorder relies on it).
 
     Its body is ``apply`` specialised to one tensor argument and inlined, one
     Python frame per op less: on small arrays per-op overhead is the cost.
@@ -461,12 +464,13 @@ _same_ops: dict[Primitive, Callable[[Any], Tensor]] = {}
 def _record(
     obs: _state.Observers, prim: Primitive, args: tuple, params: dict, res: Any, datas: list | None = None
 ) -> None:
-    if obs.trace is not None:
-        obs.trace.forward(prim, args, params, datas, res)
-    if obs.debug:
-        _debug_hook(obs, prim, args, res)
-    if obs.watchers:
-        _note_reads(obs, args)
+    if obs.hooks:
+        if obs.trace is not None:
+            obs.trace.forward(prim, args, params, datas, res)
+        if obs.debug:
+            _debug_hook(obs, prim, args, res)
+        if obs.watchers:
+            _note_reads(obs, args)
     tapes = obs.tapes
     if not tapes:
         return
@@ -503,12 +507,21 @@ def _note_edge(tape: GradientTape, name: str, args: tuple, res: Any) -> None:
 
 
 def _note_untracked(tapes: tuple, name: str, args: tuple, res: Any) -> None:
-    """An op with an integer/bool result (comparison, argmax, cast to int) ran inside tapes."""
+    """An op with an integer/bool result (comparison, argmax, cast to int) ran inside tapes.
+
+    Nothing is recorded (no gradient flows through it), but its inputs were read: a trainable
+    Variable among them is watched (TensorFlow watches on every read, whatever the op), and
+    the cut is marked so that explain() names this op instead of saying "not watched".
+    """
     where = None
+    ids = tuple(a._id for a in args if isinstance(a, Tensor))
     for tape in tapes:
         tt = tape._tensors
-        ids = tuple(a._id for a in args if isinstance(a, Tensor))
-        if any(i in tt for i in ids):
+        hit = False
+        for a in args:  # no short-circuit: every trainable Variable read here is watched
+            if isinstance(a, Tensor) and (a._id in tt or _watch_on_read(tape, a)):
+                hit = True
+        if hit:
             if where is None:
                 where = _where()
             for o in (res,) if isinstance(res, Tensor) else res:
@@ -537,6 +550,8 @@ def note_nondiff(name: str, args: tuple, res: Tensor) -> None:
         return
     if obs.debug:
         _debug_hook(obs, None, args, res)
+    if obs.watchers:  # a custom_gradient forward collects every variable read, as an op's would be
+        _note_reads(obs, args)
     if obs.tapes:
         _note_untracked(obs.tapes, name, args, res)
 
@@ -567,17 +582,19 @@ def _watch_on_read(tape: GradientTape, t: Tensor) -> bool:
 
 def _record1(obs: _state.Observers, prim: Primitive, x: Tensor, res: Tensor) -> None:
     """``_record`` for apply1: one tensor input, no parameters, one output."""
-    if obs.trace is not None:
-        obs.trace.forward1(prim, (x,), res)
-    if obs.debug:
-        _debug_hook(obs, prim, (x,), res)
-    if obs.watchers:
-        _note_reads(obs, (x,))
+    if obs.hooks:
+        if obs.trace is not None:
+            obs.trace.forward1(prim, (x,), res)
+        if obs.debug:
+            _debug_hook(obs, prim, (x,), res)
+        if obs.watchers:
+            _note_reads(obs, (x,))
     tapes = obs.tapes
     if not tapes:
         return
     d = res._data
-    if d.dtype not in FLOAT_DTYPES:
+    dt = d.dtype
+    if dt not in FLOAT_DTYPES:
         _note_untracked(tapes, prim.name, (x,), res)
         return
     node = None
@@ -593,32 +610,36 @@ def _record1(obs: _state.Observers, prim: Primitive, x: Tensor, res: Tensor) -> 
             node.prim = prim
             node.params = _NOPARAMS
             node.ids = (xid,)
-            node.shapes = (xd.shape,)
-            node.casts = None if xd.dtype is d.dtype else (xd.dtype,)
+            shape = xd.shape  # unary_op's primitives are elementwise: the output has this shape too
+            node.shapes = (shape,)
+            node.casts = None if xd.dtype is dt else (xd.dtype,)
             if prim.save:
                 node.saved = [xd, d] if prim.save_out else [xd]
             else:
                 node.saved = [d] if prim.save_out else _NOSAVED
             node.out = res._id
+            node.meta = (shape, dt)
             if obs.locations:
-                node.info = (_where(), d.shape, d.dtype)
+                node.info = (_where(), shape, dt)
         tape._nodes.append(node)
         tt.add(res._id)
 
 
 def _record2(obs: _state.Observers, prim: Primitive, x: Any, y: Any, res: Tensor) -> None:
     """``_record`` for apply2: two inputs (a tensor and a tensor or Python scalar)."""
-    if obs.trace is not None:
-        obs.trace.forward1(prim, (x, y), res)
-    if obs.debug:
-        _debug_hook(obs, prim, (x, y), res)
-    if obs.watchers:
-        _note_reads(obs, (x, y))
+    if obs.hooks:
+        if obs.trace is not None:
+            obs.trace.forward1(prim, (x, y), res)
+        if obs.debug:
+            _debug_hook(obs, prim, (x, y), res)
+        if obs.watchers:
+            _note_reads(obs, (x, y))
     tapes = obs.tapes
     if not tapes:
         return
     d = res._data
-    if d.dtype not in FLOAT_DTYPES:
+    dt = d.dtype
+    if dt not in FLOAT_DTYPES:
         _note_untracked(tapes, prim.name, (x, y), res)
         return
     xt = isinstance(x, Tensor)
@@ -639,11 +660,11 @@ def _record2(obs: _state.Observers, prim: Primitive, x: Any, y: Any, res: Tensor
             casts = None
             if xt:
                 xd = x._data
-                if xd.dtype is not d.dtype:
+                if xd.dtype is not dt:
                     casts = [xd.dtype, None]
                 if yt:
                     yd = y._data
-                    if yd.dtype is not d.dtype:
+                    if yd.dtype is not dt:
                         casts = [casts[0] if casts else None, yd.dtype]
                     node.ids = (x._id, y._id)
                     node.shapes = (xd.shape, yd.shape)
@@ -654,7 +675,7 @@ def _record2(obs: _state.Observers, prim: Primitive, x: Any, y: Any, res: Tensor
             else:
                 xd = x
                 yd = y._data
-                if yd.dtype is not d.dtype:
+                if yd.dtype is not dt:
                     casts = [None, yd.dtype]
                 node.ids = (0, y._id)
                 node.shapes = (None, yd.shape)
@@ -670,8 +691,9 @@ def _record2(obs: _state.Observers, prim: Primitive, x: Any, y: Any, res: Tensor
                 saved.append(d)
             node.saved = saved
             node.out = res._id
+            node.meta = (d.shape, dt)
             if obs.locations:
-                node.info = (_where(), d.shape, d.dtype)
+                node.info = (_where(), d.shape, dt)
         tape._nodes.append(node)
         tt.add(res._id)
 
@@ -680,9 +702,17 @@ _NOSAVED: list = []  # shared by nodes that save nothing; never mutated
 
 
 def _numerics() -> Any:
-    from .debug import numerics  # imported on first use: gputape.debug imports this module
+    # gputape.debug imports this module, so it is imported on first use, then kept (an import
+    # statement costs ~0.2 us even for a loaded module, per op under check_numerics)
+    global _numerics_module
+    if _numerics_module is None:
+        from .debug import numerics
 
-    return numerics
+        _numerics_module = numerics
+    return _numerics_module
+
+
+_numerics_module: Any = None
 
 
 def _note_exported_operands(tape: GradientTape, args: tuple, res: Any) -> None:
@@ -756,10 +786,13 @@ def _make_node(prim: Primitive, args: tuple, params: dict, res: Any, datas: list
         saved = []
     if single:
         node.out = res._id
+        d = res._data
+        node.meta = (d.shape, odt)
         if prim.save_out:
-            saved.append(res._data)
+            saved.append(d)
     else:
         node.out = tuple(o._id for o in res)
+        node.meta = tuple((o._data.shape, o._data.dtype) for o in res)
         if prim.save_out:
             saved.extend(o._data for o in res)
     node.saved = saved
@@ -828,6 +861,8 @@ def _sweep(
     obs = _tls.obs
     trace = obs.trace if obs is not None else None
     numerics = obs is not None and obs.numerics
+    if numerics:
+        _numerics().flush()  # the forward ended: read its deferred (device) checks
     if diff:
         F = _DIFF_F
     else:
@@ -899,6 +934,8 @@ def _sweep(
             i = ids[k]
             prev = grads.get(i)
             grads[i] = gi if prev is None else prev + gi
+    if numerics:
+        _numerics().flush()  # the backward ended
     return grads
 
 
@@ -1216,14 +1253,15 @@ class GradientTape(_state.Scope):
         return explain(self, target, source)
 
     def summary(self) -> str:
-        """A table of the recorded ops: inputs, output, bytes saved, user file:line.
+        """A table of the recorded ops: input shapes, output shape and dtype, bytes saved, and the
+        user's file:line for ops recorded inside ``gt.debug.record_locations()``.
 
         >>> import gputape as gt
         >>> x = gt.constant([1.0, 2.0])
         >>> with gt.GradientTape() as tape:
         ...     tape.watch(x); y = gt.exp(x)
-        >>> print(tape.summary().splitlines()[2].split()[:2])
-        ['0', 'exp']
+        >>> print(tape.summary().splitlines()[2].split()[:5])
+        ['0', 'exp', '(2,)', '(2,)', 'float32']
         """
         from .debug.explain import summary
 
@@ -1695,7 +1733,7 @@ def custom_gradient(f: Callable[..., Any]) -> Callable[..., Any]:
         forward = _CustomForward()
         try:
             with forward:  # the tapes do not record f's own ops; its variable reads are collected
-                result, grad_fn = f(*args)
+                result, grad_fn = _custom_forward(f, args)
         finally:
             if forward._undo is not None:  # a Ctrl-C on __exit__'s first bytecode skipped its pop
                 _state.pop(forward)
@@ -1743,6 +1781,11 @@ def custom_gradient(f: Callable[..., Any]) -> Callable[..., Any]:
     wrapped.__doc__ = f.__doc__
     wrapped.__wrapped__ = f  # type: ignore[attr-defined]
     return wrapped
+
+
+def _custom_forward(f: Callable[..., Any], args: tuple) -> Any:
+    """A ``custom_gradient`` function's forward: one call, which ``gt.profiler`` times as the op."""
+    return f(*args)
 
 
 _custom_multis: dict[int, Primitive] = {}

@@ -292,3 +292,151 @@ def test_to_dot_has_every_op_and_edge():
         assert f'label="{op}"' in dot
     assert dot.count("->") == 7  # x->sin->t, x->cos->t, two edges into multiply, one out
     del y
+
+
+# -- a trainable Variable that reaches the target only through an integer/bool op ------------
+# TensorFlow watches a trainable Variable on every read, whatever the op; so the Variable is
+# watched and the answer is the op that cut the path, not "not_watched".
+
+
+def _through_nondiff(kind, w):
+    table = gt.constant([10.0, 20.0, 30.0])
+    if kind == "comparison":
+        return (w > 1.0).astype("float32") * 3.0  # <nd-comparison>
+    if kind == "where_condition":
+        return gt.where(w > 1.0, 1.0, 2.0)  # <nd-where_condition>
+    if kind == "int_and_back":
+        return w.astype("int32").astype("float32") * 2.0  # <nd-int_and_back>
+    if kind == "argmax_index":
+        return table[gt.argmax(w)] * 2.0  # <nd-argmax_index>
+    if kind == "argmax_take":
+        return gt.take(table, gt.argmax(w)) * 2.0  # <nd-argmax_take>
+    if kind == "isnan":
+        return gt.sum(gt.isnan(w).astype("float64"))  # <nd-isnan>
+    raise AssertionError(kind)
+
+
+NONDIFF_OP = {
+    "comparison": "greater",
+    "where_condition": "greater",
+    "int_and_back": "cast",
+    "argmax_index": "argmax",
+    "argmax_take": "argmax",
+    "isnan": "isnan",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NONDIFF_OP))
+@pytest.mark.parametrize("after_gradient", [False, True])
+def test_variable_only_through_a_nondifferentiable_op(kind, after_gradient):
+    w = gt.Variable(np.array([2.0, 0.5, 1.5]), name="w")
+    with gt.GradientTape() as tape:
+        y = _through_nondiff(kind, w)
+    assert tape.watched_variables() == (w,)  # watched on read, as TensorFlow does
+    if after_gradient:
+        assert tape.gradient(y, w) is None
+    e = tape.explain(y, w)
+    assert e.reason == "non_differentiable_op", e
+    assert e.where == here(f"<nd-{kind}>")
+    assert f"gt.{NONDIFF_OP[kind]}" in e.message
+    assert e.details["op"] == NONDIFF_OP[kind]
+    if kind == "where_condition":
+        assert "the condition of gt.where" in e.message
+
+
+def test_where_condition_and_a_differentiable_branch_is_connected():
+    w = gt.Variable(np.array([2.0, 0.5]))
+    with gt.GradientTape() as tape:
+        y = gt.sum(gt.where(w > 1.0, w * 3.0, 0.0))
+    assert tape.explain(y, w).reason == "connected"
+    np.testing.assert_allclose(tape.gradient(y, w).numpy(), [3.0, 0.0])
+
+
+def test_floor_of_a_variable_is_a_zero_gradient_not_none():
+    w = gt.Variable(np.array([2.5, -0.5]))
+    with gt.GradientTape() as tape:
+        y = gt.sum(gt.floor(w) * 2.0)
+    e = tape.explain(y, w)
+    assert e.reason == "non_differentiable_op" and "gt.floor" in e.message and "zero" in e.message
+    np.testing.assert_array_equal(tape.gradient(y, w).numpy(), [0.0, 0.0])
+
+
+def test_through_a_comparison_the_watch_rules_still_apply():
+    frozen = gt.Variable(np.array([2.0, 0.5]), trainable=False, name="frozen")
+    with gt.GradientTape() as tape:
+        y = gt.where(frozen > 1.0, 1.0, 2.0)
+    assert tape.watched_variables() == ()
+    assert tape.explain(y, frozen).reason == "not_trainable"
+    w = gt.Variable(np.array([2.0, 0.5]))
+    with gt.GradientTape(watch_accessed_variables=False) as tape:
+        y = gt.where(w > 1.0, 1.0, 2.0)
+    assert tape.watched_variables() == ()
+    assert tape.explain(y, w).reason == "not_watched"
+
+
+def test_custom_gradient_collects_a_variable_read_by_a_comparison():
+    w = gt.Variable(np.array([2.0, 0.5]), name="w")
+    seen = []
+
+    @gt.custom_gradient
+    def gate(x):
+        m = (w > 1.0).astype("float64")
+
+        def grad(dy, variables=None):
+            seen.append([v.name for v in variables])
+            return dy * m, [gt.zeros_like(w)]
+
+        return x * m, grad
+
+    x = gt.constant(np.array([1.0, 1.0]))
+    with gt.GradientTape() as tape:
+        tape.watch(x)
+        y = gt.sum(gate(x))
+    gx, gw = tape.gradient(y, [x, w])
+    assert seen == [["w"]]
+    np.testing.assert_array_equal(gx.numpy(), [1.0, 0.0])
+    np.testing.assert_array_equal(gw.numpy(), [0.0, 0.0])
+
+
+def test_comparisons_outside_every_tape_do_not_reach_the_tape(monkeypatch):
+    from gputape import tape as tape_mod
+
+    def boom(*args):
+        raise AssertionError("note_nondiff called outside every tape")
+
+    monkeypatch.setattr(tape_mod, "note_nondiff", boom)
+    w = gt.Variable(np.array([2.0, 0.5]))
+    assert (w > 1.0).numpy().tolist() == [True, False]
+    assert gt.isnan(w).numpy().tolist() == [False, False]
+
+
+def test_summary_shows_output_shapes_and_dtypes_without_record_locations():
+    x = gt.constant(np.ones((2, 3), "float32"))
+    w = gt.Variable(np.ones((3, 4)), name="w")  # float64: matmul promotes
+    with gt.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        h = x @ w
+        a, b = gt.split(h, 2, axis=1)
+        y = gt.sum(a)
+    rows = {r.split()[1]: r for r in tape.summary().splitlines()[2:-2]}
+    assert "(2, 4) float64" in rows["matmul"]
+    assert "(2, 2) float64, (2, 2) float64" in rows["split"]
+    assert "() float64" in rows["sum"]
+    assert all(r.rstrip().endswith("-") for r in rows.values())  # no file:line outside record_locations
+    assert "record_locations" in tape.summary().splitlines()[-1]
+    tape.gradient(y, w)  # a persistent tape keeps its nodes: the table is unchanged
+    assert "(2, 4) float64" in tape.summary()
+    del b
+
+
+def test_summary_of_a_custom_gradient_op():
+    @gt.custom_gradient
+    def double(x):
+        return x * 2.0, lambda dy: dy * 2.0
+
+    x = gt.constant(np.ones(3, "float32"))
+    with gt.GradientTape() as tape:
+        tape.watch(x)
+        double(x)
+    row = next(r for r in tape.summary().splitlines() if "custom_gradient" in r)
+    assert "(3,) float32" in row

@@ -1,5 +1,6 @@
 """gt.profiler: Chrome trace content, counts, summary, restoration of the originals, errors."""
 
+import itertools
 import json
 import threading
 
@@ -202,3 +203,160 @@ def test_a_ctrl_c_while_ops_are_swapped_leaves_all_or_nothing(monkeypatch):
     after, methods_after = _snapshot()
     assert all(all(a is b for a, b in zip(after[n], before[n])) for n in before)
     assert all(methods_after[m] is methods[m] for m in methods)
+
+
+# -- custom_gradient ops ----------------------------------------------------------------------
+
+
+@gt.custom_gradient
+def _scaled_exp(x):
+    y = gt.exp(x) * 2.0
+
+    def grad(dy):
+        return dy * y
+
+    return y, grad
+
+
+def test_custom_gradient_ops_are_profiled_forward_and_backward():
+    from gputape import tape as tape_mod
+
+    originals = (tape_mod._custom_forward, tape_mod._custom_vjp, tape_mod._CUSTOM.vjp)
+    x = gt.constant(np.array([0.0, 1.0], "float32"))
+    with gt.profiler.profile(None) as prof:
+        for _ in range(2):
+            with gt.GradientTape() as tape:
+                tape.watch(x)
+                y = gt.sum(_scaled_exp(x))
+            g = tape.gradient(y, x)
+    np.testing.assert_allclose(g.numpy(), 2 * np.exp([0.0, 1.0]), rtol=1e-6)
+    st = prof.result.stats["custom_gradient:_scaled_exp"]
+    assert st["forward_calls"] == 2 and st["backward_calls"] == 2
+    # the ops inside the forward and inside grad_fn are events of their own; the custom op's
+    # times are self times, so every share still adds up
+    assert prof.result.stats["exp"]["forward_calls"] == 2
+    assert prof.result.stats["multiply"]["forward_calls"] >= 4  # exp(x) * 2 and dy * y, twice
+    assert all(v["forward_ns"] >= 0 and v["backward_ns"] >= 0 for v in prof.result.stats.values())
+    assert (tape_mod._custom_forward, tape_mod._custom_vjp, tape_mod._CUSTOM.vjp) == originals
+
+
+# -- device timing: the CUDA-event path, run on the CPU with a fake clock --------------------
+
+
+class FakeEvents:
+    """A device clock whose every record() is 1 us after the previous one, in call order.
+
+    Then an event with no device-timed children lasts exactly 1 us of device time, and one
+    with n direct device-timed children has a self time of (n + 1) us: the numbers the
+    profiler must compute from the pairs it recorded, whatever the host clock says.
+    """
+
+    def __init__(self):
+        self.now = 0
+        self.synced = []
+
+    def applies(self, args):
+        return True
+
+    def record(self):
+        self.now += 1000
+        return self.now
+
+    def synchronize(self, event):
+        self.synced.append(event)
+
+    def elapsed_ns(self, a, b):
+        # one stream: an event is complete once a later-or-equal one was synchronized
+        assert self.synced and b <= max(self.synced), "a device time read before its event completed"
+        return b - a
+
+
+def test_device_timing_path_with_a_fake_clock(tmp_path):
+    clock = FakeEvents()
+    x = gt.constant(np.array([0.0, 1.0], "float32"))
+    with gt.profiler.profile(tmp_path, device_timing=clock) as prof:
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            y = _scaled_exp(x)  # custom forward: exp and multiply inside
+        tape.gradient(y, x)
+    res = prof.result
+    assert res.device_timed and clock.synced  # synchronized at stop() only (elapsed_ns checks it)
+    st = res.stats
+    assert st["exp"]["forward_device_calls"] == 1 and st["exp"]["forward_device_ns"] == 1000
+    # the custom forward has two device-timed children (exp, multiply): self = 3 us
+    assert st["custom_gradient:_scaled_exp"]["forward_device_ns"] == 3000
+    # its backward runs grad_fn's one multiply (diff=False: on tensors, so it is an op event)
+    assert st["custom_gradient:_scaled_exp"]["backward_device_ns"] == 2000
+    for name, s in st.items():
+        for cat in ("forward", "backward"):
+            assert s[f"{cat}_device_calls"] == s[f"{cat}_calls"], name  # every call applied here
+    assert "fwd device ms" in res.summary and "device clock: CUDA events" in res.summary
+
+    trace = json.loads(open(res.trace_path).read())["traceEvents"]
+    host = [e for e in trace if e["ph"] == "X" and e["tid"] != gt.profiler.DEVICE_TID]
+    dev = [e for e in trace if e["ph"] == "X" and e["tid"] == gt.profiler.DEVICE_TID]
+    assert sorted((e["name"], e["cat"] + ".device") for e in host) == sorted((e["name"], e["cat"]) for e in dev)
+    assert {e["cat"] for e in dev} == {"forward.device", "backward.device", "tape.device"}
+    assert any(e["args"]["name"] == "device (CUDA events)" for e in trace if e["ph"] == "M")
+    # placed by offset from the session's first event: strictly increasing starts, 1 us apart at least
+    starts = sorted(e["ts"] for e in dev)
+    assert starts[0] >= 1.0 and all(b - a >= 1.0 for a, b in itertools.pairwise(starts))
+    leaf = next(e for e in dev if e["name"] == "exp")
+    assert leaf["dur"] == 1.0 and leaf["args"]["self_us"] == 1.0
+
+
+def test_device_timing_off_and_bad_arguments():
+    with gt.profiler.profile(None, device_timing=False) as prof:
+        gt.exp(gt.constant([1.0]))
+    assert not prof.result.device_timed and "device" not in prof.result.summary
+    assert prof.result.stats["exp"]["forward_device_calls"] == 0
+    with pytest.raises(TypeError, match="device_timing"):
+        gt.profiler.start(None, device_timing="cuda")
+    assert not gt.profiler.is_active()
+    from gputape import backend
+
+    if backend.cuda_unavailable_reason() is not None:
+        with pytest.raises(RuntimeError, match="no CUDA device"):
+            gt.profiler.start(None, device_timing=True)
+        assert not gt.profiler.is_active()
+        with gt.profiler.profile(None) as prof:  # the default: host clock only without a GPU
+            gt.exp(gt.constant([1.0]))
+        assert not prof.result.device_timed
+
+
+def test_cuda_events_apply_only_to_gpu_arrays():
+    from gputape import backend
+
+    if backend.cupy_module() is None:
+        with pytest.raises(RuntimeError, match="CuPy"):
+            gt.profiler.CudaEvents()
+        return
+    ev = gt.profiler.CudaEvents()
+    a = np.ones(2)
+    assert not ev.applies((np, a)) and not ev.applies((a, 2.0)) and not ev.applies((None, [None, a]))
+
+
+@pytest.mark.gpu
+def test_cuda_event_timing_on_the_gpu(tmp_path):
+    """Device times from CUDA events: every op call on the GPU is timed, forward and VJP."""
+    from gputape import backend
+
+    cp = backend.cupy_module()
+    w = gt.Variable(cp.full((256, 256), 0.01, "float32"), name="w")
+    x = gt.constant(cp.ones((512, 256), "float32"))
+    with gt.profiler.profile(tmp_path, device_timing=True) as prof:
+        for _ in range(3):
+            with gt.GradientTape() as tape:
+                loss = gt.sum(gt.tanh(x @ w))
+            g = tape.gradient(loss, w)
+            float(gt.sum(g))
+    res = prof.result
+    assert res.device_timed
+    for op in ("matmul", "tanh", "sum"):
+        s = res.stats[op]
+        assert s["forward_device_calls"] == s["forward_calls"] == 3, op
+        assert s["backward_device_calls"] == s["backward_calls"] == 3, op
+        assert s["forward_device_ns"] > 0 and s["backward_device_ns"] > 0, op
+    trace = json.loads(open(res.trace_path).read())["traceEvents"]
+    dev = [e for e in trace if e["ph"] == "X" and e["tid"] == gt.profiler.DEVICE_TID]
+    assert len(dev) >= 18 and all(e["dur"] >= 0 for e in dev)

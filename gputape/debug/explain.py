@@ -113,6 +113,16 @@ def _reaches(start: int, goal: int, step: Any) -> Any:
     return found
 
 
+def _used_by(cut: int, prod: dict, edges: dict) -> str:
+    """Which op took the integer/bool value ``cut`` (" (the condition of gt.where)"), or ""."""
+    for table in (prod, edges):
+        for rec in table.values():
+            if cut in rec[1]:
+                op, pos = rec[0], rec[1].index(cut)
+                return " (the condition of gt.where)" if op == "where" and pos == 0 else f" (used by gt.{op})"
+    return ""
+
+
 def explain(tape: Any, target: Tensor, source: Tensor) -> Explanation:
     """Explain why ``tape.gradient(target, source)`` is (or is not) None."""
     if not isinstance(target, Tensor) or not isinstance(source, Tensor):
@@ -179,20 +189,22 @@ def explain(tape: Any, target: Tensor, source: Tensor) -> Explanation:
         b = broken.get(i)
         if b is not None:
             for j in b[3]:
-                yield j, (b[0], b[1], b[2])
+                yield j, (b[0], b[1], b[2], i)
 
     hit = _reaches(tid, sid, anything)
     if hit:
-        reason, name, where = hit
+        reason, name, where, cut = hit
         text = {
             "stop_gradient": "the path from the source to the target goes through gt.stop_gradient",
             "stop_recording": f"the path goes through gt.{name}, computed inside tape.stop_recording(), "
             "so this tape did not record it",
-            "non_differentiable_op": f"the path goes through gt.{name}, whose integer/bool result has no gradient",
+            "non_differentiable_op": f"the path goes through gt.{name}{_used_by(cut, prod, edges)}, whose "
+            "integer/bool result has no gradient; if the source should get one through it, use a smooth "
+            "surrogate (a sigmoid for a step, a softmax for an argmax)",
             "left_tape": "the value left the tape through .numpy() / np.asarray and was used as a raw array, "
             "which has no history: keep the computation in gputape ops",
         }[reason]
-        return Explanation(reason, text, where)
+        return Explanation(reason, text, where, {"op": name})
     if hit == ():  # reachable only through ops the tape saw but did not record: the source was not tracked
         if type(source) is Variable and not source.trainable:
             return Explanation(
@@ -257,7 +269,12 @@ def explain(tape: Any, target: Tensor, source: Tensor) -> Explanation:
 
 
 def summary(tape: Any) -> str:
-    """A table of the recorded ops: op, input shapes, output shape/dtype, bytes saved, file:line."""
+    """A table of the recorded ops: op, input shapes, output shape/dtype, bytes saved, file:line.
+
+    Output shapes and dtypes are always there (each node keeps them, known when the op ran);
+    the user's file:line only for ops recorded inside ``gt.debug.record_locations()``, since
+    finding it walks the stack.
+    """
     st = _state(tape)
     rows = [("#", "op", "inputs", "output", "saved bytes", "where")]
     total = 0
@@ -270,16 +287,24 @@ def summary(tape: Any) -> str:
         total += nbytes
         shapes = ", ".join(str(tuple(s)) if s is not None else "const" for s in n.shapes)
         info = getattr(n, "info", None)
-        out = f"{tuple(info[1])} {info[2]}" if info else "?"
-        rows.append((str(k), n.prim.name, shapes, out, f"{nbytes:,}", info[0] if info and info[0] else "-"))
+        rows.append((str(k), n.prim.name, shapes, _out_text(n), f"{nbytes:,}", info[0] if info and info[0] else "-"))
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     watched = ", ".join(v.name for v in tape.watched_variables()) or "-"
     lines.append(f"{len(st._nodes)} ops recorded, {tape.saved_bytes:,} bytes saved, watched variables: {watched}")
     if not any(getattr(n, "info", None) for n in st._nodes if type(n) is not tuple):
-        lines.append("(output shapes and file:line are recorded inside gt.debug.record_locations())")
+        lines.append("(file:line is recorded inside gt.debug.record_locations())")
     return "\n".join(lines)
+
+
+def _out_text(n: Any) -> str:
+    """``(2, 3) float32``: the output's shape and dtype, recorded with the node (each output's, for several)."""
+    meta = getattr(n, "meta", None)
+    if meta is None:  # a node built by hand, without the recorder
+        return "?"
+    pairs = meta if type(n.out) is tuple else (meta,)
+    return ", ".join(f"{tuple(shape)} {dtype}" for shape, dtype in pairs)
 
 
 def to_dot(tape: Any) -> str:

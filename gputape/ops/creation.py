@@ -252,7 +252,7 @@ def _nondiff(name: str, nargs: int) -> Any:
                 ValueError(f"gt.{name}: cannot apply to inputs of shapes {shapes} and dtypes {dtypes}: {exc}")
             ) from exc
         res = _wrap_op(np.asarray(r) if isinstance(r, np.generic) else r)
-        if _state.tls.obs is not None:
+        if _state.anywhere and _state.tls.obs is not None:  # outside every tape: one attribute read
             _tape.traced(_fixed(getattr(xp, name)), tuple(args), res._data, True)
             _tape.note_nondiff(name, args, res)
         return res

@@ -501,7 +501,7 @@ def take(x: Any, indices: Any, axis: Any = None) -> Any:
     [30.0, 10.0]
     """
     x = as_tensor(x)
-    ind = indices._data if isinstance(indices, Tensor) else _to_array(indices)
+    ind = indices if isinstance(indices, Tensor) else _to_array(indices)  # a tensor stays an operand (explain)
     if axis is None:
         return getitem(flatten(x), (ind,))
     ax = norm_axis(axis, x.ndim, "take")
