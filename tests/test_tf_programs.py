@@ -109,7 +109,8 @@ def test_program_tf_module_mlp_with_tf_function_and_adam():
     accuracy = float(tf.reduce_mean(tf.cast(tf.equal(tf.argmax(model(x), axis=1), y), tf.float32)))
     assert last < 0.3 * first
     assert accuracy > 0.95
-    assert [v.name for v in model.trainable_variables] == ["w0", "b0", "w1", "b1"]
+    # TensorFlow names a tf.Variable's value "<name>:0"
+    assert [v.name for v in model.trainable_variables] == ["w0:0", "b0:0", "w1:0", "b1:0"]
 
 
 # 4 ---------------------------------------------------------------------------------------------

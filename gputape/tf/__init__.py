@@ -41,7 +41,6 @@ from ..tape import GradientTape, UnconnectedGradients, custom_gradient
 from ..tape import stop_gradient as _stop_gradient
 from ..tensor import (
     Tensor,
-    Variable,
     as_tensor,
     float16,
     float32,
@@ -56,6 +55,7 @@ from ..tensor import bool_ as bool
 from ..tensor import constant as _constant
 from . import data, keras, linalg, math, nn, optimizers, profiler, random
 from ._util import axis_arg
+from ._variable import Variable
 from .math import (
     abs,
     add,
