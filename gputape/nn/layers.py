@@ -35,6 +35,7 @@ from ..ops import cast, concatenate, matmul, reshape, sqrt, square, take
 from ..ops import mean as _mean
 from ..tensor import FLOAT_DTYPES, Tensor, TensorShape, Variable, _wrap, as_tensor, constant
 from . import activations, initializers
+from .training import Trainer
 
 __all__ = [
     "Activation",
@@ -1214,10 +1215,11 @@ def _symbolic_call(layer: Layer, inputs: Any, args: tuple, kwargs: dict) -> Any:
     return node.outputs
 
 
-class Sequential(Layer):
+class Sequential(Trainer, Layer):
     """Layers applied in order; ``training`` is passed to each layer that takes it.
 
-    Entries may be layers, modules or plain callables (``gt.nn.relu``).
+    Entries may be layers, modules or plain callables (``gt.nn.relu``). It is a
+    Keras model: ``compile``/``fit``/``evaluate``/``predict`` (:mod:`gputape.nn.training`).
 
     >>> import gputape as gt, numpy as np
     >>> model = gt.nn.Sequential([gt.nn.Dense(4, activation="tanh"), gt.nn.Dense(1)], name="mlp")

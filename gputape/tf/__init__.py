@@ -11,7 +11,7 @@ TensorFlow's names and order (``reduce_sum(input_tensor, axis, keepdims)``,
 
 Differences that remain: tensors' ``.shape`` is a plain tuple (no
 ``as_list()``); ``tf.function`` is ``gt.function`` (traced once, replayed); Keras'
-``compile``/``fit`` are absent.
+``compile``/``fit`` cover one loss for one output (see :mod:`gputape.nn.training`).
 
 >>> import gputape.tf as tf
 >>> w = tf.Variable([[1.0], [2.0]])
