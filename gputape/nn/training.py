@@ -241,8 +241,7 @@ class _Progress:
             return
         if self.bar is not None:
             self.bar.set_description_str(_fmt_logs(logs), refresh=False)
-            self.bar.total = step
-            self.bar.update(step - self.bar.n)
+            self.bar.total = self.bar.n = step  # no update(): close() draws the final line, once
             self.bar.close()
             return
         self._draw(self._line(step, logs, final=True), "\n")
