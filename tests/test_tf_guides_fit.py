@@ -376,3 +376,18 @@ def test_fit_on_the_gpu_matches_the_cpu():
         np.testing.assert_allclose(h_gpu[k], h_cpu[k], rtol=2e-3, atol=2e-3)
     np.testing.assert_allclose(ev_gpu, ev_cpu, rtol=2e-3, atol=2e-3)
     np.testing.assert_allclose(p_gpu, p_cpu, rtol=1e-2, atol=1e-3)
+
+
+def test_python_lists_are_arrays_and_a_functional_model_takes_a_list_of_inputs():
+    model = keras.Sequential([layers.Dense(2, kernel_initializer="zeros")])
+    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    # zero logits: the cross-entropy of two classes is log 2 whatever the label
+    assert model.evaluate([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], [0, 1, 1], verbose=0) == pytest.approx(np.log(2))
+    a, b = keras.Input(shape=(2,)), keras.Input(shape=(3,))
+    out = layers.Dense(1)(layers.Concatenate()([a, b]))
+    two = keras.Model([a, b], out)
+    two.compile(optimizer="adam", loss="mse")
+    xa, xb = np.ones((10, 2), "float32"), np.ones((10, 3), "float32")
+    h = two.fit([xa, xb], np.zeros((10, 1)), batch_size=4, epochs=2, verbose=0)
+    assert len(h.history["loss"]) == 2
+    np.testing.assert_allclose(two.predict([xa, xb], verbose=0), two([xa, xb]).numpy(), rtol=1e-6)

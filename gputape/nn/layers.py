@@ -35,7 +35,7 @@ from ..ops import cast, concatenate, matmul, reshape, sqrt, square, take
 from ..ops import mean as _mean
 from ..tensor import FLOAT_DTYPES, Tensor, TensorShape, Variable, _wrap, as_tensor, constant
 from . import activations, initializers
-from .training import Trainer
+from .training import Trainer, _flatten, _map
 
 __all__ = [
     "Activation",
@@ -1155,22 +1155,6 @@ class _Node:
     def __init__(self, layer: Any, inputs: Any, args: tuple, kwargs: dict) -> None:
         self.layer, self.inputs, self.args, self.kwargs = layer, inputs, args, kwargs
         self.outputs: Any = None
-
-
-def _flatten(s: Any) -> list[Any]:
-    if isinstance(s, dict):
-        return [leaf for k in sorted(s) for leaf in _flatten(s[k])]
-    if isinstance(s, (list, tuple)):
-        return [leaf for v in s for leaf in _flatten(v)]
-    return [s]
-
-
-def _map(fn: Callable[[Any], Any], s: Any) -> Any:
-    if isinstance(s, dict):
-        return {k: _map(fn, v) for k, v in s.items()}
-    if isinstance(s, (list, tuple)):
-        return type(s)(_map(fn, v) for v in s)
-    return fn(s)
 
 
 def _is_symbolic(x: Any) -> bool:

@@ -91,6 +91,7 @@ def _get_optimizer(identifier: Any) -> _optim.Optimizer:
 # -- nested data ---------------------------------------------------------------------------------
 
 
+# (the functional API's too: gputape.nn.layers imports these two)
 def _flatten(s: Any) -> list[Any]:
     if isinstance(s, dict):
         return [leaf for k in sorted(s) for leaf in _flatten(s[k])]
@@ -119,13 +120,15 @@ def _is_batches(x: Any) -> bool:
 
 
 def _num_samples(x: Any, who: str) -> int:
-    sizes = {len(_host(a)) if np.ndim(_host(a)) else 1 for a in _flatten(x)}
+    sizes = {int(np.shape(a)[0]) if np.ndim(a) else 1 for a in _flatten(x)}  # shapes only: no device copy
     if len(sizes) != 1:
         raise ValueError(f"{who}: every input must have the same number of samples, got sizes {sorted(sizes)}")
     return sizes.pop()
 
 
 def _arrays(x: Any) -> Any:
+    if isinstance(x, (list, tuple)) and not any(isinstance(a, (np.ndarray, Tensor)) for a in _flatten(x)):
+        return np.asarray(x)  # nested lists of numbers are one array (labels [0, 1, 1]), not several inputs
     return _map(lambda a: a if isinstance(a, Tensor) else np.asarray(a), x)
 
 
@@ -149,9 +152,9 @@ class _Batches:
             raise ValueError(f"{who}: batch_size must be a positive integer or None (32), got {batch_size!r}")
         self.source = None
         self.x, self.y = _arrays(x), None if y is None else _arrays(y)
-        self.n = _num_samples(x, who)
-        if y is not None and _num_samples(y, who) != self.n:
-            raise ValueError(f"{who}: x has {self.n} samples but y has {_num_samples(y, who)}; they must match")
+        self.n = _num_samples(self.x, who)
+        if self.y is not None and _num_samples(self.y, who) != self.n:
+            raise ValueError(f"{who}: x has {self.n} samples but y has {_num_samples(self.y, who)}; they must match")
         self.batch_size = self.size = batch_size or 32
         self.shuffle = shuffle
         self.steps = math.ceil(self.n / self.batch_size)
@@ -519,11 +522,11 @@ class Trainer:
         if validation_split and validation_data is None:
             if _is_batches(x):
                 raise ValueError(f"{who}: validation_split needs arrays; with a dataset pass validation_data")
+            x, y = _arrays(x), _arrays(y)
             n = _num_samples(x, who)
             cut = int(n * (1.0 - validation_split))  # Keras: the last samples, before any shuffling
             if cut in (0, n):
                 raise ValueError(f"{who}: validation_split={validation_split} of {n} samples leaves a split empty")
-            x, y = _arrays(x), _arrays(y)
             validation_data = (_take(x, slice(cut, None)), _take(y, slice(cut, None)))
             x, y = _take(x, slice(0, cut)), _take(y, slice(0, cut))
         train = _Batches(who, x, y, batch_size, shuffle=bool(shuffle))
