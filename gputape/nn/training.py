@@ -323,7 +323,7 @@ class Trainer:
         listed = isinstance(metrics, (list, tuple))
         self._metric_specs = [] if metrics is None else list(metrics) if listed else [metrics]
         self._metric_objs: list[_metrics.Metric] | None = None  # made on the first batch ('accuracy' needs shapes)
-        self._loss_tracker = _metrics.Mean(name="loss")
+        self._loss_tracker = _LossTracker(name="loss")
         self.run_eagerly = bool(run_eagerly)
         self.jit_compile = jit_compile
         self.stop_training = False
@@ -422,7 +422,7 @@ class Trainer:
         x, y = self._prepare(x), self._to_device(y)
         loss, y_pred = self._step(kind, size)(x, y)
         n = len(_flatten(x)[0])
-        self._loss_tracker.update_state(float(loss), sample_weight=n)
+        self._loss_tracker.add(float(loss), n)
         if self._metric_objs is None:
             self._metric_objs = [_metrics.get(m, _host(y), _host(y_pred)) for m in self._metric_specs]
         if self._metric_objs:
@@ -548,6 +548,7 @@ class Trainer:
         )
         self.history = history
         self.stop_training = False
+        batch_hooks = bool(callbacks)  # History needs only the epochs' logs
         cbs("on_train_begin", None)
         logs: dict[str, float] = {}
         for epoch in range(initial_epoch, epochs):
@@ -558,11 +559,13 @@ class Trainer:
             bar = _Progress(level, train.steps)
             step = 0
             for step, (xb, yb) in enumerate(train, 1):
-                cbs("on_train_batch_begin", step - 1, None)
+                if batch_hooks:
+                    cbs("on_train_batch_begin", step - 1, None)
                 self._run_batch("train", xb, yb, train.size)
-                logs = self._logs()
-                cbs("on_train_batch_end", step - 1, logs)
-                bar.update(step, logs)
+                if batch_hooks or level == 1:  # the running means cost a conversion per metric: only when shown
+                    logs = self._logs()
+                    cbs("on_train_batch_end", step - 1, logs)
+                    bar.update(step, logs)
                 if self.stop_training:
                     break
             if step == 0:
@@ -659,6 +662,15 @@ class Trainer:
         flat = [_flatten(o) for o in outs]
         joined = iter([np.concatenate([f[k] for f in flat]) for k in range(len(flat[0]))])
         return _map(lambda _: next(joined), outs[0])
+
+
+class _LossTracker(_metrics.Mean):
+    """The running mean of the batches' losses, weighted by batch size (Keras' loss tracker), without
+    the per-sample bookkeeping of ``update_state``: one float per batch."""
+
+    def add(self, value: float, n: int) -> None:
+        self.total += value * n
+        self.count += n
 
 
 def _metric_name(spec: Any) -> str:
