@@ -391,3 +391,10 @@ def test_python_lists_are_arrays_and_a_functional_model_takes_a_list_of_inputs()
     h = two.fit([xa, xb], np.zeros((10, 1)), batch_size=4, epochs=2, verbose=0)
     assert len(h.history["loss"]) == 2
     np.testing.assert_allclose(two.predict([xa, xb], verbose=0), two([xa, xb]).numpy(), rtol=1e-6)
+
+
+def test_a_loss_without_reduction_is_averaged_over_the_batch():
+    x, y = np.ones((6, 2), "float32"), np.full((6, 1), 3.0, "float32")
+    model = keras.Sequential([layers.Dense(1, kernel_initializer="zeros")])
+    model.compile(optimizer="sgd", loss=keras.losses.MeanSquaredError(reduction="none"))
+    assert model.evaluate(x, y, batch_size=4, verbose=0) == pytest.approx(9.0)  # (0 - 3)**2 for every sample

@@ -58,6 +58,7 @@ from .. import optim as _optim
 from .. import random as _random
 from ..backend import to_host
 from ..device import current_device
+from ..ops import mean as _mean
 from ..tape import GradientTape
 from ..tensor import Tensor, constant
 from . import callbacks as _callbacks
@@ -382,10 +383,8 @@ class Trainer:
     # -- the step bodies (run eagerly or traced by gt.function) ------------------------------------------
     def _total_loss(self, y: Any, y_pred: Any) -> Any:
         loss = self._loss_fn(y, y_pred)
-        if not isinstance(self._loss_fn, _losses.Loss):  # a plain function: per-example values
-            from ..ops import mean
-
-            loss = mean(loss)
+        if getattr(loss, "ndim", 0):  # a function's per-example values, or reduction='none': their mean
+            loss = _mean(loss)
         for extra in self.losses:
             loss = loss + extra
         return loss
