@@ -398,11 +398,3 @@ def test_a_loss_without_reduction_is_averaged_over_the_batch():
     model = keras.Sequential([layers.Dense(1, kernel_initializer="zeros")])
     model.compile(optimizer="sgd", loss=keras.losses.MeanSquaredError(reduction="none"))
     assert model.evaluate(x, y, batch_size=4, verbose=0) == pytest.approx(9.0)  # (0 - 3)**2 for every sample
-
-
-def test_float64_numpy_data_is_fed_as_float32():
-    model = keras.Sequential([layers.Dense(1)])
-    model.compile(optimizer="sgd", loss="mse")
-    model.fit(np.ones((8, 2)), np.ones((8, 1)), verbose=0)  # numpy's default float64
-    assert model.predict(np.ones((3, 2)), verbose=0).dtype == np.float32
-    assert all(w.dtype == np.float32 for w in model.get_weights())

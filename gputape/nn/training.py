@@ -20,8 +20,7 @@ It covers the common case of Keras 3's ``Model`` methods, with these choices:
   is the mean of the per-batch losses weighted by the batch sizes, so with the
   default ``'sum_over_batch_size'`` reduction it is the loss over the whole data.
 * **Data.** ``x``/``y`` are numpy arrays, lists or gt tensors (a functional model
-  takes a list or dict of them; float64 arrays are fed as float32, the dtype
-  Keras' layers compute in), or ``x`` is an iterable of ``(x, y)`` batches
+  takes a list or dict of them), or ``x`` is an iterable of ``(x, y)`` batches
   (``tf.data.Dataset``, ``gt.data.DataLoader``) with ``y=None``.
   ``validation_split`` takes the last fraction of the samples before shuffling,
   as Keras does; ``shuffle`` draws from ``gt.random``'s generator, so
@@ -408,16 +407,7 @@ class Trainer:
     # -- one batch ---------------------------------------------------------------------------------------
     def _to_device(self, data: Any) -> Any:
         dev = self.__dict__.get("_device") or current_device()
-
-        def put(a: Any) -> Any:
-            if isinstance(a, Tensor):
-                return a
-            a = np.asarray(a)
-            # Keras' layers cast floating inputs to their float32 compute dtype; here the data is cast
-            # once, so numpy's default float64 does not promote a float32 model to float64
-            return constant(a, dtype=np.float32 if a.dtype == np.float64 else None, device=dev)
-
-        return _map(put, data)
+        return _map(lambda a: a if isinstance(a, Tensor) else constant(np.asarray(a), device=dev), data)
 
     def _prepare(self, x: Any) -> Any:
         x = self._to_device(x)
