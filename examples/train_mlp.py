@@ -7,6 +7,14 @@ the loss, train and test accuracy and the gradients' mean global norm; at the
 end it checks the output layer's gradient against finite differences, saves
 a checkpoint (model and optimizer) and reloads it into a fresh model.
 
+With --fit, the same model trains through Keras' built-in loop instead:
+model.compile(optimizer, loss, metrics=["accuracy"]) and model.fit(...), which
+runs a gt.function-compiled step and prints Keras' progress bar and per-epoch
+line (loss, accuracy, val_loss, val_accuracy); model.evaluate gives the test
+accuracy:
+
+    python examples/train_mlp.py --fit
+
 With --distributed, under an MPI launcher, every process (rank) trains the
 same model on its half (third, ...) of each batch and the ranks average their
 gradients before each step (gt.distributed); rank 0 prints and saves:
@@ -68,7 +76,10 @@ def main() -> float:
         action="store_true",
         help="data-parallel over the ranks of `mpirun -n N` (--batch-size is global)",
     )
+    ap.add_argument("--fit", action="store_true", help="train with model.compile() and model.fit() (Keras' loop)")
     args = ap.parse_args()
+    if args.fit and args.distributed:
+        raise SystemExit("--fit and --distributed do not combine: model.fit runs on one process")
     if args.distributed:
         gt.distributed.init()  # also makes an uncaught error on any rank end the whole job
     rank, ranks = gt.distributed.rank(), gt.distributed.world_size()
@@ -97,6 +108,8 @@ def main() -> float:
         schedule = gt.optim.CosineDecay(args.lr, decay_steps=steps, alpha=0.05)
         opt = gt.optim.Adam(learning_rate=schedule)
         x_test_t = gt.constant(x_test, device=dev)
+        if args.fit:
+            return fit(args, model, opt, (x_train, y_train), (x_test, y_test), dev)
         if lead:
             print(
                 f"gputape {gt.__version__} on {dev}: digits, {len(y_train)} train / {len(y_test)} test images, "
@@ -160,6 +173,25 @@ def main() -> float:
         print(f"checkpoint saved to {args.checkpoint} and reloaded (same test accuracy)")
 
     print(f"final test accuracy {acc:.3f} after {args.epochs} epochs in {elapsed:.1f} s; gradient check passed")
+    return acc
+
+
+def fit(args: argparse.Namespace, model: gt.nn.Sequential, opt: gt.optim.Optimizer, train: tuple, test: tuple,
+        dev: str) -> float:  # fmt: skip
+    """The same training through Keras' compile/fit/evaluate (a compiled step, Keras' progress output)."""
+    print(f"gputape {gt.__version__} on {dev}: digits with model.fit, {args.epochs} epochs of batch {args.batch_size}")
+    model.compile(
+        optimizer=opt,
+        loss=gt.nn.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    start = time.perf_counter()
+    history = model.fit(*train, batch_size=args.batch_size, epochs=args.epochs, validation_data=test, verbose=1)
+    elapsed = time.perf_counter() - start
+    loss, acc = model.evaluate(*test, verbose=0)
+    assert acc == history.history["val_accuracy"][-1], "evaluate and fit's last validation disagree"
+    took = f"after {args.epochs} epochs in {elapsed:.1f} s (model.fit)"
+    print(f"final test accuracy {acc:.3f} (test loss {loss:.4f}) {took}")
     return acc
 
 

@@ -116,7 +116,8 @@ def _collect(obj: Any, fn: str) -> tuple[dict[str, Variable], dict[str, Optimize
                 claim(f"var:{full}", f"{where} (its variable {p!r})")
                 variables[full] = v
         elif isinstance(o, Variable):
-            full = path or (o.name or "variable")
+            # tf.Variable's TensorFlow name 'w:0' is the variable 'w': the key stays 'var:w'
+            full = path or (o.name.removesuffix(":0") or "variable")
             claim(f"var:{full}", where)
             variables[full] = o
         elif isinstance(o, Optimizer):

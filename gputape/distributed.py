@@ -655,7 +655,7 @@ class DistributedOptimizer(Optimizer):
     >>> import gputape as gt
     >>> w = gt.Variable([1.0])
     >>> opt = gt.distributed.DistributedOptimizer(gt.optim.SGD(0.5))
-    >>> opt.apply_gradients([(gt.constant([2.0]), w)]), w.numpy().tolist(), opt.iterations
+    >>> opt.apply_gradients([(gt.constant([2.0]), w)]), w.numpy().tolist(), int(opt.iterations)
     (1, [0.0], 1)
     """
 

@@ -426,11 +426,55 @@ class Optimizer:
         self.global_clipnorm = (
             None if global_clipnorm is None else _real(owner, "global_clipnorm", global_clipnorm, low_open=True)
         )
-        self.iterations = 0
+        # The step count, as in Keras: a 0-d int64 non-trainable Variable. It lives in host
+        # memory whatever the device, so that each step reads it as a Python int for almost nothing
+        # (int() of a 0-d numpy array) and there is no second copy to fall out of step with it.
+        self._iterations = Variable(np.zeros((), np.int64), trainable=False, name="iteration")
         # id(var) -> [var, slots, spare slots]. The variable is held so its id cannot be
         # reused by a new object that would then inherit stale slots.
         self._slots: dict[int, list[Any]] = {}
         self._warned_none: set[int] = set()
+
+    # -- step count ----------------------------------------------------------------------
+    @property
+    def iterations(self) -> Variable:
+        """The number of steps taken: a 0-d int64 non-trainable Variable (Keras' ``optimizer.iterations``).
+
+        ``int(opt.iterations)`` and ``opt.iterations.numpy()`` read it; assigning
+        ``opt.iterations = n`` (or ``opt.iterations.assign(n)``) sets it, e.g. to
+        resume a schedule. It is kept in host memory: move it with ``.to(device)``
+        (or ``gt.cast`` it) to compute with it on a GPU. Inside ``gt.function`` it is
+        read at every call, so a compiled step sees the current count.
+
+        >>> import gputape as gt
+        >>> opt = gt.optim.SGD(0.1)
+        >>> _ = opt.apply_gradients([(gt.constant([1.0]), gt.Variable([1.0]))])
+        >>> opt.iterations
+        <gt.Variable 'iteration' shape=() dtype=int64, numpy=1>
+        >>> int(opt.iterations), opt.iterations.trainable
+        (1, False)
+        """
+        return self._iterations
+
+    @iterations.setter
+    def iterations(self, value: Any) -> None:
+        n = value.numpy() if isinstance(value, Tensor) else value
+        if isinstance(n, np.ndarray) and n.shape == ():
+            n = n.item()
+        n = _integer(self.name, "iterations", n, 0)
+        if n >= 2**63:
+            raise ValueError(f"{self.name}: iterations must be an integer in [0, 2**63) (int64), got {n}")
+        self._iterations.assign(np.asarray(n, np.int64))
+
+    def _step_count(self) -> int:
+        return int(self._iterations._data)  # host memory: no device synchronisation
+
+    def _count_step(self, step: int) -> None:
+        # A new 0-d array rather than a write into the old one: a value read earlier (a tensor
+        # from opt.iterations.value()) keeps the count it had, as after Variable.assign, and this is
+        # ~10x cheaper than assign() on the step's path. gt.function replays the whole optimizer
+        # step, so the count needs no trace record of its own.
+        self._iterations._data = np.array(step, np.int64)
 
     # -- learning rate -----------------------------------------------------------------
     @property
@@ -444,7 +488,7 @@ class Optimizer:
         >>> opt.learning_rate = 0.3; opt.learning_rate
         0.3
         """
-        return self._rate_at(self.iterations)
+        return self._rate_at(self._step_count())
 
     @learning_rate.setter
     def learning_rate(self, value: float | Callable[[int], float]) -> None:
@@ -452,7 +496,7 @@ class Optimizer:
             self._learning_rate: Any = value
         elif isinstance(value, (Tensor, np.ndarray)):  # read at every step (a Variable can change), checked then
             self._learning_rate = value
-            self._rate_at(getattr(self, "iterations", 0))
+            self._rate_at(self._step_count() if hasattr(self, "_iterations") else 0)
         elif isinstance(value, (str, bytes)):
             raise TypeError(
                 f"{type(self).__name__}: learning_rate must be a number in [0, inf), a LearningRateSchedule or "
@@ -531,7 +575,7 @@ class Optimizer:
         (1, True, [-0.10000000149011612])
         """
         return {
-            "iterations": self.iterations,
+            "iterations": self._step_count(),
             "slots": [(v, {n: np.array(backend.to_host(a)) for n, a in s.items()}) for v, s, _ in self._slots.values()],
         }
 
@@ -542,7 +586,7 @@ class Optimizer:
         >>> w = gt.Variable([1.0])
         >>> opt = gt.optim.SGD(0.1, momentum=0.9)
         >>> opt.set_state({"iterations": 5, "slots": [(w, {"momentum": np.array([0.5], "float32")})]})
-        >>> opt.iterations, opt.get_state()["slots"][0][1]["momentum"].tolist()
+        >>> int(opt.iterations), opt.get_state()["slots"][0][1]["momentum"].tolist()
         (5, [0.5])
         """
         try:
@@ -552,8 +596,8 @@ class Optimizer:
             raise ValueError(
                 f"{self.name}.set_state: expected {{'iterations': int, 'slots': [(variable, {{name: array}})]}} ({exc})"
             ) from None
-        if iterations < 0:
-            raise ValueError(f"{self.name}.set_state: iterations must be >= 0, got {iterations}")
+        if not 0 <= iterations < 2**63:
+            raise ValueError(f"{self.name}.set_state: iterations must be in [0, 2**63) (int64), got {iterations}")
         staged = []
         for var, slots in entries:
             if not isinstance(var, Variable):
@@ -576,7 +620,7 @@ class Optimizer:
         with defer_interrupts():
             for var, arrays in staged:
                 self._slots_for(var).update(arrays)
-            self.iterations = iterations
+            self._count_step(iterations)
 
     # -- updating -------------------------------------------------------------------------
     def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, Variable]]) -> int:
@@ -605,7 +649,7 @@ class Optimizer:
         """
         pairs = list(grads_and_vars)
         if not pairs:
-            return self.iterations
+            return self._step_count()
         live = []
         missing = []
         seen = set()
@@ -663,7 +707,7 @@ class Optimizer:
             raw.append((a, v))
         if self.clipnorm is not None or self.global_clipnorm is not None:
             raw = self._clip(raw)
-        step = self.iterations + 1
+        step = self._step_count() + 1
         lr = self._rate_at(step - 1)
         kind = self._fused_kind()
         if kind is not None and (
@@ -702,7 +746,7 @@ class Optimizer:
                 entries[id(entry[0])] = entry  # type: ignore[index]
             for assign, delta in assigns:
                 assign(delta)
-            self.iterations = step
+            self._count_step(step)
         return step
 
     # On GPU arrays, SGD/Adam/AdamW update every parameter in one kernel launch
@@ -738,7 +782,7 @@ class Optimizer:
             fused.update(params, [g for g, _ in raw], slots=slots)
             self._slots.update(fresh)
             self._fused_at = step
-            self.iterations = step
+            self._count_step(step)
 
     def _fused_hyper(self) -> dict[str, Any]:
         return {}
@@ -782,7 +826,7 @@ class Optimizer:
         return self.apply_gradients(zip(grads, var_list))
 
     def __repr__(self) -> str:
-        return f"<{self.name} learning_rate={self._learning_rate!r} iterations={self.iterations}>"
+        return f"<{self.name} learning_rate={self._learning_rate!r} iterations={self._step_count()}>"
 
 
 _NOSLOTS: dict[str, Any] = {}

@@ -846,7 +846,9 @@ def _sweep(
         # nodes' VJPs run, and only for inputs that lead to a source.
         rel = {i for i in source_ids if i in tt}
         if not rel:
-            return {}
+            # no source was recorded; a source that is also a target (an unread Variable, say)
+            # still has its seed as gradient: d target / d target is one, as in TensorFlow
+            return {i: seeds[i] for i in source_ids if i in seeds}
         for node in nodes:
             if type(node) is Node:
                 for i in node.ids:

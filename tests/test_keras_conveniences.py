@@ -34,7 +34,7 @@ def test_repr_is_numpy_repr_summarised_at_1000_elements_with_aligned_rows():
     assert repr(tf.constant(0.25)) == "<gt.Tensor: shape=(), dtype=float32, numpy=0.25>"
     v = tf.Variable([[1.0, 2.0], [3.0, 4.0]], name="w")
     assert repr(v) == (
-        "<gt.Variable 'w' shape=(2, 2) dtype=float32, numpy=\narray([[1., 2.],\n       [3., 4.]], dtype=float32)>"
+        "<gt.Variable 'w:0' shape=(2, 2) dtype=float32, numpy=\narray([[1., 2.],\n       [3., 4.]], dtype=float32)>"
     )
 
 

@@ -35,6 +35,7 @@ from ..ops import cast, concatenate, matmul, reshape, sqrt, square, take
 from ..ops import mean as _mean
 from ..tensor import FLOAT_DTYPES, Tensor, TensorShape, Variable, _wrap, as_tensor, constant
 from . import activations, initializers
+from .training import Trainer, _flatten, _map
 
 __all__ = [
     "Activation",
@@ -1156,22 +1157,6 @@ class _Node:
         self.outputs: Any = None
 
 
-def _flatten(s: Any) -> list[Any]:
-    if isinstance(s, dict):
-        return [leaf for k in sorted(s) for leaf in _flatten(s[k])]
-    if isinstance(s, (list, tuple)):
-        return [leaf for v in s for leaf in _flatten(v)]
-    return [s]
-
-
-def _map(fn: Callable[[Any], Any], s: Any) -> Any:
-    if isinstance(s, dict):
-        return {k: _map(fn, v) for k, v in s.items()}
-    if isinstance(s, (list, tuple)):
-        return type(s)(_map(fn, v) for v in s)
-    return fn(s)
-
-
 def _is_symbolic(x: Any) -> bool:
     if isinstance(x, KerasTensor):
         return True
@@ -1214,10 +1199,11 @@ def _symbolic_call(layer: Layer, inputs: Any, args: tuple, kwargs: dict) -> Any:
     return node.outputs
 
 
-class Sequential(Layer):
+class Sequential(Trainer, Layer):
     """Layers applied in order; ``training`` is passed to each layer that takes it.
 
-    Entries may be layers, modules or plain callables (``gt.nn.relu``).
+    Entries may be layers, modules or plain callables (``gt.nn.relu``). It is a
+    Keras model: ``compile``/``fit``/``evaluate``/``predict`` (:mod:`gputape.nn.training`).
 
     >>> import gputape as gt, numpy as np
     >>> model = gt.nn.Sequential([gt.nn.Dense(4, activation="tanh"), gt.nn.Dense(1)], name="mlp")

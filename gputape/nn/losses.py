@@ -45,6 +45,7 @@ __all__ = [
     "SparseCategoricalCrossentropy",
     "binary_crossentropy",
     "categorical_crossentropy",
+    "get",
     "huber",
     "mean_absolute_error",
     "mean_squared_error",
@@ -236,11 +237,13 @@ def sparse_categorical_crossentropy(
     p = _as(y_pred, _float_dtype(y_pred, None), None)
     if axis not in (-1, p.ndim - 1):
         raise NotImplementedError(f"{_who}: only the last axis can hold the classes (axis=-1), got axis={axis}")
-    labels = y_true._data if isinstance(y_true, Tensor) else np.asarray(y_true)
+    # gputape ops on a tensor's labels, not numpy on its array: a gt.function trace records them, so a
+    # replay casts and reshapes each call's labels instead of reusing the first call's
+    labels = y_true if isinstance(y_true, Tensor) else np.asarray(y_true)
     if labels.dtype.kind == "f":  # Keras accepts float-typed class ids
-        labels = labels.astype(np.int64)
+        labels = cast(labels, np.int64) if isinstance(labels, Tensor) else labels.astype(np.int64)
     if labels.ndim == p.ndim and labels.shape[-1:] == (1,):  # (batch, 1) labels, as Keras allows
-        labels = labels.reshape(labels.shape[:-1])
+        labels = squeeze(labels, -1) if isinstance(labels, Tensor) else labels.reshape(labels.shape[:-1])
     if p.ndim < 1 or labels.shape != p.shape[:-1]:
         raise ValueError(
             f"{_who}: y_true of shape {tuple(labels.shape)} does not fit y_pred of shape {tuple(p.shape)}; class ids "
@@ -472,3 +475,41 @@ class SparseCategoricalCrossentropy(_FunctionLoss):
         super().__init__(reduction, name, dtype)
         self.from_logits = bool(from_logits)
         self.axis = int(axis)
+
+
+_LOSSES_BY_NAME: dict[str, Any] = {
+    "mean_squared_error": MeanSquaredError,
+    "mse": MeanSquaredError,
+    "mean_absolute_error": MeanAbsoluteError,
+    "mae": MeanAbsoluteError,
+    "huber": Huber,
+    "huber_loss": Huber,
+    "binary_crossentropy": BinaryCrossentropy,
+    "categorical_crossentropy": CategoricalCrossentropy,
+    "sparse_categorical_crossentropy": SparseCategoricalCrossentropy,
+}
+
+
+def get(identifier: Any) -> Any:
+    """A loss from a Keras name (``'mse'``, ``'sparse_categorical_crossentropy'``, ...), a Loss or a function.
+
+    Names give the loss class with its defaults (so ``from_logits=False``: pass
+    ``SparseCategoricalCrossentropy(from_logits=True)`` for logits). A
+    :class:`Loss` or a function ``fn(y_true, y_pred)`` (per-example values,
+    averaged over the batch by the caller) is returned as it is.
+
+    >>> import gputape as gt
+    >>> gt.nn.losses.get("mse"), gt.nn.losses.get("sparse_categorical_crossentropy").from_logits
+    (MeanSquaredError(reduction='sum_over_batch_size', name='mean_squared_error'), False)
+    """
+    if isinstance(identifier, str):
+        cls = _LOSSES_BY_NAME.get(identifier.lower())
+        if cls is None:
+            raise ValueError(
+                f"losses.get: unknown loss {identifier!r}; use one of {sorted(_LOSSES_BY_NAME)}, a "
+                "tf.keras.losses.Loss or a function fn(y_true, y_pred)"
+            )
+        return cls()
+    if isinstance(identifier, Loss) or callable(identifier):
+        return identifier
+    raise TypeError(f"losses.get: expected a loss name, a Loss or a function, got {type(identifier).__name__}")

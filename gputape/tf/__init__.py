@@ -11,7 +11,7 @@ TensorFlow's names and order (``reduce_sum(input_tensor, axis, keepdims)``,
 
 Differences that remain: tensors' ``.shape`` is a plain tuple (no
 ``as_list()``); ``tf.function`` is ``gt.function`` (traced once, replayed); Keras'
-``compile``/``fit`` are absent.
+``compile``/``fit`` cover one loss for one output (see :mod:`gputape.nn.training`).
 
 >>> import gputape.tf as tf
 >>> w = tf.Variable([[1.0], [2.0]])
@@ -42,7 +42,6 @@ from ..tape import GradientTape, UnconnectedGradients, custom_gradient
 from ..tape import stop_gradient as _stop_gradient
 from ..tensor import (
     Tensor,
-    Variable,
     _to_array,
     as_tensor,
     float16,
@@ -58,6 +57,7 @@ from ..tensor import bool_ as bool
 from ..tensor import constant as _constant
 from . import data, keras, linalg, math, nn, optimizers, profiler, random
 from ._util import axis_arg
+from ._variable import Variable
 from .linalg import norm  # tf.norm is tf.linalg.norm
 from .math import (
     abs,

@@ -1,8 +1,9 @@
 """``tf.keras``: the parts of Keras a custom GradientTape loop uses.
 
 Layers, ``Sequential``, functional and subclassed ``Model``, optimizers,
-losses, metrics, initializers and activations. ``compile``/``fit``/``evaluate``
-are not provided: gputape is for custom training loops.
+losses, metrics, callbacks, initializers and activations. Models have Keras'
+``compile``/``fit``/``evaluate``/``predict`` for the common case (one loss;
+see :mod:`gputape.nn.training`), and custom GradientTape loops work as well.
 
 >>> import gputape.tf as tf
 >>> model = tf.keras.Sequential([tf.keras.layers.Dense(4, activation="relu"), tf.keras.layers.Dense(2)])
@@ -14,12 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from ...backend import to_host
 from ...nn import layers as _layers
-from ...tensor import Tensor
-from . import activations, initializers, layers, losses, metrics, optimizers
+from ...nn.training import Trainer
+from . import activations, callbacks, initializers, layers, losses, metrics, optimizers
 from .layers import Input, InputLayer, KerasTensor
 
 # The Keras 3 release whose sources the layers, losses, metrics and their documented examples were
@@ -32,6 +30,7 @@ __all__ = [
     "Model",
     "Sequential",
     "activations",
+    "callbacks",
     "initializers",
     "layers",
     "losses",
@@ -39,66 +38,8 @@ __all__ = [
     "optimizers",
 ]
 
-_NO_FIT = (
-    "gputape.tf.keras models have no {0}(): gputape is for custom GradientTape training loops "
-    "(compute the loss inside `with tf.GradientTape() as tape:`, then optimizer.apply_gradients)"
-)
 
-
-class _ModelMixin:
-    def predict(self, x: Any, batch_size: int = 32, verbose: Any = 0) -> np.ndarray:
-        """Run the model on ``x`` in batches with ``training=False``; returns a numpy array.
-
-        >>> import gputape.tf as tf
-        >>> tf.keras.Sequential([tf.keras.layers.Dense(2)]).predict(tf.ones((5, 3))).shape
-        (5, 2)
-        """
-        n = len(_layers._flatten(x)[0])  # a functional model may take a list or dict of inputs
-        outs = [
-            self(_layers._map(lambda a, i=i: a[i : i + batch_size], x), training=False) for i in range(0, n, batch_size)
-        ]
-
-        def host(o: Any) -> np.ndarray:
-            return to_host(o._data) if isinstance(o, Tensor) else np.asarray(o)
-
-        if isinstance(outs[0], (list, tuple, dict)):  # several outputs: concatenate each
-            flat = [_layers._flatten(o) for o in outs]
-            joined = iter([np.concatenate([host(f[k]) for f in flat]) for k in range(len(flat[0]))])
-            return _layers._map(lambda _: next(joined), outs[0])
-        return np.concatenate([host(o) for o in outs])
-
-    def compile(self, *args: Any, **kwargs: Any) -> None:
-        """Not provided: raises ``NotImplementedError`` pointing to a GradientTape loop.
-
-        >>> import gputape.tf as tf
-        >>> tf.keras.Sequential().compile()
-        Traceback (most recent call last):
-        NotImplementedError: gputape.tf.keras models have no compile(): ...
-        """
-        raise NotImplementedError(_NO_FIT.format("compile"))
-
-    def fit(self, *args: Any, **kwargs: Any) -> None:
-        """Not provided: raises ``NotImplementedError`` pointing to a GradientTape loop.
-
-        >>> import gputape.tf as tf
-        >>> tf.keras.Sequential().fit()
-        Traceback (most recent call last):
-        NotImplementedError: gputape.tf.keras models have no fit(): ...
-        """
-        raise NotImplementedError(_NO_FIT.format("fit"))
-
-    def evaluate(self, *args: Any, **kwargs: Any) -> None:
-        """Not provided: raises ``NotImplementedError`` pointing to a GradientTape loop.
-
-        >>> import gputape.tf as tf
-        >>> tf.keras.Sequential().evaluate()
-        Traceback (most recent call last):
-        NotImplementedError: gputape.tf.keras models have no evaluate(): ...
-        """
-        raise NotImplementedError(_NO_FIT.format("evaluate"))
-
-
-class Model(_ModelMixin, _layers.Layer):
+class Model(Trainer, _layers.Layer):
     """A Keras model: ``Model(inputs, outputs)`` (the functional API), or a subclass that defines ``call``.
 
     Subclassed: create layers in ``__init__`` and define ``call(self, inputs, training=None)``.
@@ -229,7 +170,7 @@ class Functional(Model):
         return _layers._map(lambda t: values[id(t)], self._outputs_struct)
 
 
-class Sequential(_ModelMixin, _layers.Sequential):
+class Sequential(_layers.Sequential):
     """``gt.nn.Sequential`` with Keras extras: a leading ``keras.Input(shape=...)`` builds it at once.
 
     >>> import gputape.tf as tf

@@ -1,0 +1,685 @@
+"""Keras' built-in training loop: ``compile``, ``fit``, ``evaluate``, ``predict``, ``train_on_batch``...
+
+:class:`Trainer` is mixed into ``gt.nn.Sequential`` and ``tf.keras.Model``/``Sequential``.
+It covers the common case of Keras 3's ``Model`` methods, with these choices:
+
+* **One output, one loss.** ``loss`` is a Keras name (``"mse"``,
+  ``"sparse_categorical_crossentropy"``, ...), a :class:`~gputape.nn.losses.Loss`
+  or a function ``fn(y_true, y_pred)`` of per-example values (averaged over the
+  batch). Terms the layers add with ``add_loss`` are added to it. Lists or dicts
+  of losses for several outputs, ``loss_weights``, ``sample_weight`` and
+  ``class_weight`` are refused with a NotImplementedError.
+* **Compiled steps.** The train, test and predict steps run through
+  :func:`gputape.function` (one trace per batch shape; the last, smaller batch
+  traces once more). ``compile(..., run_eagerly=True)`` or ``jit_compile=False``
+  runs them eagerly instead, e.g. to debug with prints. A step is traced again
+  at the start of each ``fit``, so a ``layer.trainable`` change between two
+  ``fit`` calls is honoured (Keras asks for a new ``compile``).
+* **Running means.** ``loss`` (and each metric) in the logs is the mean over
+  the samples seen so far in the epoch, as Keras reports it; ``evaluate``'s loss
+  is the mean of the per-batch losses weighted by the batch sizes, so with the
+  default ``'sum_over_batch_size'`` reduction it is the loss over the whole data.
+* **Data.** ``x``/``y`` are numpy arrays, lists or gt tensors (a functional model
+  takes a list or dict of them), or ``x`` is an iterable of ``(x, y)`` batches
+  (``tf.data.Dataset``, ``gt.data.DataLoader``) with ``y=None``.
+  ``validation_split`` takes the last fraction of the samples before shuffling,
+  as Keras does; ``shuffle`` draws from ``gt.random``'s generator, so
+  ``gt.random.seed`` makes ``fit`` reproducible.
+* **Progress.** ``verbose=0`` prints nothing; ``1`` (and ``"auto"``) a
+  progress bar per epoch (tqdm when it is installed, else Keras' own text bar),
+  ending in Keras' line ``N/N ... - loss: 0.1234 - accuracy: 0.9000 - val_loss:
+  ...``; ``2`` only that line, once per epoch, each after ``Epoch e/E``.
+
+>>> import gputape.tf as tf, numpy as np
+>>> tf.random.set_seed(0)
+>>> x = np.random.default_rng(0).normal(size=(256, 4)).astype("float32")
+>>> y = (x[:, 0] > 0).astype("int64")
+>>> model = tf.keras.Sequential([tf.keras.layers.Dense(16, activation="relu"), tf.keras.layers.Dense(2)])
+>>> model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+...               metrics=["accuracy"])
+>>> history = model.fit(x, y, batch_size=32, epochs=20, verbose=0)
+>>> history.history["loss"][-1] < history.history["loss"][0], history.history["accuracy"][-1] > 0.9
+(True, True)
+>>> loss, acc = model.evaluate(x, y, verbose=0); acc > 0.9
+True
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from .. import optim as _optim
+from .. import random as _random
+from ..backend import to_host
+from ..device import current_device
+from ..ops import mean as _mean
+from ..tape import GradientTape
+from ..tensor import Tensor, constant
+from . import callbacks as _callbacks
+from . import losses as _losses
+from . import metrics as _metrics
+
+__all__ = ["Trainer"]
+
+_OPTIMIZERS: dict[str, Callable[[], _optim.Optimizer]] = {
+    "adam": _optim.Adam,
+    "adamw": _optim.AdamW,
+    "sgd": _optim.SGD,
+    "rmsprop": _optim.RMSprop,
+}
+
+
+def _get_optimizer(identifier: Any) -> _optim.Optimizer:
+    if isinstance(identifier, str):
+        make = _OPTIMIZERS.get(identifier.lower())
+        if make is None:
+            raise ValueError(
+                f"compile: unknown optimizer {identifier!r}; use one of {sorted(_OPTIMIZERS)} or an optimizer object "
+                "(tf.keras.optimizers.Adam(learning_rate=...))"
+            )
+        return make()  # Keras' defaults for each
+    if isinstance(identifier, _optim.Optimizer):
+        return identifier
+    raise TypeError(f"compile: optimizer must be a name or a gt.optim optimizer, got {type(identifier).__name__}")
+
+
+# -- nested data ---------------------------------------------------------------------------------
+
+
+# (the functional API's too: gputape.nn.layers imports these two)
+def _flatten(s: Any) -> list[Any]:
+    if isinstance(s, dict):
+        return [leaf for k in sorted(s) for leaf in _flatten(s[k])]
+    if isinstance(s, (list, tuple)):
+        return [leaf for v in s for leaf in _flatten(v)]
+    return [s]
+
+
+def _map(fn: Callable[[Any], Any], s: Any) -> Any:
+    if isinstance(s, dict):
+        return {k: _map(fn, v) for k, v in s.items()}
+    if isinstance(s, (list, tuple)):
+        return type(s)(_map(fn, v) for v in s)
+    return fn(s)
+
+
+def _host(a: Any) -> np.ndarray:
+    return to_host(a._data) if isinstance(a, Tensor) else np.asarray(a)
+
+
+def _is_batches(x: Any) -> bool:
+    """An iterable of batches (a Dataset, a DataLoader, a generator) rather than arrays."""
+    if x is None or isinstance(x, (np.ndarray, Tensor, list, tuple, dict)) or hasattr(x, "__array__"):
+        return False
+    return hasattr(x, "__iter__")
+
+
+def _num_samples(x: Any, who: str) -> int:
+    sizes = {int(np.shape(a)[0]) if np.ndim(a) else 1 for a in _flatten(x)}  # shapes only: no device copy
+    if len(sizes) != 1:
+        raise ValueError(f"{who}: every input must have the same number of samples, got sizes {sorted(sizes)}")
+    return sizes.pop()
+
+
+def _arrays(x: Any) -> Any:
+    if isinstance(x, (list, tuple)) and not any(isinstance(a, (np.ndarray, Tensor)) for a in _flatten(x)):
+        return np.asarray(x)  # nested lists of numbers are one array (labels [0, 1, 1]), not several inputs
+    return _map(lambda a: a if isinstance(a, Tensor) else np.asarray(a), x)
+
+
+def _take(x: Any, index: Any) -> Any:
+    return _map(lambda a: a[index], x)
+
+
+class _Batches:
+    """The batches of one pass over ``x``/``y``: arrays sliced by ``batch_size``, or an iterable as it is."""
+
+    def __init__(self, who: str, x: Any, y: Any, batch_size: int | None, shuffle: bool = False) -> None:
+        self.who = who
+        if _is_batches(x):
+            if y is not None:
+                raise ValueError(f"{who}: y must be None when x is a dataset of (x, y) batches")
+            self.source, self.n, self.steps, self.size = x, None, _len_or_none(x), None
+            return
+        if x is None:
+            raise ValueError(f"{who}: x is None; pass the input data (arrays, tensors, or a dataset)")
+        if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
+            raise ValueError(f"{who}: batch_size must be a positive integer or None (32), got {batch_size!r}")
+        self.source = None
+        self.x, self.y = _arrays(x), None if y is None else _arrays(y)
+        self.n = _num_samples(self.x, who)
+        if self.y is not None and _num_samples(self.y, who) != self.n:
+            raise ValueError(f"{who}: x has {self.n} samples but y has {_num_samples(self.y, who)}; they must match")
+        self.batch_size = self.size = batch_size or 32
+        self.shuffle = shuffle
+        self.steps = math.ceil(self.n / self.batch_size)
+
+    def __iter__(self) -> Any:
+        if self.source is not None:
+            for item in self.source:
+                if isinstance(item, (tuple, list)) and len(item) in (2, 3):
+                    if len(item) == 3 and item[2] is not None:
+                        raise NotImplementedError(f"{self.who}: sample weights in the dataset are not supported")
+                    yield item[0], item[1]
+                else:
+                    yield item, None
+            return
+        order = _random.generator().permutation(self.n) if self.shuffle else None
+        for start in range(0, self.n, self.batch_size):
+            index = slice(start, start + self.batch_size) if order is None else order[start : start + self.batch_size]
+            yield _take(self.x, index), None if self.y is None else _take(self.y, index)
+
+
+def _len_or_none(x: Any) -> int | None:
+    try:
+        return len(x)
+    except TypeError:
+        return None
+
+
+# -- progress ------------------------------------------------------------------------------------
+
+
+def _fmt_logs(logs: dict[str, float]) -> str:
+    return "".join(f" - {k}: {v:.4f}" for k, v in logs.items())
+
+
+def _time_per_step(seconds: float, steps: int) -> str:
+    per = seconds / max(steps, 1)
+    return f"{per:.0f}s/step" if per >= 1 else f"{per * 1e3:.0f}ms/step" if per >= 1e-3 else f"{per * 1e6:.0f}us/step"
+
+
+class _Progress:
+    """Keras' output for one pass: a bar (verbose=1) or one line at the end (verbose=2); nothing for 0."""
+
+    _WIDTH = 20
+
+    def __init__(self, verbose: int, steps: int | None) -> None:
+        self.verbose, self.steps, self.start, self.shown = verbose, steps, time.perf_counter(), 0.0
+        self.drawn = 0  # length of the text bar's last drawing, which the next one must cover
+        self.bar = None
+        if verbose == 1:
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                pass
+            else:
+                self.bar = tqdm(
+                    total=steps,
+                    file=sys.stdout,
+                    bar_format="{n_fmt}/{total_fmt} {bar:20} {elapsed}{desc}",
+                    leave=True,
+                    dynamic_ncols=False,
+                )
+
+    def update(self, step: int, logs: dict[str, float]) -> None:
+        if self.verbose != 1:
+            return
+        if self.bar is not None:
+            self.bar.set_description_str(_fmt_logs(logs), refresh=False)
+            self.bar.update(step - self.bar.n)
+            return
+        now = time.perf_counter()
+        if now - self.shown >= 0.1:  # redraw at most ten times a second
+            self.shown = now
+            self._draw(self._line(step, logs, final=False), "")
+
+    def _line(self, step: int, logs: dict[str, float], final: bool) -> str:
+        elapsed = time.perf_counter() - self.start
+        total = self.steps if self.steps is not None else step
+        timing = f"{elapsed:.0f}s {_time_per_step(elapsed, step)}"
+        if self.verbose == 2:
+            return f"{total}/{total} - {elapsed:.0f}s - {_time_per_step(elapsed, step)}{_fmt_logs(logs)}"
+        done = self._WIDTH if final or not total else int(self._WIDTH * step / total)
+        bar = "━" * done + "─" * (self._WIDTH - done)
+        return f"{step:>{len(str(total))}}/{total} {bar} {timing}{_fmt_logs(logs)}"
+
+    def finish(self, step: int, logs: dict[str, float]) -> None:
+        if self.verbose == 0:
+            return
+        if self.bar is not None:
+            self.bar.set_description_str(_fmt_logs(logs), refresh=False)
+            self.bar.total = self.bar.n = step  # no update(): close() draws the final line, once
+            self.bar.close()
+            return
+        self._draw(self._line(step, logs, final=True), "\n")
+
+    def _draw(self, line: str, end: str) -> None:
+        prefix = "\r" if self.verbose == 1 else ""
+        sys.stdout.write(prefix + line.ljust(self.drawn) + end)
+        sys.stdout.flush()
+        self.drawn = len(line)
+
+
+def _verbosity(verbose: Any, who: str) -> int:
+    if verbose == "auto":
+        return 1
+    if verbose not in (0, 1, 2) or isinstance(verbose, bool):
+        raise ValueError(f"{who}: verbose must be 'auto', 0, 1 or 2, got {verbose!r}")
+    return int(verbose)
+
+
+class _CallbackList:
+    def __init__(self, callbacks: Iterable[Any] | None, model: Any, params: dict[str, Any]) -> None:
+        self.items = list(callbacks or ())
+        for cb in self.items:
+            if not isinstance(cb, _callbacks.Callback):
+                raise TypeError(f"callbacks: expected tf.keras.callbacks.Callback objects, got {type(cb).__name__}")
+            cb.set_model(model)
+            cb.set_params(params)
+
+    def __call__(self, hook: str, *args: Any) -> None:
+        for cb in self.items:
+            getattr(cb, hook)(*args)
+
+
+# -- the mixin -----------------------------------------------------------------------------------
+
+
+class Trainer:
+    """``compile``/``fit``/``evaluate``/``predict`` for a layer that is a model (see the module's notes)."""
+
+    def compile(
+        self,
+        optimizer: Any = "rmsprop",
+        loss: Any = None,
+        loss_weights: Any = None,
+        metrics: Any = None,
+        weighted_metrics: Any = None,
+        run_eagerly: bool = False,
+        steps_per_execution: int = 1,
+        jit_compile: Any = "auto",
+        **kwargs: Any,
+    ) -> None:
+        """Set the optimizer, loss and metrics for ``fit``/``evaluate`` (by object or by Keras name).
+
+        >>> import gputape.tf as tf
+        >>> model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+        >>> model.compile(optimizer="adam", loss="mse", metrics=["mae"])
+        >>> type(model.optimizer).__name__, model.loss, model.metrics_names
+        ('Adam', 'mse', ['loss', 'mae'])
+        """
+        if kwargs:
+            raise TypeError(f"compile: unexpected keyword arguments {sorted(kwargs)}")
+        if loss_weights is not None or weighted_metrics is not None:
+            raise NotImplementedError("compile: loss_weights and weighted_metrics are not supported")
+        if isinstance(loss, (list, tuple, dict)):
+            raise NotImplementedError(
+                "compile: one loss for the model's one output is supported; for several outputs compute the "
+                "combined loss in a custom GradientTape loop"
+            )
+        if not isinstance(steps_per_execution, int) or steps_per_execution < 1:
+            raise ValueError(f"compile: steps_per_execution must be an integer >= 1, got {steps_per_execution!r}")
+        self.optimizer = _get_optimizer(optimizer)
+        self.loss = loss
+        self._loss_fn = None if loss is None else _losses.get(loss)
+        if isinstance(metrics, dict):
+            raise NotImplementedError("compile: metrics for named outputs (a dict) are not supported; pass a list")
+        listed = isinstance(metrics, (list, tuple))
+        self._metric_specs = [] if metrics is None else list(metrics) if listed else [metrics]
+        self._metric_objs: list[_metrics.Metric] | None = None  # made on the first batch ('accuracy' needs shapes)
+        self._loss_tracker = _LossTracker(name="loss")
+        self.run_eagerly = bool(run_eagerly)
+        self.jit_compile = jit_compile
+        self.stop_training = False
+        self._compiled = True
+        self._steps: dict[str, Any] = {}
+
+    # -- what compile set ---------------------------------------------------------------------------
+    def _need_compiled(self, who: str) -> None:
+        if not getattr(self, "_compiled", False):
+            raise RuntimeError(
+                f"{type(self).__name__}.{who}: call model.compile(optimizer=..., loss=...) before {who}()"
+            )
+        if who != "predict" and self._loss_fn is None:
+            raise ValueError(f"{type(self).__name__}.{who}: compile() was given no loss; pass loss=")
+
+    @property
+    def metrics(self) -> list[Any]:
+        """The loss tracker and the compiled metrics (those made so far: ``'accuracy'`` appears on the first batch)."""
+        if not getattr(self, "_compiled", False):
+            return []
+        return [self._loss_tracker, *(self._metric_objs or [])]
+
+    @property
+    def metrics_names(self) -> list[str]:
+        """``['loss', *metric names]`` in the order ``evaluate`` returns them."""
+        if not getattr(self, "_compiled", False):
+            return []
+        if self._metric_objs is not None:
+            return [m.name for m in self.metrics]
+        return ["loss", *(_metric_name(m) for m in self._metric_specs)]
+
+    def reset_metrics(self) -> None:
+        """Reset the loss tracker and every compiled metric (``fit`` does it each epoch, ``evaluate`` at its start)."""
+        for m in self.metrics:
+            m.reset_state()
+
+    def _eager(self) -> bool:
+        return self.run_eagerly or self.jit_compile is False
+
+    def _step(self, kind: str, size: int | None = None) -> Callable[..., Any]:
+        # One compiled function per kind and batch size: each traces its full batches and the last,
+        # smaller one, instead of one function retraced (and warning) for every size fit, evaluate
+        # and predict are called with.
+        fn = self._steps.get((kind, size))
+        if fn is None:
+            body = {"train": self._train_body, "test": self._test_body, "predict": self._predict_body}[kind]
+            if self._eager():
+                fn = body
+            else:
+                from ..function import function
+
+                fn = function(body)
+            self._steps[(kind, size)] = fn
+        return fn
+
+    # -- the step bodies (run eagerly or traced by gt.function) ------------------------------------------
+    def _total_loss(self, y: Any, y_pred: Any) -> Any:
+        loss = self._loss_fn(y, y_pred)
+        if getattr(loss, "ndim", 0):  # a function's per-example values, or reduction='none': their mean
+            loss = _mean(loss)
+        for extra in self.losses:
+            loss = loss + extra
+        return loss
+
+    def _train_body(self, x: Any, y: Any) -> Any:
+        with GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = self._total_loss(y, y_pred)
+        weights = self.trainable_weights
+        self.optimizer.apply_gradients(zip(tape.gradient(loss, weights), weights))
+        return loss, y_pred
+
+    def _test_body(self, x: Any, y: Any) -> Any:
+        y_pred = self(x, training=False)
+        return self._total_loss(y, y_pred), y_pred
+
+    def _predict_body(self, x: Any) -> Any:
+        return self(x, training=False)
+
+    # -- one batch ---------------------------------------------------------------------------------------
+    def _to_device(self, data: Any) -> Any:
+        dev = self.__dict__.get("_device") or current_device()
+        return _map(lambda a: a if isinstance(a, Tensor) else constant(np.asarray(a), device=dev), data)
+
+    def _prepare(self, x: Any) -> Any:
+        x = self._to_device(x)
+        if not self.built:  # build eagerly, so that no Variable is created while a step is traced
+            self(_map(lambda a: a[:1], x), training=False)
+        return x
+
+    def _run_batch(self, kind: str, x: Any, y: Any, size: int | None = None) -> None:
+        if y is None:
+            raise ValueError(f"{type(self).__name__}.fit/evaluate: the data has no targets y")
+        x, y = self._prepare(x), self._to_device(y)
+        loss, y_pred = self._step(kind, size)(x, y)
+        n = len(_flatten(x)[0])
+        self._loss_tracker.add(float(loss), n)
+        if self._metric_objs is None:
+            self._metric_objs = [_metrics.get(m, _host(y), _host(y_pred)) for m in self._metric_specs]
+        if self._metric_objs:
+            t, p = _host(y), _host(y_pred)
+            for m in self._metric_objs:
+                m.update_state(t, p)
+
+    def _logs(self, prefix: str = "") -> dict[str, float]:
+        return {prefix + m.name: float(m.result()) for m in self.metrics}
+
+    def train_on_batch(self, x: Any, y: Any = None, sample_weight: Any = None, class_weight: Any = None,
+                       return_dict: bool = False) -> Any:  # fmt: skip
+        """One training step on one batch; returns the running loss (and metrics) since the last reset.
+
+        >>> import gputape.tf as tf, numpy as np
+        >>> model = tf.keras.Sequential([tf.keras.layers.Dense(1, kernel_initializer="zeros")])
+        >>> model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss="mse")
+        >>> float(model.train_on_batch(np.ones((4, 2)), np.ones((4, 1))))
+        1.0
+        """
+        self._need_compiled("train_on_batch")
+        _no_weights("train_on_batch", sample_weight, class_weight)
+        self._run_batch("train", x, y)
+        return self._result(return_dict)
+
+    def test_on_batch(self, x: Any, y: Any = None, sample_weight: Any = None, return_dict: bool = False) -> Any:
+        """The loss (and metrics) on one batch, with ``training=False``; the running values since the last reset.
+
+        >>> import gputape.tf as tf, numpy as np
+        >>> model = tf.keras.Sequential([tf.keras.layers.Dense(1, kernel_initializer="zeros")])
+        >>> model.compile(optimizer="sgd", loss="mse", metrics=["mae"])
+        >>> model.test_on_batch(np.ones((4, 2)), np.full((4, 1), 2.0))
+        [4.0, 2.0]
+        """
+        self._need_compiled("test_on_batch")
+        _no_weights("test_on_batch", sample_weight, None)
+        self._run_batch("test", x, y)
+        return self._result(return_dict)
+
+    def _result(self, return_dict: bool) -> Any:
+        logs = self._logs()
+        if return_dict:
+            return logs
+        values = list(logs.values())
+        return values[0] if len(values) == 1 else values
+
+    # -- fit -----------------------------------------------------------------------------------------------
+    def fit(
+        self,
+        x: Any = None,
+        y: Any = None,
+        batch_size: int | None = None,
+        epochs: int = 1,
+        verbose: Any = "auto",
+        callbacks: Iterable[Any] | None = None,
+        validation_split: float = 0.0,
+        validation_data: Any = None,
+        shuffle: bool = True,
+        class_weight: Any = None,
+        sample_weight: Any = None,
+        initial_epoch: int = 0,
+        steps_per_epoch: int | None = None,
+        validation_steps: int | None = None,
+        validation_batch_size: int | None = None,
+        validation_freq: int = 1,
+    ) -> _callbacks.History:
+        """Train for ``epochs`` epochs (from ``initial_epoch``); returns a :class:`History` of the per-epoch logs.
+
+        ``validation_data`` is ``(x_val, y_val)`` or a dataset of batches;
+        ``validation_split`` holds out the last fraction of ``x``/``y`` instead.
+        Validation runs after each epoch (every ``validation_freq`` epochs)
+        and adds ``val_loss`` and ``val_<metric>`` to the logs.
+
+        >>> import gputape.tf as tf, numpy as np
+        >>> model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+        >>> model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss="mse")
+        >>> h = model.fit(np.ones((64, 3)), np.ones((64, 1)), epochs=3, verbose=2)  # doctest: +ELLIPSIS
+        Epoch 1/3
+        2/2 - ...s - ...s/step - loss: ...
+        Epoch 2/3
+        ...
+        >>> len(h.history["loss"]), h.history["loss"][-1] < h.history["loss"][0]
+        (3, True)
+        """
+        who = f"{type(self).__name__}.fit"
+        self._need_compiled("fit")
+        _no_weights("fit", sample_weight, class_weight)
+        if steps_per_epoch is not None or validation_steps is not None:
+            raise NotImplementedError(f"{who}: steps_per_epoch and validation_steps are not supported")
+        if not (isinstance(epochs, int) and isinstance(initial_epoch, int) and initial_epoch >= 0):
+            raise ValueError(f"{who}: epochs and initial_epoch must be ints >= 0, got {epochs!r}, {initial_epoch!r}")
+        if not isinstance(validation_freq, int) or validation_freq < 1:
+            raise ValueError(f"{who}: validation_freq must be an integer >= 1, got {validation_freq!r}")
+        level = _verbosity(verbose, who)
+        if not 0.0 <= float(validation_split) < 1.0:
+            raise ValueError(f"{who}: validation_split must be in [0, 1), got {validation_split!r}")
+        if validation_split and validation_data is None:
+            if _is_batches(x):
+                raise ValueError(f"{who}: validation_split needs arrays; with a dataset pass validation_data")
+            x, y = _arrays(x), _arrays(y)
+            n = _num_samples(x, who)
+            cut = int(n * (1.0 - validation_split))  # Keras: the last samples, before any shuffling
+            if cut in (0, n):
+                raise ValueError(f"{who}: validation_split={validation_split} of {n} samples leaves a split empty")
+            validation_data = (_take(x, slice(cut, None)), _take(y, slice(cut, None)))
+            x, y = _take(x, slice(0, cut)), _take(y, slice(0, cut))
+        train = _Batches(who, x, y, batch_size, shuffle=bool(shuffle))
+        val = None
+        if validation_data is not None:
+            if _is_batches(validation_data):
+                val = _Batches(who, validation_data, None, None)
+            elif isinstance(validation_data, (tuple, list)) and len(validation_data) in (2, 3):
+                if len(validation_data) == 3 and validation_data[2] is not None:
+                    raise NotImplementedError(f"{who}: validation sample weights are not supported")
+                val = _Batches(who, validation_data[0], validation_data[1], validation_batch_size or batch_size)
+            else:
+                raise ValueError(f"{who}: validation_data must be (x_val, y_val) or a dataset of (x, y) batches")
+
+        self._steps = {}  # trace afresh: trainable flags may have changed since the last fit
+        history = _callbacks.History()
+        cbs = _CallbackList(
+            [*(callbacks or ()), history], self, {"verbose": level, "epochs": epochs, "steps": train.steps}
+        )
+        self.history = history
+        self.stop_training = False
+        batch_hooks = bool(callbacks)  # History needs only the epochs' logs
+        cbs("on_train_begin", None)
+        logs: dict[str, float] = {}
+        for epoch in range(initial_epoch, epochs):
+            self.reset_metrics()
+            cbs("on_epoch_begin", epoch, None)
+            if level:
+                print(f"Epoch {epoch + 1}/{epochs}")
+            bar = _Progress(level, train.steps)
+            step = 0
+            for step, (xb, yb) in enumerate(train, 1):
+                if batch_hooks:
+                    cbs("on_train_batch_begin", step - 1, None)
+                self._run_batch("train", xb, yb, train.size)
+                if batch_hooks or level == 1:  # the running means cost a conversion per metric: only when shown
+                    logs = self._logs()
+                    cbs("on_train_batch_end", step - 1, logs)
+                    bar.update(step, logs)
+                if self.stop_training:
+                    break
+            if step == 0:
+                raise ValueError(f"{who}: the training data has no batches")
+            logs = self._logs()
+            if val is not None and (epoch + 1 - initial_epoch) % validation_freq == 0:
+                logs.update(self._evaluate(val, prefix="val_", cbs=None))
+            bar.finish(step, logs)
+            cbs("on_epoch_end", epoch, logs)
+            if self.stop_training:
+                break
+        cbs("on_train_end", logs)
+        return history
+
+    # -- evaluate / predict ------------------------------------------------------------------------------
+    def _evaluate(self, batches: _Batches, prefix: str, cbs: _CallbackList | None, level: int = 0) -> dict:
+        self.reset_metrics()
+        bar = _Progress(level, batches.steps)
+        step = 0
+        for step, (xb, yb) in enumerate(batches, 1):
+            if cbs is not None:
+                cbs("on_test_batch_begin", step - 1, None)
+            self._run_batch("test", xb, yb, batches.size)
+            if cbs is not None:
+                cbs("on_test_batch_end", step - 1, self._logs())
+            bar.update(step, self._logs())
+        if step == 0:
+            raise ValueError(f"{type(self).__name__}.evaluate: the data has no batches")
+        bar.finish(step, self._logs())
+        return self._logs(prefix)
+
+    def evaluate(
+        self,
+        x: Any = None,
+        y: Any = None,
+        batch_size: int | None = None,
+        verbose: Any = "auto",
+        sample_weight: Any = None,
+        steps: int | None = None,
+        callbacks: Iterable[Any] | None = None,
+        return_dict: bool = False,
+    ) -> Any:
+        """The loss (and metrics) over the data with ``training=False``: a float, ``[loss, *metrics]`` or a dict.
+
+        >>> import gputape.tf as tf, numpy as np
+        >>> model = tf.keras.Sequential([tf.keras.layers.Dense(1, kernel_initializer="zeros")])
+        >>> model.compile(optimizer="sgd", loss="mse", metrics=["mae"])
+        >>> model.evaluate(np.ones((5, 2)), np.full((5, 1), 3.0), verbose=0, return_dict=True)
+        {'loss': 9.0, 'mae': 3.0}
+        """
+        who = f"{type(self).__name__}.evaluate"
+        self._need_compiled("evaluate")
+        _no_weights("evaluate", sample_weight, None)
+        if steps is not None:
+            raise NotImplementedError(f"{who}: steps is not supported")
+        level = _verbosity(verbose, who)
+        cbs = _CallbackList(callbacks, self, {"verbose": level, "steps": None})
+        cbs("on_test_begin", None)
+        logs = self._evaluate(_Batches(who, x, y, batch_size), "", cbs, level)
+        cbs("on_test_end", logs)
+        return self._result(return_dict)
+
+    def predict(self, x: Any, batch_size: int | None = None, verbose: Any = "auto", steps: Any = None,
+                callbacks: Iterable[Any] | None = None) -> Any:  # fmt: skip
+        """Run the model on ``x`` in batches with ``training=False``; numpy arrays, concatenated over the batches.
+
+        Works before ``compile`` too (eagerly then). A model with several
+        outputs gives the same structure of arrays.
+
+        >>> import gputape.tf as tf
+        >>> tf.keras.Sequential([tf.keras.layers.Dense(2)]).predict(tf.ones((5, 3)), verbose=0).shape
+        (5, 2)
+        """
+        who = f"{type(self).__name__}.predict"
+        level = _verbosity(verbose, who)
+        if steps is not None:
+            raise NotImplementedError(f"{who}: steps is not supported")
+        batches = _Batches(who, x, None, batch_size)
+        cbs = _CallbackList(callbacks, self, {"verbose": level, "steps": batches.steps})
+        step_fn = self._step("predict", batches.size) if getattr(self, "_compiled", False) else self._predict_body
+        cbs("on_predict_begin", None)
+        bar = _Progress(level, batches.steps)
+        outs = []
+        for step, (xb, _) in enumerate(batches, 1):
+            cbs("on_predict_batch_begin", step - 1, None)
+            out = step_fn(self._prepare(xb))
+            outs.append(_map(_host, out))
+            cbs("on_predict_batch_end", step - 1, {"outputs": outs[-1]})
+            bar.update(step, {})
+        if not outs:
+            raise ValueError(f"{who}: the data has no batches")
+        bar.finish(len(outs), {})
+        cbs("on_predict_end", None)
+        flat = [_flatten(o) for o in outs]
+        joined = iter([np.concatenate([f[k] for f in flat]) for k in range(len(flat[0]))])
+        return _map(lambda _: next(joined), outs[0])
+
+
+class _LossTracker(_metrics.Mean):
+    """The running mean of the batches' losses, weighted by batch size (Keras' loss tracker), without
+    the per-sample bookkeeping of ``update_state``: one float per batch."""
+
+    def add(self, value: float, n: int) -> None:
+        self.total += value * n
+        self.count += n
+
+
+def _metric_name(spec: Any) -> str:
+    if isinstance(spec, str):
+        return spec
+    return getattr(spec, "name", None) or getattr(spec, "__name__", type(spec).__name__)
+
+
+def _no_weights(who: str, sample_weight: Any, class_weight: Any) -> None:
+    if sample_weight is not None or class_weight is not None:
+        raise NotImplementedError(
+            f"{who}: sample_weight and class_weight are not supported; weight the loss in a custom GradientTape loop"
+        )

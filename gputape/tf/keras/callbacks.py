@@ -1,0 +1,12 @@
+"""``tf.keras.callbacks``: the callbacks ``model.fit`` takes; they live in :mod:`gputape.nn.callbacks`.
+
+>>> import gputape.tf as tf
+>>> tf.keras.callbacks.EarlyStopping(monitor="val_accuracy", patience=2).mode
+'max'
+"""
+
+from __future__ import annotations
+
+from ...nn.callbacks import Callback, EarlyStopping, History, LambdaCallback, ModelCheckpoint
+
+__all__ = ["Callback", "EarlyStopping", "History", "LambdaCallback", "ModelCheckpoint"]
