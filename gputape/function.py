@@ -441,7 +441,9 @@ class _OptimizerStep:
 
     def __call__(self, *grads: Any) -> list[Any]:
         variables = self.variables
-        self.opt._apply_live([(_wrap(g), v) for g, v in zip(grads, variables)])
+        self.opt._apply_live(
+            [(_wrap(np.asarray(g) if isinstance(g, np.generic) else g), v) for g, v in zip(grads, variables)]
+        )
         return [v._data for v in variables]
 
 
@@ -941,11 +943,14 @@ class _Concrete:
     optimizer state in place, so two threads interleaving one would mix their steps.
     """
 
-    def __init__(self, replay: Callable[..., Any], source: str, positions: list[int], out_spec: Any):
+    def __init__(
+        self, replay: Callable[..., Any], source: str, positions: list[int], out_spec: Any, scalar_outs: tuple = ()
+    ):
         self.replay = replay
         self.source = source
         self.positions = positions  # which flat argument leaves are tensors, in replay order
         self.out_spec = out_spec
+        self.scalar_outs = scalar_outs  # results that are 0-d tensors (slots, not Python constants)
         self.lock = threading.Lock()
 
     def __call__(self, leaves: list) -> Any:
@@ -955,7 +960,11 @@ class _Concrete:
             arrays.append(x._data if isinstance(x, Tensor) else x)
         with self.lock:
             res = self.replay(*arrays)
-        return unflatten(self.out_spec, [_wrap(r) if _is_array(r) else r for r in res])
+        out = [_wrap(r) if _is_array(r) else r for r in res]
+        for i in self.scalar_outs:  # a replay's inlined 0-d VJPs make numpy scalars where eager has arrays
+            if isinstance(res[i], np.generic):
+                out[i] = _wrap(np.asarray(res[i]))
+        return unflatten(self.out_spec, out)
 
 
 class Function:
@@ -1076,7 +1085,12 @@ class Function:
             replay = runner
         tr.keep.clear()
         tr.slot_of.clear()
-        self._cache[key] = _Concrete(replay, src, positions, out_spec)
+        scalar_outs = tuple(
+            i
+            for i, (x, r) in enumerate(zip(out_leaves, out_refs))
+            if r[0] == "s" and isinstance(x, Tensor) and x.ndim == 0
+        )
+        self._cache[key] = _Concrete(replay, src, positions, out_spec, scalar_outs)
         self._keys.append(key)
         if len(self._keys) >= _RETRACE_WARN_AT and not self._warned:
             self._warned = True
