@@ -215,3 +215,181 @@ def test_tf_print_bad_arguments():
         tf.print("x", output_stream=object())
     with pytest.raises(ValueError, match="summarize"):
         tf.print("x", summarize=-2)
+
+
+# -- input_signature and reduce_retracing ---------------------------------------------------
+
+
+def _collatz(a):
+    return np.where(a % 2 == 0, a // 2, 3 * a + 1)
+
+
+def test_guide_next_collatz_input_signature():
+    @tf.function(input_signature=(tf.TensorSpec(shape=[None], dtype=tf.int32),))
+    def next_collatz(x):
+        return tf.where(x % 2 == 0, x // 2, 3 * x + 1)
+
+    for values in ([1, 2], [1, 2, 3, 4, 5], [7], [], [6, 9, 10]):
+        out = next_collatz(tf.constant(values, dtype=tf.int32))
+        assert out.numpy().tolist() == _collatz(np.array(values, np.int32)).tolist()
+        assert out.dtype == np.int32
+    assert next_collatz.experimental_get_tracing_count() == 1  # one trace for every length
+    # "You specified a 1-D tensor in the input signature, so this should fail."
+    with pytest.raises(TypeError):
+        next_collatz(tf.constant([[1, 2], [3, 4]]))
+    # "You specified an int32 dtype in the input signature, so this should fail."
+    with pytest.raises(TypeError):
+        next_collatz(tf.constant([1.0, 2.0]))
+    assert next_collatz.experimental_get_tracing_count() == 1
+
+
+def test_signature_mismatch_messages_name_argument_and_specs():
+    @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32), tf.TensorSpec([], tf.int64)])
+    def f(x, k):
+        return x * tf.cast(k, tf.float32)
+
+    cases = [
+        ((np.zeros((2, 4), np.float32), np.int64(1)), "'x'", "dimension 1 is 4", "TensorSpec(shape=(2, 4)"),
+        ((np.zeros((3,), np.float32), np.int64(1)), "'x'", "rank 1", "TensorSpec(shape=(3,)"),
+        ((np.zeros((2, 3), np.float64), np.int64(1)), "'x'", "dtype float64", "dtype=tf.float64"),
+        ((np.zeros((2, 3), np.float32), np.int32(1)), "'k'", "dtype int32", "dtype=tf.int32"),
+        ((np.zeros((2, 3), np.float32), 1.5), "'k'", "float", "float 1.5"),
+    ]
+    for args, name, why, got in cases:
+        with pytest.raises(TypeError) as e:
+            f(*args)
+        assert isinstance(e.value, ValueError)  # TensorFlow before 2.13 raised ValueError
+        msg = str(e.value)
+        assert name in msg and why in msg and got in msg, msg
+        assert "TensorSpec(shape=(None, 3), dtype=tf.float32, name=None)" in msg or "shape=()" in msg, msg
+    with pytest.raises(TypeError, match="positional arguments"):
+        f(np.zeros((1, 3), np.float32), 1, 2)
+    with pytest.raises(TypeError, match="missing argument 'k'"):
+        f(np.zeros((1, 3), np.float32))
+    assert f.experimental_get_tracing_count() == 0  # nothing was traced for bad calls
+
+
+def test_signature_converts_python_values_and_accepts_keywords():
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32), tf.TensorSpec([], tf.int32)])
+    def scaled(x, k):
+        return x * tf.cast(k, tf.float32)
+
+    assert scaled([1.0, 2.0], 3).numpy().tolist() == [3.0, 6.0]
+    assert scaled(x=np.array([1.0], np.float32), k=2).numpy().tolist() == [2.0]
+    assert scaled([1, 2, 3], k=tf.constant(1)).numpy().tolist() == [1.0, 2.0, 3.0]  # Python ints to float32
+    assert scaled.experimental_get_tracing_count() == 1
+    with pytest.raises(TypeError, match="does not fit in int32"):
+        scaled([1.0], 2**40)
+
+
+def test_signature_none_dims_replay_matches_eager_for_every_batch_size():
+    # mean, reshape and the backward pass's reductions all depend on the batch size:
+    # a replay specialised to the first size would give wrong numbers for the others
+    rng = np.random.default_rng(0)
+    w_init = rng.standard_normal((3, 2)).astype(np.float32)
+    results = {}
+    for compiled in (False, True):
+        w = tf.Variable(w_init)
+        opt = tf.keras.optimizers.SGD(0.1)
+
+        def train_step(x, y, w=w, opt=opt):
+            with tf.GradientTape() as tape:
+                pred = tf.reshape(x @ w, [-1])
+                loss = tf.reduce_mean(tf.square(pred - y))
+            opt.apply_gradients(zip(tape.gradient(loss, [w]), [w]))
+            return loss
+
+        sig = [tf.TensorSpec([None, 3], tf.float32), tf.TensorSpec([None], tf.float32)]
+        step = tf.function(train_step, input_signature=sig) if compiled else train_step
+        data = np.random.default_rng(1)
+        out = []
+        for n in (4, 7, 4, 1, 7, 9):
+            x = data.standard_normal((n, 3)).astype(np.float32)
+            y = data.standard_normal(2 * n).astype(np.float32)
+            out.append((step(x, y).numpy(), w.numpy().copy()))
+        results[compiled] = out
+        if compiled:
+            assert step.experimental_get_tracing_count() == 1
+            assert step.recording_count == 4  # sizes 4, 7, 1, 9 each recorded once (documented)
+    for (l0, w0), (l1, w1) in zip(results[False], results[True]):
+        assert l0.tobytes() == l1.tobytes() and w0.tobytes() == w1.tobytes()
+
+
+def test_signature_nested_specs_and_variables():
+    v = tf.Variable([1.0, 2.0])
+
+    @tf.function(input_signature=[(tf.TensorSpec([2]), tf.TensorSpec([None])), tf.TensorSpec([2])])
+    def f(pair, w):
+        a, b = pair
+        return a * w + tf.reduce_sum(b)
+
+    assert f((tf.constant([1.0, 1.0]), tf.constant([1.0, 2.0, 3.0])), v).numpy().tolist() == [7.0, 8.0]
+    assert f(([2.0, 0.0], [1.0]), v).numpy().tolist() == [3.0, 1.0]
+    with pytest.raises(TypeError, match="structure"):
+        f(tf.constant([1.0, 1.0]), v)
+    with pytest.raises(TypeError, match="'w'"):
+        f(([1.0, 1.0], [1.0]), tf.Variable([1.0, 2.0, 3.0]))
+
+
+def test_signature_on_a_method():
+    class Scaler(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.s = tf.Variable(2.0)
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+        def __call__(self, x):
+            return x * self.s
+
+    m = Scaler()
+    assert m(tf.constant([1.0, 2.0])).numpy().tolist() == [2.0, 4.0]
+    assert m(tf.constant([3.0])).numpy().tolist() == [6.0]
+    with pytest.raises(TypeError, match="rank 2"):
+        m(tf.zeros((1, 1)))
+
+
+def test_bad_input_signatures():
+    with pytest.raises(TypeError, match="list or tuple"):
+        tf.function(lambda x: x, input_signature=tf.TensorSpec([None]))
+    with pytest.raises(TypeError, match="TensorSpecs"):
+        tf.function(lambda x: x, input_signature=[3])
+    with pytest.raises(TypeError, match="non-negative"):
+        tf.TensorSpec([-1])
+
+
+def test_tensor_spec():
+    s = tf.TensorSpec(shape=[None, 2], dtype=tf.int64, name="ids")
+    assert repr(s) == "TensorSpec(shape=(None, 2), dtype=tf.int64, name='ids')"
+    assert s == tf.TensorSpec((None, 2), "int64", "ids") and s != tf.TensorSpec((None, 2), "int64")
+    assert s.is_compatible_with(np.zeros((5, 2), np.int64)) and not s.is_compatible_with(np.zeros((5, 2)))
+    assert tf.TensorSpec(None).is_compatible_with(tf.zeros((1, 2, 3)))
+    assert tf.TensorSpec.from_tensor(tf.zeros((4,))) == tf.TensorSpec([4], tf.float32)
+
+
+def test_guide_reduce_retracing():
+    traced = []
+
+    @tf.function(reduce_retracing=True)
+    def g(x):
+        traced.append(tuple(x.shape))
+        return x
+
+    assert g(tf.constant([1, 2, 3])).numpy().tolist() == [1, 2, 3]  # traces once
+    assert g.experimental_get_tracing_count() == 1
+    assert g(tf.constant([1, 2, 3, 4, 5])).numpy().tolist() == [1, 2, 3, 4, 5]  # again, generalised
+    assert g.experimental_get_tracing_count() == 2
+    for n in (7, 9, 3, 5):  # "No more tracing!"
+        assert g(tf.range(n)).numpy().tolist() == list(range(n))
+    assert g.experimental_get_tracing_count() == 2
+    assert g(tf.zeros((2, 2))).shape == (2, 2)  # another rank: a new trace, as in TensorFlow
+    assert g.experimental_get_tracing_count() == 3
+
+
+def test_without_reduce_retracing_every_shape_counts():
+    @tf.function
+    def g(x):
+        return x + 1
+
+    for n in (1, 2, 3):
+        g(tf.range(n))
+    assert g.experimental_get_tracing_count() == 3 == g.recording_count

@@ -39,6 +39,7 @@ from .. import ops as _ops
 from .._nest import flatten, unflatten
 from ..backend import to_host
 from ..device import current_device
+from ..function import TensorSpec
 from ..module import Module
 from ..ops._util import is_index, norm_axis, norm_dtype, norm_ints, norm_list, norm_shape, norm_size
 from ..optim import clip_by_global_norm, clip_by_norm
@@ -244,41 +245,41 @@ def function(
 
     The function is traced once per input signature and replayed afterwards
     (see :mod:`gputape.function` for the rules: Python side effects run at
-    trace time only, a tensor's value used in a Python ``if`` raises
-    ``gt.TracingError``). ``input_signature``, ``autograph``, ``jit_compile``
-    and ``reduce_retracing`` are accepted and have no effect: shapes are not
-    generalised, every new signature is a new trace. The original function is
-    at ``.python_function``.
+    trace time only, ``tf.print`` at every call, a tensor's value used in a
+    Python ``if`` raises ``gt.TracingError``).
+
+    * ``input_signature``: a list of :class:`TensorSpec` (or nests of them).
+      Every call is checked against it (a wrong rank, dtype or fixed size
+      raises ``gputape.function.InputSignatureError``, both a TypeError and a
+      ValueError, naming the argument and both specs; Python numbers and lists
+      are converted to the spec's dtype), and the function counts one trace
+      for all sizes along ``None`` dimensions. (The replay itself is
+      specialised to shapes: a new size re-records it, see ``recording_count``.)
+    * ``reduce_retracing=True``: a second shape of a tensor argument counts as
+      one more trace whose shape has ``None`` where the two differ, and later
+      shapes that fit it count as no new trace, as TensorFlow generalises.
+    * ``autograph`` and ``jit_compile`` are accepted and have no effect.
+
+    The original function is at ``.python_function``.
 
     >>> import gputape.tf as tf
-    >>> @tf.function
-    ... def f(x):
-    ...     return x * 2
+    >>> @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.float32)])
+    ... def total(x):
+    ...     return tf.reduce_sum(x)
+    >>> float(total(tf.constant([1.0, 2.0]))), float(total([1.0, 2.0, 3.0])), total.experimental_get_tracing_count()
+    (3.0, 6.0, 1)
     >>> @tf.function(jit_compile=True)
     ... def g(x):
     ...     return x + 1
-    >>> f(tf.constant(2.0)).numpy().tolist(), g(tf.constant(2.0)).numpy().tolist(), f.python_function(3)
-    (4.0, 3.0, 6)
+    >>> g(tf.constant(2.0)).numpy().tolist(), g.python_function(3)
+    (3.0, 4)
     """
     from ..function import Function
 
-    if func is None:
-        return Function
-    return Function(func)
+    def make(f: Callable[..., Any]) -> Function:
+        return Function(f, input_signature=input_signature, reduce_retracing=reduce_retracing)
 
-
-class TensorSpec:
-    """Shape and dtype of a ``tf.function`` input; recorded for TensorFlow code, never checked.
-
-    >>> import gputape.tf as tf
-    >>> tf.TensorSpec(shape=[None, 3], dtype=tf.float32).shape
-    (None, 3)
-    """
-
-    def __init__(self, shape: Any, dtype: Any = "float32", name: str | None = None) -> None:
-        self.shape = tuple(shape) if shape is not None else None
-        self.dtype = np.dtype(dtype)
-        self.name = name
+    return make if func is None else make(func)
 
 
 # -- creation -----------------------------------------------------------------------------
