@@ -23,20 +23,21 @@ DTYPES = ["float32", "float64"]
 # -- scalar Variables updated by a compiled step --------------------------------------------
 
 
-def _scalar_steps(dtype: str):
-    """(name, update, closed form of v after n calls with x = 2) for v = Variable(1.0)."""
-    return [
-        ("assign", lambda v, x: v.assign(v * x), lambda n: 2.0**n),
-        ("assign_add", lambda v, x: v.assign_add(x), lambda n: 1.0 + 2.0 * n),
-        ("assign_sub", lambda v, x: v.assign_sub(x * 0.25), lambda n: 1.0 - 0.5 * n),
-    ]
+# (name, update, closed form of v after n calls with x = 2) for v = Variable(1.0)
+SCALAR_UPDATES = [
+    ("assign", lambda v, x: v.assign(v * x), lambda n: 2.0**n),
+    ("assign_add", lambda v, x: v.assign_add(x), lambda n: 1.0 + 2.0 * n),
+    ("assign_sub", lambda v, x: v.assign_sub(x * 0.25), lambda n: 1.0 - 0.5 * n),
+]
+scalar_cases = pytest.mark.parametrize(
+    ("dtype", "case"), [(d, c) for d in DTYPES for c in SCALAR_UPDATES], ids=lambda p: p if isinstance(p, str) else p[0]
+)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("which", range(3))
-def test_scalar_variable_update_every_call(dtype, which):
+@scalar_cases
+def test_scalar_variable_update_every_call(dtype, case):
     # the guide's counter: a scalar Variable updated by a compiled step (used to crash on call 2)
-    name, update, expected = _scalar_steps(dtype)[which]
+    name, update, expected = case
     v = tf.Variable(1.0, dtype=dtype)
 
     @tf.function
@@ -52,11 +53,10 @@ def test_scalar_variable_update_every_call(dtype, which):
     assert step.experimental_get_tracing_count() == 1
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("which", range(3))
-def test_scalar_variable_update_with_a_tape_inside(dtype, which):
+@scalar_cases
+def test_scalar_variable_update_with_a_tape_inside(dtype, case):
     # a tape inside the step holds the variable's value while it is updated (copy-on-write)
-    name, update, expected = _scalar_steps(dtype)[which]
+    name, update, expected = case
     v = tf.Variable(1.0, dtype=dtype)
 
     @tf.function
@@ -76,11 +76,10 @@ def test_scalar_variable_update_with_a_tape_inside(dtype, which):
     assert step.experimental_get_tracing_count() == 1
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("which", range(3))
-def test_scalar_variable_update_called_under_an_outer_tape(dtype, which):
+@scalar_cases
+def test_scalar_variable_update_called_under_an_outer_tape(dtype, case):
     # called while a tape records, the step runs eagerly (the tape sees its ops)
-    name, update, expected = _scalar_steps(dtype)[which]
+    name, update, expected = case
     v = tf.Variable(1.0, dtype=dtype)
 
     @tf.function
@@ -97,6 +96,37 @@ def test_scalar_variable_update_called_under_an_outer_tape(dtype, which):
         assert y2.numpy() == pytest.approx(2.0 * expected(2 * n - 1)), name
         assert tape.gradient(y, v).numpy() == pytest.approx(2.0)
         assert v.numpy() == pytest.approx(expected(2 * n))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("opt_name", ["sgd", "adam"])
+def test_scalar_variable_trained_by_an_optimizer(dtype, opt_name):
+    # loss = v^2 x with x = 2: grad 4 v. SGD(0.1): v_n = 0.6^n; Adam(0.01): Keras' recurrence in numpy
+    v = tf.Variable(1.0, dtype=dtype)
+    opt = tf.keras.optimizers.SGD(0.1) if opt_name == "sgd" else tf.keras.optimizers.Adam(0.01)
+    ref, m, s2 = [1.0], 0.0, 0.0
+    for t in range(1, 5):
+        g = 4.0 * ref[-1]
+        if opt_name == "sgd":
+            ref.append(ref[-1] - 0.1 * g)
+        else:
+            m, s2 = 0.9 * m + 0.1 * g, 0.999 * s2 + 0.001 * g * g
+            lr_t = 0.01 * np.sqrt(1 - 0.999**t) / (1 - 0.9**t)
+            ref.append(ref[-1] - lr_t * m / (np.sqrt(s2) + 1e-7))
+    expected = ref.__getitem__
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as tape:
+            loss = v * v * x
+        opt.apply_gradients([(tape.gradient(loss, v), v)])
+        return loss
+
+    for n in range(1, 5):
+        loss = step(tf.constant(2.0, dtype=dtype))
+        assert loss.numpy() == pytest.approx(2.0 * expected(n - 1) ** 2, rel=1e-5)
+        assert v.numpy() == pytest.approx(expected(n), rel=1e-5) and np.ndim(v.numpy()) == 0
+    assert step.experimental_get_tracing_count() == 1
 
 
 def test_eager_scalar_update_while_a_tape_holds_the_value():
@@ -393,3 +423,16 @@ def test_without_reduce_retracing_every_shape_counts():
     for n in (1, 2, 3):
         g(tf.range(n))
     assert g.experimental_get_tracing_count() == 3 == g.recording_count
+
+
+def test_tf_print_of_a_numpy_array_prints_the_same_when_replayed(capsys):
+    host = np.array([1, 2])
+
+    @tf.function
+    def f(x):
+        tf.print(host, x, output_stream=sys.stdout)
+        return x
+
+    for k in range(3):
+        f(tf.constant(k))
+    assert capsys.readouterr().out == "array([1, 2]) 0\narray([1, 2]) 1\narray([1, 2]) 2\n"

@@ -698,13 +698,14 @@ def print(
     if summarize is not None and (not is_index(summarize) or (summarize < 0 and summarize != -1)):
         raise ValueError(f"tf.print: summarize must be a non-negative int or -1 (all elements), got {summarize!r}")
     leaves, spec = flatten(list(inputs))
-    emit = functools.partial(_print_leaves, spec, stream, sep, end, 3 if summarize is None else summarize)
+    tensors = tuple(isinstance(v, Tensor) for v in leaves)  # (a replay hands every value over as an array)
+    emit = functools.partial(_print_leaves, spec, tensors, stream, sep, end, 3 if summarize is None else summarize)
     tr = _state.current_trace()
     if tr is not None and tr.owned():
         # a step of the compiled function: printed now and at every replay, with that call's values
-        tr.python_step(emit, tuple(leaves))
+        tr.python_step(emit, tuple(v._data if t else v for v, t in zip(leaves, tensors)), wrap=False)
         return
-    emit(*leaves)
+    emit(*[v._data if t else v for v, t in zip(leaves, tensors)])
 
 
 class _Stream:
@@ -753,11 +754,9 @@ class _Formatted:
         return self.text
 
 
-def _print_leaves(spec: Any, stream: _Stream, sep: str, end: str, summarize: int, *leaves: Any) -> None:
+def _print_leaves(spec: Any, tensors: tuple, stream: _Stream, sep: str, end: str, summarize: int, *leaves: Any) -> None:
     parts = []
-    for x in unflatten(
-        spec, [_Formatted(_format_tensor(v, summarize)) if isinstance(v, Tensor) else v for v in leaves]
-    ):
+    for x in unflatten(spec, [_Formatted(_format_tensor(v, summarize)) if t else v for v, t in zip(leaves, tensors)]):
         if isinstance(x, (_Formatted, str)):
             parts.append(str(x))
         else:
@@ -765,9 +764,9 @@ def _print_leaves(spec: Any, stream: _Stream, sep: str, end: str, summarize: int
     stream.write(sep.join(parts) + end)
 
 
-def _format_tensor(t: Tensor, summarize: int) -> str:
-    """TensorFlow's print layout: ``[0 1 2 ... 7 8 9]``, rows of a matrix on new lines under the first."""
-    a = np.asarray(to_host(t._data))
+def _format_tensor(data: Any, summarize: int) -> str:
+    """TensorFlow's print layout of a tensor's array: ``[0 1 2 ... 7 8 9]``, a matrix's rows on new lines."""
+    a = np.asarray(to_host(data))
     if a.dtype.kind == "f" or a.dtype.kind == "c":
         fmt = _format_float
     elif a.dtype.kind == "b":
