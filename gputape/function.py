@@ -20,11 +20,20 @@ What a user of ``tf.function`` should know:
   than Python numbers for values that change; keep batch shapes fixed, e.g.
   ``DataLoader(..., drop_remainder=True)``).
 * **Python runs once per trace.** Side effects (prints, appends) happen at
-  trace time only; numpy code on host values is frozen as a constant, as in
-  TensorFlow. gputape's own stateful pieces are replayed: optimizer updates
-  (learning-rate schedules and step counts advance), ``Variable.assign*``,
-  ``gt.random`` draws, ``Dropout`` masks, ``tf.keras.metrics`` updates and
+  trace time only (``tf.print`` is a step of the replay: it prints at every
+  call); numpy code on host values is frozen as a constant, as in TensorFlow.
+  gputape's own stateful pieces are replayed: optimizer updates (learning-rate
+  schedules and step counts advance), ``Variable.assign*``, ``gt.random``
+  draws, ``Dropout`` masks, ``tf.keras.metrics`` updates and
   ``gt.distributed`` all-reduces.
+* **input_signature** (:class:`TensorSpec`): every call is checked (and Python
+  values converted); one trace is counted for all sizes along ``None`` dims,
+  while the replay, specialised to shapes, is re-recorded for each new size
+  (``recording_count``; the Python function runs again). We chose that over a
+  shape-polymorphic replay because the record bakes shapes in (reshape
+  targets, ``mean``'s divisor, the backward pass's ``sum_to`` shapes):
+  re-recording keeps every size bitwise equal to eager. ``reduce_retracing``
+  counts traces as TensorFlow's shape generalisation would.
 * **Value-dependent Python is an error at trace time.** ``bool()``, ``float()``,
   ``int()``, ``.numpy()``, ``np.asarray`` or ``.item()`` of a traced tensor (an
   argument, anything computed from one, or a Variable's value) raises
@@ -60,6 +69,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import logging
 import os
 import re
@@ -75,10 +85,11 @@ from . import _state, backend
 from . import expr as _expr
 from . import tape as _tape
 from ._nest import flatten, unflatten
+from .device import current_device
 from .tape import GputapeWarning, Node, _where
-from .tensor import Tensor, Variable, _new, _wrap
+from .tensor import Tensor, Variable, _new, _wrap, constant
 
-__all__ = ["Function", "TracingError", "function"]
+__all__ = ["Function", "InputSignatureError", "TensorSpec", "TracingError", "function"]
 
 _RETRACE_WARN_AT = 5
 # Matrix products inside the CUDA graphs through gputape.cublas (direct cuBLAS) by default;
@@ -441,7 +452,9 @@ class _OptimizerStep:
 
     def __call__(self, *grads: Any) -> list[Any]:
         variables = self.variables
-        self.opt._apply_live([(_wrap(g), v) for g, v in zip(grads, variables)])
+        self.opt._apply_live(
+            [(_wrap(np.asarray(g) if isinstance(g, np.generic) else g), v) for g, v in zip(grads, variables)]
+        )
         return [v._data for v in variables]
 
 
@@ -914,6 +927,210 @@ class _EmulatedGraphs:
 # -- the decorator ---------------------------------------------------------------------------
 
 
+def _tf_dtype(dt: np.dtype) -> str:
+    return f"tf.{np.dtype(dt).name}"
+
+
+class TensorSpec:
+    """The shape and dtype a ``gt.function`` input must have (TensorFlow's ``tf.TensorSpec``).
+
+    ``None`` in ``shape`` accepts any size along that dimension; ``shape=None``
+    any rank. Used in ``input_signature``: every call is checked against it.
+
+    >>> import gputape.tf as tf
+    >>> spec = tf.TensorSpec(shape=[None, 3], dtype=tf.float32)
+    >>> spec, spec.shape
+    (TensorSpec(shape=(None, 3), dtype=tf.float32, name=None), (None, 3))
+    >>> spec.is_compatible_with(tf.zeros((5, 3))), spec.is_compatible_with(tf.zeros((5, 4)))
+    (True, False)
+    """
+
+    def __init__(self, shape: Any, dtype: Any = "float32", name: str | None = None) -> None:
+        if shape is not None:
+            dims = tuple(shape)
+            bad = [d for d in dims if d is not None and not (isinstance(d, (int, np.integer)) and d >= 0)]
+            if bad:
+                raise TypeError(f"TensorSpec: shape entries must be non-negative ints or None, got {shape!r}")
+            shape = tuple(None if d is None else int(d) for d in dims)
+        self.shape: tuple | None = shape
+        self.dtype = np.dtype(dtype)
+        self.name = name
+
+    @classmethod
+    def from_tensor(cls, tensor: Any, name: str | None = None) -> TensorSpec:
+        """The spec of a tensor or array (its exact shape and dtype)."""
+        d = tensor._data if isinstance(tensor, Tensor) else np.asarray(tensor)
+        return cls(d.shape, d.dtype, name)
+
+    def is_compatible_with(self, other: Any) -> bool:
+        """Whether ``other`` (a spec, tensor or array) has this dtype and fits this shape."""
+        if not isinstance(other, TensorSpec):
+            other = TensorSpec.from_tensor(other)
+        if other.dtype != self.dtype:
+            return False
+        if self.shape is None or other.shape is None:
+            return True
+        return len(self.shape) == len(other.shape) and all(
+            a is None or b is None or a == b for a, b in zip(self.shape, other.shape)
+        )
+
+    def __repr__(self) -> str:
+        return f"TensorSpec(shape={self.shape}, dtype={_tf_dtype(self.dtype)}, name={self.name!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TensorSpec) and (self.shape, self.dtype, self.name) == (
+            other.shape,
+            other.dtype,
+            other.name,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.dtype.str, self.name))
+
+
+class InputSignatureError(TypeError, ValueError):
+    """A call's inputs do not match a ``gt.function``'s ``input_signature``.
+
+    Both a TypeError (what TensorFlow 2.13+ raises) and a ValueError (what earlier
+    TensorFlow raised), so code written for either catches it.
+    """
+
+
+# Python values TensorFlow converts to a signature's dtype: ints to any number, floats to floats
+_PY_CASTS = {"i": "iufc", "u": "iufc", "f": "fc", "c": "c", "b": "b"}
+
+
+def _spec_of_value(x: Any) -> str:
+    if isinstance(x, Tensor) or _is_array(x):
+        return repr(TensorSpec.from_tensor(x))
+    return f"{type(x).__name__} {x!r}"
+
+
+def _bind_leaf(fname: str, where: str, spec: TensorSpec, x: Any) -> Any:
+    """``x`` as a value that matches ``spec`` (Python values become tensors of its dtype), else raise."""
+
+    def fail(why: str) -> InputSignatureError:
+        return InputSignatureError(
+            f"gt.function({fname}): argument {where} does not match its input_signature: can not cast "
+            f"{_spec_of_value(x)} to {spec!r} ({why}). Pass a {_tf_dtype(spec.dtype)} value of a matching "
+            "shape, or widen the signature (None in a TensorSpec's shape accepts any size there)."
+        )
+
+    if isinstance(x, np.generic):  # a numpy scalar has its dtype, as an array does
+        x = np.asarray(x)
+    if isinstance(x, Tensor) or _is_array(x):
+        d = x._data if isinstance(x, Tensor) else x
+    else:
+        try:
+            host = np.asarray(x)
+        except Exception as e:
+            raise fail("not convertible to a tensor") from e
+        if host.dtype != spec.dtype and spec.dtype.kind not in _PY_CASTS.get(host.dtype.kind, ""):
+            raise fail(f"a Python {type(x).__name__} of {host.dtype.kind!r} kind does not convert to {spec.dtype.name}")
+        cast = host.astype(spec.dtype)
+        if host.dtype.kind in "iu" and not np.array_equal(cast, host):
+            raise fail(f"the value does not fit in {spec.dtype.name}")
+        x = constant(cast, device=current_device())
+        d = x._data
+    if d.dtype != spec.dtype:
+        raise fail(f"dtype {d.dtype.name}, the signature's {spec.dtype.name}")
+    if spec.shape is not None:
+        if d.ndim != len(spec.shape):
+            raise fail(f"rank {d.ndim}, the signature's rank {len(spec.shape)}")
+        for i, (a, b) in enumerate(zip(d.shape, spec.shape)):
+            if b is not None and a != b:
+                raise fail(f"dimension {i} is {a}, the signature's {b}")
+    return x
+
+
+def _bind_signature(fname: str, names: list[str], signature: tuple, args: tuple, kwargs: dict) -> tuple:
+    """The call's arguments, positionally, each checked against (and converted to) its spec."""
+    n = len(signature)
+    if len(args) > n:
+        raise InputSignatureError(
+            f"gt.function({fname}): called with {len(args)} positional arguments, but its input_signature "
+            f"has {n} ({signature!r}); with an input_signature every argument is a tensor the signature describes"
+        )
+    values = list(args)
+    rest = dict(kwargs)
+    for name in names[len(args) : n]:
+        if name not in rest:
+            raise InputSignatureError(
+                f"gt.function({fname}): missing argument {name!r} of input_signature {signature!r}"
+            )
+        values.append(rest.pop(name))
+    if rest or len(values) < n:
+        extra = ", ".join(map(repr, rest)) if rest else f"{n - len(values)} missing"
+        raise InputSignatureError(
+            f"gt.function({fname}): arguments ({extra}) do not fit input_signature {signature!r} "
+            f"(parameters {names[:n]})"
+        )
+    bound = []
+    for k, (spec, value) in enumerate(zip(signature, values)):
+        where = f"{names[k]!r} (input_signature[{k}])" if k < len(names) else f"input_signature[{k}]"
+        pairs = _pair_up(fname, where, spec, value)
+        bound.append(
+            unflatten(
+                flatten(spec)[1],
+                [
+                    x if isinstance(x, Variable) and sp.is_compatible_with(x) else _bind_leaf(fname, where, sp, x)
+                    for sp, x in pairs
+                ],
+            )
+        )
+    return tuple(bound)
+
+
+def _pair_up(fname: str, where: str, spec: Any, value: Any) -> list[tuple[TensorSpec, Any]]:
+    """(spec, value) per TensorSpec of a nested signature entry, in flatten's order (a value's lists
+    inside a TensorSpec's place are one tensor's data, not structure)."""
+    if isinstance(spec, TensorSpec):
+        return [(spec, value)]
+    same = (
+        isinstance(value, dict) and set(value) == set(spec)
+        if isinstance(spec, dict)
+        else isinstance(value, (list, tuple)) and len(value) == len(spec)
+    )
+    if not same:
+        raise InputSignatureError(
+            f"gt.function({fname}): argument {where} has the structure of {value!r}, but its "
+            f"input_signature is {spec!r}: pass the same nesting of tensors"
+        )
+    if isinstance(spec, dict):
+        keys = flatten(spec)[1][2]
+        return [p for k, _, _ in keys for p in _pair_up(fname, where, spec[k], value[k])]
+    return [p for sp, v in zip(spec, value) for p in _pair_up(fname, where, sp, v)]
+
+
+def _check_signature(fname: str, signature: Any) -> tuple:
+    if not isinstance(signature, (list, tuple)):
+        raise TypeError(
+            f"gt.function({fname}): input_signature must be a list or tuple of TensorSpecs, got {signature!r}"
+        )
+    for leaf in flatten(list(signature))[0]:
+        if not isinstance(leaf, TensorSpec):
+            raise TypeError(
+                f"gt.function({fname}): input_signature entries must be TensorSpecs (or nests of them), got {leaf!r}"
+            )
+    return tuple(signature)
+
+
+def _param_names(fn: Callable[..., Any]) -> list[str]:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def _relaxed(pattern: tuple, shape: tuple) -> tuple:
+    return tuple(a if a == b else None for a, b in zip(pattern, shape))
+
+
+def _fits(pattern: tuple, shape: tuple) -> bool:
+    return all(a is None or a == b for a, b in zip(pattern, shape))
+
+
 def _is_array(x: Any) -> bool:
     return type(x) is np.ndarray or backend.is_gpu_array(x)
 
@@ -941,11 +1158,14 @@ class _Concrete:
     optimizer state in place, so two threads interleaving one would mix their steps.
     """
 
-    def __init__(self, replay: Callable[..., Any], source: str, positions: list[int], out_spec: Any):
+    def __init__(
+        self, replay: Callable[..., Any], source: str, positions: list[int], out_spec: Any, scalar_outs: tuple = ()
+    ):
         self.replay = replay
         self.source = source
         self.positions = positions  # which flat argument leaves are tensors, in replay order
         self.out_spec = out_spec
+        self.scalar_outs = scalar_outs  # results that are 0-d tensors (slots, not Python constants)
         self.lock = threading.Lock()
 
     def __call__(self, leaves: list) -> Any:
@@ -955,7 +1175,11 @@ class _Concrete:
             arrays.append(x._data if isinstance(x, Tensor) else x)
         with self.lock:
             res = self.replay(*arrays)
-        return unflatten(self.out_spec, [_wrap(r) if _is_array(r) else r for r in res])
+        out = [_wrap(r) if _is_array(r) else r for r in res]
+        for i in self.scalar_outs:  # a replay's inlined 0-d VJPs make numpy scalars where eager has arrays
+            if isinstance(res[i], np.generic):
+                out[i] = _wrap(np.asarray(res[i]))
+        return unflatten(self.out_spec, out)
 
 
 class Function:
@@ -978,9 +1202,18 @@ class Function:
         graphs: Any = None,
         capture_gemm: Any = None,
         fuse: Any = None,
+        input_signature: Any = None,
+        reduce_retracing: bool = False,
     ) -> None:
         self.python_function = python_function
         self.name = name or getattr(python_function, "__name__", "function")
+        self.input_signature = None if input_signature is None else _check_signature(self.name, input_signature)
+        self.reduce_retracing = bool(reduce_retracing)
+        self._names = _param_names(python_function) if input_signature is not None else []
+        # what TensorFlow would count as traces ("concrete functions"); _keys are the recordings
+        self._counted: list[Any] = []
+        self._patterns: dict[Any, list[tuple]] = {}  # reduce_retracing: relaxed shapes per signature
+        self._warned_shapes = False
         self.graphs = graphs
         self.capture_gemm = CAPTURE_GEMM if capture_gemm is None else bool(capture_gemm)
         self.fuse = FUSE_BACKWARD if fuse is None else bool(fuse)
@@ -992,9 +1225,15 @@ class Function:
 
     @property
     def tracing_count(self) -> int:
-        return len(self._keys)
+        return len(self._counted)
 
     def experimental_get_tracing_count(self) -> int:
+        return len(self._counted)
+
+    @property
+    def recording_count(self) -> int:
+        """Recordings made: ``tracing_count`` plus one per new size along a ``None`` dimension
+        (of ``input_signature``, or relaxed by ``reduce_retracing``), whose replay is re-recorded."""
         return len(self._keys)
 
     @property
@@ -1009,12 +1248,20 @@ class Function:
         bound = obj.__dict__.get(f"__gt_function_{self.name}")
         if bound is None:
             bound = Function(
-                self.python_function.__get__(obj, objtype), self.name, self.graphs, self.capture_gemm, self.fuse
+                self.python_function.__get__(obj, objtype),
+                self.name,
+                self.graphs,
+                self.capture_gemm,
+                self.fuse,
+                self.input_signature,
+                self.reduce_retracing,
             )
             obj.__dict__[f"__gt_function_{self.name}"] = bound
         return bound
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.input_signature is not None:  # checked on every call, eager ones too, as TensorFlow does
+            args, kwargs = _bind_signature(self.name, self._names, self.input_signature, args, kwargs), {}
         obs = _state.tls.obs
         if obs is not None and (obs.trace is not None or obs.tapes or obs.watchers or obs.numerics):
             # a trace or tape of this thread must see the ops one by one (a custom_gradient
@@ -1076,12 +1323,32 @@ class Function:
             replay = runner
         tr.keep.clear()
         tr.slot_of.clear()
-        self._cache[key] = _Concrete(replay, src, positions, out_spec)
+        counted, pattern = self._counted_key(key)
+        if pattern is not None:
+            self._patterns.setdefault(pattern[0], []).append(pattern[1])
+        scalar_outs = tuple(
+            i
+            for i, (x, r) in enumerate(zip(out_leaves, out_refs))
+            if r[0] == "s" and isinstance(x, Tensor) and x.ndim == 0
+        )
+        self._cache[key] = _Concrete(replay, src, positions, out_spec, scalar_outs)
         self._keys.append(key)
-        if len(self._keys) >= _RETRACE_WARN_AT and not self._warned:
+        if counted not in self._counted:
+            self._counted.append(counted)
+        elif len(self._keys) - len(self._counted) >= _RETRACE_WARN_AT and not self._warned_shapes:
+            self._warned_shapes = True
+            warnings.warn(
+                f"gt.function({self.name}): {len(self._keys) - len(self._counted)} new sizes along None "
+                "dimensions re-recorded the replay (gputape's replay is specialised to the shapes it saw; "
+                "each new size runs the Python function again, uncounted by tracing_count). Fixed sizes "
+                "(e.g. DataLoader(..., drop_remainder=True)) replay without re-recording.",
+                GputapeWarning,
+                stacklevel=3,
+            )
+        if len(self._counted) >= _RETRACE_WARN_AT and not self._warned:
             self._warned = True
             warnings.warn(
-                f"gt.function({self.name}) has been traced {len(self._keys)} times: each new input "
+                f"gt.function({self.name}) has been traced {len(self._counted)} times: each new input "
                 f"signature runs the Python function again and records it anew, which is slower than "
                 f"eager execution. Latest signature: {_describe(self._keys[-1])}; previous: "
                 f"{_describe(self._keys[-2])}. Pass tensors rather than Python numbers for values that "
@@ -1090,6 +1357,29 @@ class Function:
                 stacklevel=3,
             )
         return out
+
+    def _counted_key(self, key: Any) -> tuple[Any, Any]:
+        """(what a new recording counts as in ``tracing_count``, a relaxed shape pattern to remember or None).
+
+        With an ``input_signature`` every recording is the signature's one concrete
+        function. With ``reduce_retracing`` a tensor's shape counts through a pattern
+        (TensorFlow's generalisation): the first shape exactly; a later shape of the same
+        ranks that fits no pattern makes a new one with ``None`` where it differs from
+        the latest, and shapes that fit a pattern count as it.
+        """
+        if self.input_signature is not None:
+            return ("signature",), None
+        if not self.reduce_retracing:
+            return key, None
+        spec, parts = key
+        generic = (spec, tuple(("T", len(p[1]), *p[2:]) if p[0] == "T" else p for p in parts))
+        shapes = tuple(p[1] for p in parts if p[0] == "T")
+        known = self._patterns.get(generic, [])
+        for pat in known:
+            if all(_fits(a, b) for a, b in zip(pat, shapes)):
+                return (generic, pat), None
+        pat = shapes if not known else tuple(_relaxed(a, b) for a, b in zip(known[-1], shapes))
+        return (generic, pat), (generic, pat)
 
     def _graph_runner(self, tr: _Trace, arg_slots: list[int], out_refs: list[Any]) -> _GraphRunner | None:
         if self.graphs is False:
@@ -1146,8 +1436,11 @@ def function(func: Callable[..., Any] | None = None, **kwargs: Any) -> Any:
     """Decorator: trace ``func`` once per input signature and replay it (see :mod:`gputape.function`).
 
     ``@gt.function`` and ``@gt.function(...)`` both work. Keyword arguments of
-    ``tf.function`` (``input_signature``, ``jit_compile``, ``reduce_retracing``,
-    ``autograph``) are accepted and have no effect. On cupy arrays:
+    ``tf.function``: ``input_signature`` (a list of :class:`TensorSpec`) checks
+    every call and counts one trace for all sizes along ``None`` dims;
+    ``reduce_retracing`` counts traces as TensorFlow generalises shapes (see the
+    module docstring; the replay is re-recorded per concrete shape either way).
+    On cupy arrays:
 
     * ``graphs`` (default on): replay as CUDA graphs; ``False`` replays the same
       steps as ordinary launches.
@@ -1170,7 +1463,8 @@ def function(func: Callable[..., Any] | None = None, **kwargs: Any) -> Any:
     >>> float(f(gt.constant([1.0, 2.0]), 4.0)), f.tracing_count  # a new Python value: a new trace
     (12.0, 2)
     """
-    opts = {k: kwargs.get(k) for k in ("graphs", "capture_gemm", "fuse")}
+    opts = {k: kwargs.get(k) for k in ("graphs", "capture_gemm", "fuse", "input_signature")}
+    opts["reduce_retracing"] = bool(kwargs.get("reduce_retracing", False))
     if func is None:
         return lambda f: Function(f, **opts)
     return Function(func, **opts)

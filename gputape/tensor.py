@@ -571,8 +571,9 @@ class Variable(Tensor):
             arr = self._check("assign_add", delta)
         if self._exclusive():
             backend.xp_of(self._data).add(self._data, arr, out=self._data)
-        else:
-            self._data = self._data + arr
+        else:  # (into a new array of the variable's type: numpy makes a scalar of 0-d + 0-d)
+            xp = backend.xp_of(self._data)
+            self._data = xp.add(self._data, arr, out=xp.empty_like(self._data))
         _note_assign(self, "assign_add", arr)
         return self
 
@@ -591,7 +592,8 @@ class Variable(Tensor):
         if self._exclusive():
             backend.xp_of(self._data).subtract(self._data, arr, out=self._data)
         else:
-            self._data = self._data - arr
+            xp = backend.xp_of(self._data)
+            self._data = xp.subtract(self._data, arr, out=xp.empty_like(self._data))
         _note_assign(self, "assign_sub", arr)
         return self
 
