@@ -26,10 +26,12 @@ A = _M @ _M.T + 3 * np.eye(3)  # symmetric positive definite: every linalg funct
 B = _rng.standard_normal((3, 3))
 V = np.array([0.3, -1.2, 2.5])
 PERM = np.argsort(A, axis=1)
+Z = B + 1j * V  # complex: real, imag and angle take it
 
 # name -> T -> (args, kwargs); T makes a tensor (or, for numpy's reference, leaves the array)
 Sample = Callable[[Callable[[Any], Any]], tuple[tuple, dict]]
 SAMPLES: dict[str, Sample] = {
+    "angle": lambda T: ((T(Z),), {"deg": True}),
     "amax": lambda T: ((T(A),), {"axis": 0}),
     "amin": lambda T: ((T(A),), {"axis": 1, "keepdims": True}),
     "append": lambda T: ((T(A), T(B)), {"axis": 0}),
@@ -56,6 +58,7 @@ SAMPLES: dict[str, Sample] = {
     "dsplit": lambda T: ((T(A[None]), 3), {}),
     "dstack": lambda T: (([T(A), T(B)],), {}),
     "einsum": lambda T: (("ij,jk->ik", T(A), T(B)), {}),
+    "imag": lambda T: ((T(Z),), {}),
     "expand_dims": lambda T: ((T(A), 0), {}),
     "flip": lambda T: ((T(B),), {"axis": 0}),
     "fliplr": lambda T: ((T(B),), {}),
@@ -97,6 +100,7 @@ SAMPLES: dict[str, Sample] = {
     "sort": lambda T: ((T(B),), {"axis": 0}),
     "split": lambda T: ((T(B), 3), {"axis": 1}),
     "squeeze": lambda T: ((T(B[None]),), {}),
+    "real": lambda T: ((T(Z),), {}),
     "stack": lambda T: (([T(A), T(B)],), {"axis": 1}),
     "std": lambda T: ((T(B),), {"axis": 0, "ddof": 1}),
     "sum": lambda T: ((T(B),), {"axis": 0, "keepdims": True}),

@@ -232,7 +232,7 @@ _KIND_OF = {
 
 _UNARY = (
     "abs absolute arctan ceil cos cosh erf exp expm1 floor identity log log1p negative reciprocal round sign sin "
-    "sinh sqrt square tan tanh arcsinh arccosh arctanh arcsin arccos log2 log10 exp2"
+    "sinh sqrt square tan tanh arcsinh arccosh arctanh arcsin arccos log2 log10 exp2 conj conjugate"
 ).split()
 _BINARY = (
     "add divide floor_divide maximum minimum mod multiply multiply_no_nan power subtract true_divide "
@@ -295,6 +295,8 @@ def specs() -> list[Spec]:
     add = out.append
     for n in _UNARY:
         add(Spec(n, getattr(gt, n), {"x": t()}, {"x": "operand"}, _np(n)))
+    for n, p in (("real", "val"), ("imag", "val"), ("angle", "z")):  # numpy's argument names
+        add(Spec(n, getattr(gt, n), {p: t()}, {p: "operand"}, _np(n)))
     for n in _BINARY:
         add(Spec(n, getattr(gt, n), {"x": t(), "y": t()}, {"x": "operand", "y": "operand"}, _np(n)))
     for n in _COMPARE:
