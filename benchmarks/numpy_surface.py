@@ -145,7 +145,7 @@ def _leaves(out: Any) -> list:
 
 def run_on_tensors(func: Any, args: tuple, kwargs: dict) -> tuple[Any, list[str], bool]:
     """``func(*args, **kwargs)`` under a tape: (result, primitives recorded, whether a gradient flows)."""
-    sources = [a for a in _leaves(list(args)) if isinstance(a, gt.Tensor) and a.dtype.kind == "f"]
+    sources = [a for a in _leaves(list(args)) if isinstance(a, gt.Tensor) and a.dtype.kind in "fc"]
     with gt.GradientTape(persistent=True) as tape:
         tape.watch(sources)
         out = func(*args, **kwargs)

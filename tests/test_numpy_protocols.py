@@ -22,7 +22,6 @@ from benchmarks import numpy_surface as ns  # noqa: E402
 
 FUNCS = sorted(dispatch_table(), key=ns.numpy_name)
 NO_GRADIENT = {"argmax", "argmin", "argsort", "argpartition", "ones_like", "zeros_like"}
-NO_GRADIENT |= {"angle", "real", "imag"}  # their samples are complex, which the tape does not carry yet
 
 
 def _leaves(out):

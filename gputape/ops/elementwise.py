@@ -30,11 +30,21 @@ import numpy as np
 from .. import expr as _x
 from .. import tensor as _tensor
 from ..expr import multiply_no_nan as _mnn
-from ..tape import REGISTRY, Primitive, apply, binary_op, primitive, unary_op
+from ..tape import COMPLEX_DIRECT, REGISTRY, Primitive, apply, binary_op, primitive, unary_op
 from ..tensor import as_tensor
 from ._util import NOPARAMS
 
 _E = NOPARAMS
+
+
+def _tape_complex(name: str) -> Any:
+    """Register the decorated function as primitive ``name``'s VJP for complex values (gputape.tape)."""
+
+    def register(vjp: Any) -> Any:
+        COMPLEX_DIRECT[name] = vjp
+        return vjp
+
+    return register
 
 
 def declared(name: str, fwd: Any, grad: Any, params: tuple[str, ...] = ()) -> Primitive:
@@ -507,6 +517,17 @@ abs = _unary(
     lambda x, g: g * _x.sign(x),
     _doc("abs", "Elementwise absolute value (gradient 0 at 0, as in TensorFlow).", "[-2.0, 0.0]", "[2.0, 0.0]"),
 )
+
+
+@_tape_complex("abs")
+def _abs_complex(F, g, needs, nb, node, x):
+    # TensorFlow's _AbsGrad: g * sign(z) = g z / |z| (0 at 0), written without sign, whose complex
+    # derivative is not zero (gt.sign's is)
+    r = F.abs(x)
+    nz = r != 0
+    return (F.where(nz, g * x / F.where(nz, r, 1), 0),)
+
+
 reciprocal = _unary(
     "reciprocal",
     lambda xp, x: 1 / x,
