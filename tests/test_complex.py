@@ -204,3 +204,27 @@ def test_np_functions_dispatch_to_the_parts():
     assert isinstance(np.real(t), gt.Tensor) and isinstance(np.angle(t), gt.Tensor)
     assert_allclose(np.imag(t).numpy(), Z.imag)
     assert_allclose(np.conj(t).numpy(), Z.conj())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["abs-squared", "abs", "exp", "angle", "log-divide", "matmul", "var", "mean-prod"])
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_cupy_matches_numpy_through_complex_values(name, dtype):
+    from gputape import backend
+
+    cp = backend.cupy_module()
+    f = LOSSES[name][0]
+    out = {}
+    for where in ("cpu", "gpu"):
+        z0 = Z4.astype(dtype)
+        z = gt.constant(cp.asarray(z0) if where == "gpu" else z0)
+        with gt.GradientTape() as outer:
+            outer.watch(z)
+            g = _grad(f, z)
+            s = gt.sum(gt.real(g * gt.conj(g)))
+        h = outer.gradient(s, z)
+        assert g.device.startswith("cuda" if where == "gpu" else "cpu") and g.dtype == dtype
+        out[where] = (g.numpy(), h.numpy())
+    tol = {"rtol": 1e-4, "atol": 1e-5} if dtype == np.complex64 else {"rtol": 1e-10, "atol": 1e-12}
+    assert_allclose(out["gpu"][0], out["cpu"][0], **tol)
+    assert_allclose(out["gpu"][1], out["cpu"][1], **tol)
