@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from . import backend
-from .ops import pad, real, roll
+from .ops import pad, roll
 from .ops._util import norm_axis
 from .tape import COMPLEX_DIRECT, apply, primitive
 from .tensor import Tensor, as_tensor
@@ -149,7 +149,7 @@ def _(F, g, needs, nb, node):
     shape = node.shapes[0]
     g = _fit(F, g, axes[-1:], s[-1:])  # the dropped upper half of the spectrum: zero cotangent
     gx = _run(F, _c2c, g, s=None, axes=axes, norm=_SWAP[p["norm"]], inverse=True)
-    return (_fit(F, real(gx) if F.xp is None else F.xp.real(gx), axes, [shape[a] for a in axes]),)
+    return (_fit(F, F.real(gx), axes, [shape[a] for a in axes]),)
 
 
 @primitive("fft.irfftn")

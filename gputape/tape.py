@@ -706,7 +706,7 @@ _NOSAVED: list = []  # shared by nodes that save nothing; never mutated
 # values on a tape, since its VJP would be silently wrong.
 HOLOMORPHIC = frozenset(
     "add subtract negative multiply multiply_no_nan divide reciprocal square sqrt exp expm1 exp2 log log1p "
-    "log2 log10 sin cos tan sinh cosh tanh arcsin arccos arctan arcsinh arccosh arctanh power matmul einsum "
+    "log2 log10 sin cos tan sinh cosh tanh arcsin arccos arctan arcsinh arctanh power matmul einsum "
     "sum mean prod cumsum cumprod reshape transpose swapaxes expand_dims squeeze broadcast_to getitem "
     "concatenate stack pad take_along_axis scatter scatter_along_axis identity where cast".split()
 )
@@ -758,7 +758,7 @@ def _complex_prim(prim: Primitive, holomorphic: bool) -> Primitive:
             if holomorphic:
                 o = F.conj(o)
             # a real input of a complex result: its gradient is the real part (TensorFlow's Cast rule)
-            if casts is not None and casts[k] is not None and casts[k].kind != "c" and o.dtype.kind == "c":
+            if casts is not None and casts[k] is not None and casts[k].kind != "c" and np.iscomplexobj(o):
                 o = F.real(o)
             out[k] = o
         return out

@@ -135,6 +135,21 @@ def test_second_order_through_complex_values(name):
     assert_allclose(hv, want, rtol=1e-5, atol=1e-6)  # the Hessian of a real L is symmetric (real-linear)
 
 
+HOLOMORPHIC_UNARY = (
+    "exp expm1 exp2 log log1p log2 log10 sqrt square reciprocal sin cos tan sinh cosh tanh "
+    "arcsin arccos arctan arcsinh arctanh cumsum cumprod negative"
+).split()
+
+
+@pytest.mark.parametrize("name", HOLOMORPHIC_UNARY)
+def test_each_holomorphic_primitive_against_finite_differences(name):
+    z0 = np.array([0.3 + 0.4j, -0.7 + 0.2j, -0.4 - 0.9j, 0.8 - 0.3j, -1.5 + 0.1j])  # every quadrant
+    w = np.array([1 + 0.5j, -0.3 + 1j, 0.2 - 0.7j, 1.1 + 0.2j, 0.4 + 0.4j])
+    g = _grad(lambda z: gt.sum(gt.real(getattr(gt, name)(z) * np.conj(w))), gt.constant(z0))
+    want = fd_grad(lambda z: np.sum((getattr(np, name)(z) * np.conj(w)).real), z0)
+    assert_allclose(g.numpy(), want, rtol=1e-6, atol=1e-7)
+
+
 def test_complex_target_and_output_gradients_follow_tensorflow():
     # tf.GradientTape: d(z**2)/dz with the default all-ones cotangent is conj(2 z)
     z = gt.constant(Z4)
@@ -190,6 +205,8 @@ def test_ops_without_a_complex_gradient_refuse_complex_values_on_a_tape():
             gt.maximum(z, 0.5j)
         with pytest.raises(TypeError, match=r"gt\.sign: gradients through complex values"):
             gt.sign(z)
+        with pytest.raises(TypeError, match=r"gt\.arccosh: gradients through complex values"):
+            gt.arccosh(z)  # its real VJP's sqrt((x - 1)(x + 1)) is on the wrong branch for complex x
     assert gt.maximum(z, 0.5j).dtype == np.complex128  # off the tape the forward runs as numpy's
     y = gt.constant(np.array([2.0, 1.0, 0.5, 3.0]) + 0j)
     with gt.GradientTape() as tape:
