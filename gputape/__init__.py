@@ -78,6 +78,7 @@ __all__ = [
     "distributed",
     "empty_cache",
     "float16",
+    "fft",
     "function",
     "Function",
     "TracingError",

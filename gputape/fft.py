@@ -33,7 +33,7 @@ import numpy as np
 
 from . import backend
 from .ops import pad, roll
-from .ops._util import norm_axis
+from .ops._util import norm_axis_seq, norm_ints, norm_real, norm_size
 from .tape import COMPLEX_DIRECT, apply, primitive
 from .tensor import Tensor, as_tensor
 from .tensor import constant as _constant
@@ -71,23 +71,16 @@ def _norm(norm: Any, op: str) -> str:
     return norm
 
 
-def _int(v: Any, op: str, what: str) -> int:
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-        raise TypeError(f"gt.fft.{op}: {what} must be an integer, got {type(v).__name__} {v!r}")
-    return int(v)
-
-
 def _axes_and_sizes(x: Tensor, s: Any, axes: Any, op: str) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
     """numpy's ``_cook_nd_args``: axes as negative ints, ``s`` as ints (None: the input's sizes)."""
+    if s is not None:
+        s = norm_ints(s, f"fft.{op}", "a size or sizes (n, s)")
     if axes is None:
         axes = tuple(range(-len(s), 0)) if s is not None else tuple(range(-x.ndim, 0))
-    elif isinstance(axes, (int, np.integer)):
-        axes = (axes,)
-    axes = tuple(norm_axis(a, x.ndim, f"fft.{op}") - x.ndim for a in axes)
+    axes = tuple(a - x.ndim for a in norm_axis_seq(axes, x.ndim, f"fft.{op}"))
     if len(set(axes)) != len(axes):
         raise ValueError(f"gt.fft.{op}: repeated axes {axes} (each axis is transformed once)")
     if s is not None:
-        s = tuple(_int(n, op, "each entry of s") for n in ((s,) if isinstance(s, (int, np.integer)) else s))
         if len(s) != len(axes):
             raise ValueError(f"gt.fft.{op}: s has {len(s)} entries for {len(axes)} axes {axes}; give one per axis")
         if any(n < 1 for n in s):
@@ -215,7 +208,9 @@ def _hermitian_input(a: Any, s: Any, axes: Any, norm: Any, op: str) -> Tensor:
 
 def _one(n: Any, axis: Any, op: str) -> tuple[Any, tuple[int]]:
     """A one-dimensional transform's ``n`` and ``axis`` as ``s`` and ``axes``."""
-    return (None if n is None else (n,)), (_int(axis, op, "axis"),)
+    return (None if n is None else (norm_size(n, f"fft.{op}", "n", None),)), (
+        norm_size(axis, f"fft.{op}", "axis", None),
+    )
 
 
 def fft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Tensor:
@@ -344,11 +339,7 @@ def irfftn(a: Any, s: Any = None, axes: Any = None, norm: str | None = None) -> 
 
 def _shift(x: Any, axes: Any, sign: int, op: str) -> Tensor:
     x = as_tensor(x)
-    if axes is None:
-        axes = tuple(range(x.ndim))
-    elif isinstance(axes, (int, np.integer)):
-        axes = (axes,)
-    axes = tuple(norm_axis(a, x.ndim, f"fft.{op}") for a in axes)
+    axes = tuple(range(x.ndim)) if axes is None else norm_axis_seq(axes, x.ndim, f"fft.{op}")
     if not axes:
         return x
     # numpy: fftshift rolls by n // 2, ifftshift by -(n // 2)
@@ -376,10 +367,7 @@ def ifftshift(x: Any, axes: Any = None) -> Tensor:
 
 
 def _freq_args(n: Any, d: Any, op: str) -> tuple[int, float]:
-    n = _int(n, op, "n")
-    if n < 1:
-        raise ValueError(f"gt.fft.{op}: n={n} must be at least 1")
-    return n, float(d)
+    return norm_size(n, f"fft.{op}", "n", 1), norm_real(d, f"fft.{op}")
 
 
 def fftfreq(n: int, d: float = 1.0, device: Any = None) -> Tensor:

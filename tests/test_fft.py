@@ -135,7 +135,7 @@ def test_bad_arguments_name_the_function():
         gt.fft.fftn(z, s=(3,), axes=(0, 1))
     with pytest.raises(ValueError, match=r"gt\.fft\.fft: invalid number of data points"):
         gt.fft.fft(z, n=0)
-    with pytest.raises(TypeError, match=r"gt\.fft\.fft: each entry of s must be an integer"):
+    with pytest.raises(TypeError, match=r"gt\.fft\.fft: argument n \(2\.5\) is not an integer"):
         gt.fft.fft(z, n=2.5)
     with pytest.raises(ValueError, match=r"gt\.fft\.irfft: invalid number of data points"):
         gt.fft.irfft(gt.constant(np.array([1.0 + 0j])))
