@@ -49,6 +49,7 @@ from .tensor import (
 # gt.linalg is this package's linalg (inv, solve, ...). The star import above bound the name to
 # gputape.ops.linalg (matmul's module), and `from . import linalg` would return that binding.
 linalg = _import_module(".linalg", __name__)
+fft = _import_module(".fft", __name__)  # numpy.fft's transforms (gt.fft.fft is the module, as np.fft)
 
 __version__ = "0.1.0"
 
@@ -77,6 +78,7 @@ __all__ = [
     "distributed",
     "empty_cache",
     "float16",
+    "fft",
     "function",
     "Function",
     "TracingError",

@@ -475,9 +475,13 @@ def _record(
     if not tapes:
         return
     single = prim.nout == 1
-    if (res._data.dtype if single else res[0]._data.dtype) not in FLOAT_DTYPES:
-        _note_untracked(tapes, prim.name, args, res)  # integer and bool results carry no gradient
-        return
+    odt = res._data.dtype if single else res[0]._data.dtype
+    cplx = False
+    if odt not in FLOAT_DTYPES:
+        if odt.kind != "c":
+            _note_untracked(tapes, prim.name, args, res)  # integer and bool results carry no gradient
+            return
+        cplx = True
     node = None
     for tape in tapes:
         tt = tape._tensors
@@ -490,6 +494,8 @@ def _record(
         if hit:
             if node is None:
                 node = _make_node(prim, args, params, res, datas, obs)
+                if cplx or node.casts is not None:
+                    _complex_node(node, odt)
             tape._nodes.append(node)
             if single:
                 tt.add(res._id)
@@ -594,9 +600,12 @@ def _record1(obs: _state.Observers, prim: Primitive, x: Tensor, res: Tensor) -> 
         return
     d = res._data
     dt = d.dtype
+    cplx = False
     if dt not in FLOAT_DTYPES:
-        _note_untracked(tapes, prim.name, (x,), res)
-        return
+        if dt.kind != "c":
+            _note_untracked(tapes, prim.name, (x,), res)
+            return
+        cplx = True
     node = None
     xid = x._id
     for tape in tapes:
@@ -621,6 +630,8 @@ def _record1(obs: _state.Observers, prim: Primitive, x: Tensor, res: Tensor) -> 
             node.meta = (shape, dt)
             if obs.locations:
                 node.info = (_where(), shape, dt)
+            if cplx or node.casts is not None:
+                _complex_node(node, dt)
         tape._nodes.append(node)
         tt.add(res._id)
 
@@ -639,9 +650,12 @@ def _record2(obs: _state.Observers, prim: Primitive, x: Any, y: Any, res: Tensor
         return
     d = res._data
     dt = d.dtype
+    cplx = False
     if dt not in FLOAT_DTYPES:
-        _note_untracked(tapes, prim.name, (x, y), res)
-        return
+        if dt.kind != "c":
+            _note_untracked(tapes, prim.name, (x, y), res)
+            return
+        cplx = True
     xt = isinstance(x, Tensor)
     yt = isinstance(y, Tensor)
     node = None
@@ -694,11 +708,88 @@ def _record2(obs: _state.Observers, prim: Primitive, x: Any, y: Any, res: Tensor
             node.meta = (d.shape, dt)
             if obs.locations:
                 node.info = (_where(), d.shape, dt)
+            if cplx or node.casts is not None:
+                _complex_node(node, dt)
         tape._nodes.append(node)
         tt.add(res._id)
 
 
 _NOSAVED: list = []  # shared by nodes that save nothing; never mutated
+
+# -- complex values on the tape --------------------------------------------------
+# gputape follows TensorFlow's convention (README, "Complex numbers"): the gradient of a real
+# loss L with respect to z = x + iy is dL/dx + i dL/dy, and a VJP maps the cotangent g of
+# f(z) to g * conj(f'(z)) where f is holomorphic. The real VJPs of the holomorphic primitives
+# below are written as g * f'(z) with analytic expressions, so conj(vjp(conj(g))) is that
+# complex VJP: a node with complex values runs a clone of its primitive whose VJP is wrapped
+# so (the float path is untouched, and gt.function, which inlines only the declared VJPs,
+# calls the wrapped one as it is). COMPLEX_DIRECT primitives' VJPs are complex-correct as
+# written (TensorFlow's _RealGrad, _AbsGrad, ...); any other primitive refuses complex
+# values on a tape, since its VJP would be silently wrong.
+HOLOMORPHIC = frozenset(
+    "add subtract negative multiply multiply_no_nan divide reciprocal square sqrt exp expm1 exp2 log log1p "
+    "log2 log10 sin cos tan sinh cosh tanh arcsin arccos arctan arcsinh arctanh power matmul einsum "
+    "sum mean prod cumsum cumprod reshape transpose swapaxes expand_dims squeeze broadcast_to getitem "
+    "concatenate stack pad take_along_axis scatter scatter_along_axis identity where cast".split()
+)
+# name -> the VJP for complex values (None: the primitive's own VJP is complex-correct)
+COMPLEX_DIRECT: dict[str, Callable[..., Any] | None] = dict.fromkeys(
+    ("real", "imag", "conj", "angle", "split", "custom_gradient")
+)
+_COMPLEX_PRIMS: dict[Primitive, Primitive] = {}
+DIFF_DTYPES = FLOAT_DTYPES | {np.dtype(np.complex64), np.dtype(np.complex128)}
+
+
+def _complex_node(node: Node, odt: Any) -> None:
+    """Give a node that has complex values the complex form of its primitive, or refuse it."""
+    casts = node.casts
+    if odt.kind != "c" and not any(c is not None and c.kind == "c" for c in casts):
+        return  # real values of several float dtypes
+    prim = node.prim
+    name = prim.name
+    if name not in HOLOMORPHIC and name not in COMPLEX_DIRECT:
+        raise TypeError(
+            f"gt.{name}: gradients through complex values ({odt} result) are not supported for this op; "
+            "take real values first (gt.real, gt.imag, gt.abs), or compute it outside the tape "
+            "(tape.stop_recording())"
+        )
+    if prim.nout != 1 and name not in HOLOMORPHIC:
+        return
+    c = _COMPLEX_PRIMS.get(prim)
+    if c is None:
+        c = _COMPLEX_PRIMS[prim] = _complex_prim(prim, name in HOLOMORPHIC)
+    node.prim = c
+
+
+def _complex_prim(prim: Primitive, holomorphic: bool) -> Primitive:
+    """A clone of ``prim`` whose VJP takes complex cotangents (TensorFlow's convention)."""
+    inner = COMPLEX_DIRECT.get(prim.name) or prim.vjp
+
+    def complex_vjp(F: Any, g: Any, needs: Any, nb: int, node: Node, *saved: Any) -> Any:
+        if holomorphic:
+            if prim.name == "power" and needs[1]:
+                raise TypeError(
+                    "gt.power: the gradient with respect to an exponent is not supported for complex values"
+                )
+            g = F.conj(g)
+        out = list(inner(F, g, needs, nb, node, *saved))
+        casts = node.casts
+        for k, o in enumerate(out):
+            if o is None:
+                continue
+            if holomorphic:
+                o = F.conj(o)
+            # a real input of a complex result: its gradient is the real part (TensorFlow's Cast rule)
+            if casts is not None and casts[k] is not None and casts[k].kind != "c" and np.iscomplexobj(o):
+                o = F.real(o)
+            out[k] = o
+        return out
+
+    c = Primitive(prim.name, prim.fwd, prim.save, prim.save_out, prim.nout, prim.batchable)
+    c.vjp = complex_vjp
+    c.cpu = prim.cpu
+    c.doc = prim.doc
+    return c
 
 
 def _numerics() -> Any:
@@ -1098,7 +1189,7 @@ class GradientTape(_state.Scope):
         return self._tensors
 
     def _watch_variable(self, var: Variable) -> bool:
-        if var._data.dtype not in FLOAT_DTYPES:
+        if var._data.dtype not in DIFF_DTYPES:
             return False
         tt = self._store()
         if var._id not in tt:
@@ -1127,10 +1218,10 @@ class GradientTape(_state.Scope):
                 )
         tt = self._store()
         for t in flat:
-            if t._data.dtype not in FLOAT_DTYPES:
+            if t._data.dtype not in DIFF_DTYPES:
                 _warn_once(
                     f"watch-{t._data.dtype}",
-                    f"GradientTape.watch: the dtype of the watched tensor must be floating (got "
+                    f"GradientTape.watch: the dtype of the watched tensor must be floating or complex (got "
                     f"{t._data.dtype}); its gradient will be None. Cast it with .astype('float32').",
                 )
                 continue
@@ -1501,10 +1592,10 @@ def _seeds(flat_t: list, flat_og: list, diff: bool, lead: Any) -> dict[int, Any]
                 f"GradientTape: target must be a gt.Tensor or a nested structure of them, got {type(t).__name__}"
             )
         d = t._data
-        if d.dtype not in FLOAT_DTYPES:
+        if d.dtype not in DIFF_DTYPES:
             _warn_once(
                 f"target-{d.dtype}",
-                f"GradientTape: the dtype of the target must be floating (got {d.dtype}); its gradients are "
+                f"GradientTape: the dtype of the target must be floating or complex (got {d.dtype}); its gradients are "
                 "None. Cast it with .astype('float32').",
             )
             continue
@@ -1542,10 +1633,10 @@ def _seeds(flat_t: list, flat_og: list, diff: bool, lead: Any) -> dict[int, Any]
 def _result(g: Any, s: Tensor, unconnected: UnconnectedGradients, diff: bool, tshape: Any, batch: bool = False) -> Any:
     """Wrap a raw gradient as a Tensor; None or zeros for unconnected / integer sources."""
     d = s._data
-    if d.dtype not in FLOAT_DTYPES:
+    if d.dtype not in DIFF_DTYPES:
         _warn_once(
             f"source-{d.dtype}",
-            f"GradientTape: the dtype of a source must be floating (got {d.dtype}); its gradient is None. "
+            f"GradientTape: the dtype of a source must be floating or complex (got {d.dtype}); its gradient is None. "
             "Cast it with .astype('float32').",
         )
         g = None

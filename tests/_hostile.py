@@ -232,7 +232,7 @@ _KIND_OF = {
 
 _UNARY = (
     "abs absolute arctan ceil cos cosh erf exp expm1 floor identity log log1p negative reciprocal round sign sin "
-    "sinh sqrt square tan tanh arcsinh arccosh arctanh arcsin arccos log2 log10 exp2"
+    "sinh sqrt square tan tanh arcsinh arccosh arctanh arcsin arccos log2 log10 exp2 conj conjugate"
 ).split()
 _BINARY = (
     "add divide floor_divide maximum minimum mod multiply multiply_no_nan power subtract true_divide "
@@ -295,6 +295,8 @@ def specs() -> list[Spec]:
     add = out.append
     for n in _UNARY:
         add(Spec(n, getattr(gt, n), {"x": t()}, {"x": "operand"}, _np(n)))
+    for n, p in (("real", "val"), ("imag", "val"), ("angle", "z")):  # numpy's argument names
+        add(Spec(n, getattr(gt, n), {p: t()}, {p: "operand"}, _np(n)))
     for n in _BINARY:
         add(Spec(n, getattr(gt, n), {"x": t(), "y": t()}, {"x": "operand", "y": "operand"}, _np(n)))
     for n in _COMPARE:
@@ -382,6 +384,7 @@ def specs() -> list[Spec]:
     out.extend(_method_specs())
     out.extend(_surface_specs())
     out.extend(_linalg_specs())
+    out.extend(_fft_specs())
     out.extend(_tf_specs())
     return out
 
@@ -482,6 +485,22 @@ def _surface_specs() -> list[Spec]:
 
 def _lstsq_ref(a: Any, b: Any, rcond: Any = None) -> Any:
     return np.linalg.lstsq(a, b, rcond=rcond)
+
+
+def _fft_specs() -> list[Spec]:
+    x = t()
+    out = []
+    for n in ("fft", "ifft", "rfft", "irfft"):
+        args = {"a": x, "n": 2, "axis": -1, "norm": "ortho"}
+        out.append(_spec(f"fft.{n}", args, getattr(np.fft, n), a="operand", n="size", axis="axis", norm="string"))
+    for n in ("fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn", "rfftn", "irfftn"):
+        args = {"a": x, "s": (2, 2), "axes": (0, 1), "norm": "forward"}
+        out.append(_spec(f"fft.{n}", args, getattr(np.fft, n), a="operand", s="shape", axes="axis", norm="string"))
+    for n in ("fftshift", "ifftshift"):
+        out.append(_spec(f"fft.{n}", {"x": x, "axes": 0}, getattr(np.fft, n), x="operand", axes="axis"))
+    for n in ("fftfreq", "rfftfreq"):
+        out.append(_spec(f"fft.{n}", {"n": 4, "d": 0.5}, getattr(np.fft, n), n="size", d="number"))
+    return out
 
 
 def _linalg_specs() -> list[Spec]:
@@ -1030,6 +1049,7 @@ def public_callables() -> dict[str, Any]:
         ("nn.", gt.nn),
         ("random.", gt.random),
         ("linalg.", gt.linalg),
+        ("fft.", gt.fft),
         ("testing.", gt.testing),
         ("tf.", gputape.tf),
         ("tf.math.", gputape.tf.math),

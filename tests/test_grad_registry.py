@@ -8,6 +8,8 @@ assembled row by row from ordinary gradients.
 
 from __future__ import annotations
 
+import grad_cases_complex
+import grad_cases_fft
 import grad_cases_linalg
 import grad_cases_numpy
 import numpy as np
@@ -151,6 +153,8 @@ CASES: dict[str, list] = {
 }
 CASES.update(grad_cases_numpy.CASES)  # cumsum, cumprod, take_along_axis and its adjoint
 CASES.update(grad_cases_linalg.CASES)
+CASES.update(grad_cases_complex.CASES)  # real, imag, conj, angle on real input
+CASES.update(grad_cases_fft.CASES)  # gt.fft's transforms, complex values made real
 
 # Public composites built from primitives: checked the same way.
 COMPOSITES = [

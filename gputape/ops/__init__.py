@@ -51,6 +51,7 @@ from .creation import (
 from .elementwise import (
     abs,
     add,
+    angle,
     arccos,
     arccosh,
     arcsin,
@@ -61,6 +62,8 @@ from .elementwise import (
     cast,
     ceil,
     clip,
+    conj,
+    conjugate,
     cos,
     cosh,
     divide,
@@ -72,6 +75,7 @@ from .elementwise import (
     floor_divide,
     hypot,
     identity,
+    imag,
     log,
     log1p,
     log2,
@@ -84,6 +88,7 @@ from .elementwise import (
     multiply_no_nan,
     negative,
     power,
+    real,
     reciprocal,
     round,
     sign,
@@ -166,6 +171,7 @@ _F_NAMES = (
     "multiply_no_nan "
     "prod reshape sign sin sinh split squeeze stack sum swapaxes transpose where zeros zeros_like "
     "abs expm1 log1p maximum minimum sqrt tan tanh"  # (functions derivative expressions call: gputape.expr)
+    " conj real"  # (complex VJPs: gputape.tape's complex nodes)
 ).split()
 
 

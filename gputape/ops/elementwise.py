@@ -30,11 +30,21 @@ import numpy as np
 from .. import expr as _x
 from .. import tensor as _tensor
 from ..expr import multiply_no_nan as _mnn
-from ..tape import REGISTRY, Primitive, apply, binary_op, primitive, unary_op
+from ..tape import COMPLEX_DIRECT, REGISTRY, Primitive, apply, binary_op, primitive, unary_op
 from ..tensor import as_tensor
 from ._util import NOPARAMS
 
 _E = NOPARAMS
+
+
+def _tape_complex(name: str) -> Any:
+    """Register the decorated function as primitive ``name``'s VJP for complex values (gputape.tape)."""
+
+    def register(vjp: Any) -> Any:
+        COMPLEX_DIRECT[name] = vjp
+        return vjp
+
+    return register
 
 
 def declared(name: str, fwd: Any, grad: Any, params: tuple[str, ...] = ()) -> Primitive:
@@ -507,6 +517,17 @@ abs = _unary(
     lambda x, g: g * _x.sign(x),
     _doc("abs", "Elementwise absolute value (gradient 0 at 0, as in TensorFlow).", "[-2.0, 0.0]", "[2.0, 0.0]"),
 )
+
+
+@_tape_complex("abs")
+def _abs_complex(F, g, needs, nb, node, x):
+    # TensorFlow's _AbsGrad: g * sign(z) = g z / |z| (0 at 0), written without sign, whose complex
+    # derivative is not zero (gt.sign's is)
+    r = F.abs(x)
+    nz = r != 0
+    return (F.where(nz, g * x / F.where(nz, r, 1), 0),)
+
+
 reciprocal = _unary(
     "reciprocal",
     lambda xp, x: 1 / x,
@@ -610,6 +631,121 @@ def where(condition: Any, x: Any, y: Any) -> Any:
         dt = _tensor._py_dtype([x, y])
         x, y = _tensor.constant(x, dt), _tensor.constant(y, dt)
     return apply(_where, (condition, x, y), _E)
+
+
+# -- complex parts -----------------------------------------------------------------
+# The VJPs follow TensorFlow's convention for complex values (README, "Complex numbers"):
+# a real loss L of z = x + iy has the gradient dL/dx + i dL/dy, and these VJPs are TensorFlow's
+# _RealGrad, _ImagGrad, _ConjGrad and _AngleGrad. On real input they are the real derivatives
+# (real and conj are the identity, imag and angle constants).
+
+
+def _conj_of(F: Any, g: Any) -> Any:
+    """``conj(g)`` on the sweep's arrays or, when the gradient is recorded, as a gputape op."""
+    return conj(g) if F.xp is None else F.xp.conj(g)
+
+
+def _complex_in(node: Any) -> bool:
+    """Whether the node's input was complex (the primitives below record its kind as a parameter)."""
+    return node.params["complex"]
+
+
+@primitive("real")
+def _real(xp, x, complex):
+    return xp.real(x)
+
+
+@_real.defvjp
+def _(F, g, needs, nb, node):
+    return (g,)  # a real cotangent: the sweep casts it back to a complex input's dtype (imaginary part 0)
+
+
+@primitive("imag")
+def _imag(xp, x, complex):
+    return xp.imag(x) if complex else xp.zeros_like(x)
+
+
+@_imag.defvjp
+def _(F, g, needs, nb, node):
+    return (g * 1j if _complex_in(node) else g * 0,)
+
+
+@primitive("conj")
+def _conj(xp, x, complex):
+    return xp.conj(x) if complex else x
+
+
+@_conj.defvjp
+def _(F, g, needs, nb, node):
+    return (_conj_of(F, g) if _complex_in(node) else g,)
+
+
+@primitive("angle", save=True)
+def _angle(xp, x, complex):
+    return xp.angle(x)
+
+
+@_angle.defvjp
+def _(F, g, needs, nb, node, x):
+    if not _complex_in(node):
+        return (g * 0,)  # angle of a real number is 0 or pi: piecewise constant
+    # TensorFlow's _AngleGrad, -g / (imag(z) + i real(z)) = g (-y + i x) / |z|^2, and 0 at z == 0
+    # (where the angle is not differentiable; numpy's angle(0) is 0).
+    re, im = (real(x), imag(x)) if F.xp is None else (F.xp.real(x), F.xp.imag(x))
+    r2 = re * re + im * im
+    nz = r2 != 0
+    return (F.where(nz, g * (im * -1 + re * 1j) / F.where(nz, r2, 1), 0),)
+
+
+def _part(prim: Primitive, x: Any) -> Any:
+    x = as_tensor(x)
+    return apply(prim, (x,), {"complex": x.dtype.kind == "c"})
+
+
+def real(val: Any) -> Any:
+    """The real part (``numpy.real``); the identity on real tensors.
+
+    >>> import gputape as gt
+    >>> gt.real(gt.constant([1 + 2j, 4 - 3j])).numpy().tolist()
+    [1.0, 4.0]
+    """
+    return _part(_real, val)
+
+
+def imag(val: Any) -> Any:
+    """The imaginary part (``numpy.imag``); zeros on real tensors.
+
+    >>> import gputape as gt
+    >>> gt.imag(gt.constant([1 + 2j, -3j])).numpy().tolist()
+    [2.0, -3.0]
+    """
+    return _part(_imag, val)
+
+
+def conj(x: Any) -> Any:
+    """The complex conjugate (``numpy.conj``); the identity on real tensors.
+
+    >>> import gputape as gt
+    >>> gt.conj(gt.constant([1 + 2j])).numpy().tolist()
+    [(1-2j)]
+    """
+    return _part(_conj, x)
+
+
+conjugate = conj
+
+
+def angle(z: Any, deg: bool = False) -> Any:
+    """The argument of each element in radians (degrees with ``deg=True``), as ``numpy.angle``.
+
+    Its gradient follows TensorFlow's ``_AngleGrad``; it is 0 at ``z == 0``, where the angle jumps.
+
+    >>> import gputape as gt
+    >>> gt.angle(gt.constant([1j, -1.0 + 0j]), deg=True).numpy().tolist()
+    [90.0, 180.0]
+    """
+    out = _part(_angle, z)
+    return out * (180.0 / math.pi) if deg else out
 
 
 @primitive("clip", save=True)

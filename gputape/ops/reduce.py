@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _errors, backend
+from .. import backend
 from ..tape import apply, primitive
 from ..tensor import as_tensor
 from ._compat import check_out
@@ -267,8 +267,8 @@ def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0, *, dtyp
 
     As in numpy, the sum of squares is divided by ``max(n - ddof, 0)``: with no degrees
     of freedom left (an empty tensor, ``ddof >= n``) the result is NaN or inf, with numpy's
-    ``RuntimeWarning: Degrees of freedom <= 0 for slice``. Complex tensors are refused
-    (numpy's var takes ``|x - mean|**2``, which gputape has no op for).
+    ``RuntimeWarning: Degrees of freedom <= 0 for slice``. Of a complex tensor it is real, as in
+    numpy: the mean of ``|x - mean|**2``.
 
     >>> import gputape as gt
     >>> gt.var(gt.constant([1.0, 2.0, 3.0, 4.0])).numpy().item()
@@ -279,32 +279,33 @@ def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0, *, dtyp
     return _var(x, axis, keepdims, ddof, "var")
 
 
+def _squared_modulus(d: Any) -> Any:
+    from .elementwise import imag, real, square
+
+    return square(real(d)) + square(imag(d))
+
+
 def _var(x: Any, axis: Any, keepdims: Any, ddof: Any, op: str) -> Any:
     from .elementwise import square
 
     x = as_tensor(x)
     axes = norm_axes(axis, x.ndim, op)
     keepdims = norm_flag(keepdims, op)
-    if x.dtype.kind == "c":
-        raise _errors.argument_error(
-            x,
-            f"is complex ({x.dtype}); gt.{op} takes real tensors",
-            op=op,
-            cls=TypeError,
-            hint="take the variance of the real and imaginary parts (or of abs(x)) separately",
-        )
+    # complex input: numpy's var is mean(|x - mean|^2), a real number; the squared modulus as
+    # real^2 + imag^2 keeps every order smooth (abs(d)**2 has a kink in its gradient at d == 0)
+    sq = _squared_modulus if x.dtype.kind == "c" else square
     if type(ddof) is not int:
         ddof = norm_real(ddof, op)  # numpy takes a float ddof too
     n = int(np.prod([x.shape[a] for a in axes])) if axes else 1
     div = n - ddof
     if div > 0:
         d = x - mean(x, axis=axes, keepdims=True)
-        s = sum(square(d), axis=axes, keepdims=keepdims)
+        s = sum(sq(d), axis=axes, keepdims=keepdims)
         return s / div if ddof else s / n
     if div == div:  # numpy warns for max(n - ddof, 0) == 0; a NaN ddof gives NaN silently
         warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=3)
     d = x - sum(x, axis=axes, keepdims=True) / builtins.max(n, 1)  # no second warning for an empty mean
-    s = sum(square(d), axis=axes, keepdims=keepdims)
+    s = sum(sq(d), axis=axes, keepdims=keepdims)
     # numpy's s / 0 (inf, and 0 / 0 = nan) as a product: a Python 0 divisor would make the
     # divide VJP raise ZeroDivisionError
     with np.errstate(invalid="ignore"):

@@ -205,6 +205,7 @@ __all__ = [
     "shape",
     "sigmoid",
     "sign",
+    "signal",
     "sin",
     "sinh",
     "size",
@@ -948,4 +949,9 @@ def _set_log_device_placement(enabled: bool) -> None:
 
 
 debugging = types.SimpleNamespace(set_log_device_placement=_set_log_device_placement)
+
+# tf.signal: the Fourier transforms over the innermost dimensions (gputape.fft)
+from ..fft import TF_SIGNAL as _TF_SIGNAL  # noqa: E402
+
+signal = types.SimpleNamespace(**_TF_SIGNAL)
 __all__ += ["config", "debugging", "device"]
