@@ -245,3 +245,17 @@ def test_cupy_matches_numpy_through_complex_values(name, dtype):
     tol = {"rtol": 1e-4, "atol": 1e-5} if dtype == np.complex64 else {"rtol": 1e-10, "atol": 1e-12}
     assert_allclose(out["gpu"][0], out["cpu"][0], **tol)
     assert_allclose(out["gpu"][1], out["cpu"][1], **tol)
+
+
+def test_explain_and_check_numerics_treat_complex_values_as_differentiable():
+    """explain() called a complex source 'not floating', and check_numerics never looked at complex arrays."""
+    z = gt.constant(np.array([1.0 + 2.0j, 0.5 - 1.0j]))
+    with gt.GradientTape() as tape:
+        tape.watch(z)
+        y = gt.sum(gt.real(z * gt.conj(z)))
+    assert tape.explain(y, z).reason == "connected"
+    w = gt.constant(np.array([1.0 + 1.0j, 0.0 + 0.0j]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        with pytest.raises(FloatingPointError, match="log"):
+            with gt.debug.check_numerics():
+                gt.log(w)

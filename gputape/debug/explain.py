@@ -130,10 +130,10 @@ def explain(tape: Any, target: Tensor, source: Tensor) -> Explanation:
     st = _state(tape)
     tt = st._tensors
     sid, tid = source._id, target._id
-    if source.dtype not in FLOAT_DTYPES:
+    if source.dtype not in FLOAT_DTYPES and source.dtype.kind != "c":
         return Explanation(
             "integer_dtype",
-            f"the source is a {_describe(source)}: gradients flow only to floating-point values; "
+            f"the source is a {_describe(source)}: gradients flow only to floating-point or complex values; "
             "cast it with .astype('float32') before using it",
         )
     if tid in st._broken and st._broken[tid][0] == "non_differentiable_op":
@@ -143,10 +143,10 @@ def explain(tape: Any, target: Tensor, source: Tensor) -> Explanation:
             f"the target is the integer/bool result of gt.{name}, which has no gradient",
             where,
         )
-    if target.dtype not in FLOAT_DTYPES:
+    if target.dtype not in FLOAT_DTYPES and target.dtype.kind != "c":
         return Explanation(
             "integer_dtype",
-            f"the target is a {_describe(target)}: only floating-point targets have gradients",
+            f"the target is a {_describe(target)}: only floating-point or complex targets have gradients",
         )
     if tid == sid:
         return Explanation("connected", "the target is the source itself: its gradient is the output gradient")

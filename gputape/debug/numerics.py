@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from .. import _state, backend, tape
-from ..tensor import FLOAT_DTYPES, Tensor
+from ..tensor import Tensor
 
 
 def _finite(a: Any) -> bool:
@@ -43,8 +43,8 @@ def _finite(a: Any) -> bool:
     # confirmed by the exact elementwise test. (check_numerics() silences numpy's warnings.)
     if type(a) is np.ndarray:
         dt = a.dtype
-        if dt.kind != "f":
-            return True
+        if dt.kind != "f":  # complex: both parts must be finite (math.isfinite takes no complex)
+            return dt.kind != "c" or bool(np.isfinite(a).all())
         if dt.char in "fd" and a.flags.c_contiguous:
             v = a.reshape(-1)
             if _isfinite(_dot(v, v)):
@@ -54,7 +54,7 @@ def _finite(a: Any) -> bool:
         return bool(np.isfinite(a).all())
     if not hasattr(a, "dtype") or backend.xp_of(a) is np:
         return _finite(np.asarray(a))
-    if a.dtype not in FLOAT_DTYPES:
+    if a.dtype.kind not in "fc":
         return True
     xp = backend.xp_of(a)
     return bool(xp.isfinite(a.sum())) or bool(xp.isfinite(a).all())
@@ -175,7 +175,7 @@ class _Pending:
 
     def _input(self, t: Tensor) -> int:
         s = self.slot_of.get(t._id)
-        if s is None and getattr(t._data, "dtype", None) in FLOAT_DTYPES:
+        if s is None and getattr(getattr(t._data, "dtype", None), "kind", "") in ("f", "c"):
             s = self.slot_of[t._id] = self.add(t._data, None)
         return -1 if s is None else s
 
@@ -183,7 +183,7 @@ class _Pending:
         ins = tuple(self._input(a) for a in args if isinstance(a, Tensor))
         where = tape._where()
         for j, o in enumerate(outs):
-            if o._data.dtype in FLOAT_DTYPES:
+            if o._data.dtype.kind in "fc":
                 self.slot_of[o._id] = self.add(o._data, ("forward", name, where, ins, j, _shape(o._data)))
         if len(self.notes) >= _MAX_PENDING:  # a long forward with no gradient: read now and then
             flush()
