@@ -259,3 +259,15 @@ def test_explain_and_check_numerics_treat_complex_values_as_differentiable():
         with pytest.raises(FloatingPointError, match="log"):
             with gt.debug.check_numerics():
                 gt.log(w)
+
+
+def test_real_imag_conj_methods_are_the_differentiable_ops():
+    z = gt.constant(np.array([1 + 2j, 3 - 1j]))
+    with gt.GradientTape() as tape:
+        tape.watch(z)
+        y = gt.sum(z.real * z.imag + gt.real(z.conj() * z))  # x*y + x^2 + y^2
+    x, v = z.numpy().real, z.numpy().imag
+    assert_allclose(tape.gradient(y, z).numpy(), (v + 2 * x) + 1j * (x + 2 * v))  # dL/dx + i dL/dy
+    r = gt.constant([1.0, 2.0])
+    assert r.real.numpy().tolist() == [1.0, 2.0] and r.imag.numpy().tolist() == [0.0, 0.0]
+    assert r.conjugate().numpy().tolist() == [1.0, 2.0]

@@ -313,6 +313,8 @@ _T.diagonal = diagonal
 _T.trace = trace
 _T.argsort = argsort
 _T.mT = property(_methods.mT)
+_T.real = property(_methods.real)
+_T.imag = property(_methods.imag)
 for _name, _m in _methods.METHODS.items():  # numpy's ndarray signatures (axis, dtype, out, keepdims)
     setattr(_T, _name, _m)
 _T.to = _to_m

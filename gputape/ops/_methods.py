@@ -253,6 +253,36 @@ def mT(self: Tensor) -> Tensor:
     return _ops().swapaxes(self, -1, -2)
 
 
+def conj(self: Tensor) -> Tensor:
+    """numpy's ``ndarray.conj``: the complex conjugate (the value itself for real tensors).
+
+    >>> import gputape as gt, numpy as np
+    >>> gt.constant(np.array([1 + 2j])).conj().numpy().tolist()
+    [(1-2j)]
+    """
+    return _ops().conj(self)
+
+
+def real(self: Tensor) -> Tensor:
+    """numpy's ``ndarray.real``: the real part, differentiable.
+
+    >>> import gputape as gt, numpy as np
+    >>> gt.constant(np.array([1 + 2j])).real.numpy().tolist()
+    [1.0]
+    """
+    return _ops().real(self)
+
+
+def imag(self: Tensor) -> Tensor:
+    """numpy's ``ndarray.imag``: the imaginary part, differentiable (zeros for real tensors).
+
+    >>> import gputape as gt, numpy as np
+    >>> gt.constant(np.array([1 + 2j])).imag.numpy().tolist()
+    [2.0]
+    """
+    return _ops().imag(self)
+
+
 # numpy's ndarray method name -> the function above or the public op it is
 METHODS = {
     "sum": sum,
@@ -275,4 +305,6 @@ METHODS = {
     "copy": copy,
     "tolist": tolist,
     "abs": abs,
+    "conj": conj,
+    "conjugate": conj,
 }
