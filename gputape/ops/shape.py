@@ -402,29 +402,42 @@ class _Operand:
         return hash(("gputape-index-operand", self.k))
 
 
-def _norm_index(key: Any) -> tuple[tuple[Any, ...], list[Any], bool]:
+_NOT_ARRAYS = (slice, int, bool, type(None), type(Ellipsis))
+
+
+def _norm_index(key: Any) -> tuple[tuple[Any, ...] | None, list[Any], bool]:
     """Split an index into its template and its array operands; say whether it holds integer
-    arrays (whose duplicates must accumulate in the adjoint)."""
-    if not isinstance(key, tuple):
+    arrays (whose duplicates must accumulate in the adjoint). The template is None when the
+    key is its operands alone (``x[mask]``, ``x[rows, cols]``): the common case, filled for free."""
+    if type(key) is not tuple:
         key = (key,)
     template = []
     arrays: list[Any] = []
     has_int_array = False
     for k in key:
-        if isinstance(k, list):
+        tk = type(k)
+        if tk is list:
             k = np.asarray(k)
-        if isinstance(k, Tensor) or (hasattr(k, "dtype") and hasattr(k, "ndim") and not isinstance(k, np.generic)):
-            if k.dtype.kind in "iu" and k.ndim > 0:
+            tk = np.ndarray
+        if tk is np.ndarray or (tk not in _NOT_ARRAYS and _is_array(k)):
+            if k.ndim > 0 and k.dtype.kind in "iu":
                 has_int_array = True
             template.append(_Operand(len(arrays)))
             arrays.append(k)
         else:
             template.append(k)
-    return tuple(template), arrays, has_int_array
+    return (None if len(arrays) == len(template) else tuple(template)), arrays, has_int_array
 
 
-def _fill(idx: tuple, arrays: tuple) -> tuple:
-    """The key ``idx`` with its operand places filled by ``arrays``."""
+def _is_array(k: Any) -> bool:
+    """A tensor or a device/host array (not a numpy scalar): an operand of the index."""
+    return isinstance(k, Tensor) or (hasattr(k, "ndim") and hasattr(k, "dtype") and not isinstance(k, np.generic))
+
+
+def _fill(idx: tuple | None, arrays: tuple) -> tuple:
+    """The key ``idx`` with its operand places filled by ``arrays`` (None: the operands are the key)."""
+    if idx is None:
+        return arrays
     return tuple(arrays[k.k] if type(k) is _Operand else k for k in idx)
 
 
@@ -440,7 +453,7 @@ def _raw_scatter(xp: Any, g: Any, key: tuple, shape: tuple, nlead: int, adv: boo
 
 @primitive("getitem", save=slice(1, None))
 def _getitem(xp, x, *arrays, idx, nlead, adv):
-    key = _fill(idx, arrays) if arrays else idx
+    key = _fill(idx, arrays)
     return x[(slice(None),) * nlead + key] if nlead else x[key]
 
 
@@ -454,7 +467,7 @@ def _(F, g, needs, nb, node, *arrays):
 
 @primitive("scatter", save=slice(1, None))
 def _scatter(xp, g, *arrays, idx, shape, nlead, adv):
-    return _raw_scatter(xp, g, _fill(idx, arrays) if arrays else idx, shape, nlead, adv)
+    return _raw_scatter(xp, g, _fill(idx, arrays), shape, nlead, adv)
 
 
 @_scatter.defvjp
