@@ -645,6 +645,7 @@ def _tf_specs() -> list[Spec]:
     mT = lambda a: np.swapaxes(a, -1, -2)
     out += [
         _spec("tf.linalg.matrix_transpose", {"a": x}, mT, a="operand"),
+        _spec("tf.linalg.adjoint", {"matrix": x}, lambda matrix: np.conj(mT(matrix)), matrix="operand"),
         _spec(
             "tf.linalg.matmul",
             {"a": x, "b": x, "transpose_a": False},

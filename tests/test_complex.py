@@ -271,3 +271,15 @@ def test_real_imag_conj_methods_are_the_differentiable_ops():
     r = gt.constant([1.0, 2.0])
     assert r.real.numpy().tolist() == [1.0, 2.0] and r.imag.numpy().tolist() == [0.0, 0.0]
     assert r.conjugate().numpy().tolist() == [1.0, 2.0]
+
+
+def test_tf_adjoint_conjugates_complex_matrices():
+    import gputape.tf as tf
+
+    a = np.array([[1 + 2j, 3j], [1, 2 - 1j]])
+    b = np.array([[1, 1j], [2, 0.5]])
+    assert_allclose(tf.matmul(a, b, adjoint_a=True).numpy(), a.conj().T @ b)
+    assert_allclose(tf.matmul(a, b, adjoint_b=True).numpy(), a @ b.conj().T)
+    assert_allclose(tf.matmul(a, b, transpose_a=True).numpy(), a.T @ b)
+    assert_allclose(tf.linalg.adjoint(a).numpy(), a.conj().T)
+    assert_allclose(tf.linalg.matrix_transpose(a, conjugate=True).numpy(), a.conj().T)

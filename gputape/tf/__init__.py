@@ -63,7 +63,7 @@ from ..tensor import constant as _constant
 from . import data, keras, linalg, math, nn, optimizers, profiler, random
 from ._util import axis_arg
 from ._variable import Variable
-from .linalg import norm  # tf.norm is tf.linalg.norm
+from .linalg import matmul, norm  # tf.matmul is tf.linalg.matmul, tf.norm is tf.linalg.norm
 from .math import (
     abs,
     add,
@@ -592,28 +592,6 @@ def stop_gradient(input: Any, name: str | None = None) -> Tensor:
     2.0
     """
     return _stop_gradient(input)
-
-
-def matmul(
-    a: Any,
-    b: Any,
-    transpose_a: bool = False,
-    transpose_b: bool = False,
-    adjoint_a: bool = False,
-    adjoint_b: bool = False,
-    name: str | None = None,
-) -> Tensor:
-    """Matrix product, with optional transposes of the last two axes (adjoint = transpose for real dtypes).
-
-    >>> import gputape.tf as tf
-    >>> tf.matmul(tf.ones((2, 3)), tf.ones((2, 3)), transpose_b=True).shape
-    (2, 2)
-    """
-    if transpose_a or adjoint_a:
-        a = _ops.swapaxes(a, -1, -2)
-    if transpose_b or adjoint_b:
-        b = _ops.swapaxes(b, -1, -2)
-    return _ops.matmul(a, b)
 
 
 def einsum(equation: str, *inputs: Any, **kwargs: Any) -> Tensor:

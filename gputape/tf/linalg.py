@@ -62,16 +62,29 @@ def _t(x: Any) -> Tensor:
 
 
 def matrix_transpose(a: Any, name: str | None = None, conjugate: bool = False) -> Tensor:
-    """Transpose of the last two axes.
+    """Transpose of the last two axes; with ``conjugate=True`` of a complex tensor, the conjugate transpose.
 
     >>> import gputape.tf as tf
     >>> tf.linalg.matrix_transpose(tf.ones((2, 3, 4))).shape
     (2, 4, 3)
     """
-    return _t(a)
+    return _adjoint(a) if conjugate else _t(a)
 
 
-adjoint = matrix_transpose  # real dtypes: the conjugate transpose is the transpose
+def _adjoint(x: Any) -> Tensor:
+    """The conjugate transpose (the transpose for real dtypes)."""
+    t = _t(x)
+    return _ops.conj(t) if t.dtype.kind == "c" else t
+
+
+def adjoint(matrix: Any, name: str | None = None) -> Tensor:
+    """The conjugate transpose of the last two axes (``tf.linalg.adjoint``).
+
+    >>> import gputape.tf as tf, numpy as np
+    >>> tf.linalg.adjoint(tf.constant(np.array([[1 + 1j, 2j]]))).numpy().tolist()
+    [[(1-1j)], [-2j]]
+    """
+    return _adjoint(matrix)
 
 
 def matmul(
@@ -83,13 +96,22 @@ def matmul(
     adjoint_b: bool = False,
     name: str | None = None,
 ) -> Tensor:
-    """``tf.linalg.matmul`` (= ``tf.matmul``): matrix product, optionally transposing either operand.
+    """``tf.linalg.matmul`` (= ``tf.matmul``): matrix product, optionally transposing (``transpose_*``) or
+    conjugate-transposing (``adjoint_*``) either operand.
 
     >>> import gputape.tf as tf
     >>> tf.linalg.matmul(tf.ones((2, 3)), tf.ones((2, 3)), transpose_b=True).numpy().tolist()
     [[3.0, 3.0], [3.0, 3.0]]
     """
-    return _ops.matmul(_t(a) if transpose_a or adjoint_a else a, _t(b) if transpose_b or adjoint_b else b)
+    if adjoint_a:
+        a = _adjoint(a)
+    elif transpose_a:
+        a = _t(a)
+    if adjoint_b:
+        b = _adjoint(b)
+    elif transpose_b:
+        b = _t(b)
+    return _ops.matmul(a, b)
 
 
 def matvec(a: Any, b: Any, transpose_a: bool = False, adjoint_a: bool = False, name: str | None = None) -> Tensor:
