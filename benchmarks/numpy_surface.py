@@ -97,6 +97,8 @@ SAMPLES: dict[str, Sample] = {
     "linspace": lambda T: ((T(np.array(0.0)), T(np.array(2.0))), {"num": 5}),
     "max": lambda T: ((T(B),), {"axis": 0}),
     "mean": lambda T: ((T(B),), {"axis": 1, "keepdims": True}),
+    "nan_to_num": lambda T: ((T(np.array([1.0, np.nan, np.inf, -np.inf])),), {"posinf": 5.0}),
+    "sinc": lambda T: ((T(B),), {}),
     "min": lambda T: ((T(B),), {}),
     "moveaxis": lambda T: ((T(B), 0, 1), {}),
     "ones_like": lambda T: ((T(B),), {}),

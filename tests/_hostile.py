@@ -232,11 +232,12 @@ _KIND_OF = {
 
 _UNARY = (
     "abs absolute arctan ceil cos cosh erf exp expm1 floor identity log log1p negative reciprocal round sign sin "
-    "sinh sqrt square tan tanh arcsinh arccosh arctanh arcsin arccos log2 log10 exp2 conj conjugate"
+    "sinh sqrt square tan tanh arcsinh arccosh arctanh arcsin arccos log2 log10 exp2 conj conjugate "
+    "deg2rad rad2deg sinc"
 ).split()
 _BINARY = (
     "add divide floor_divide maximum minimum mod multiply multiply_no_nan power subtract true_divide "
-    "hypot arctan2 logaddexp"
+    "hypot arctan2 logaddexp logaddexp2 fmax fmin"
 ).split()
 _COMPARE = "equal not_equal less less_equal greater greater_equal logical_and logical_or logical_xor".split()
 _PRED = "isfinite isinf isnan logical_not".split()
@@ -404,6 +405,7 @@ def _surface_specs() -> list[Spec]:
         _spec("amin", {"x": x, "axis": 0, "keepdims": False}, np.amin, 1, x="operand", axis="axis", keepdims="flag"),
         _spec("remainder", {"x": x, "y": gt.constant(_BASE + 0.5)}, np.remainder, x="operand", y="operand"),
         _spec("fabs", {"x": x}, np.fabs, x="operand"),
+        _spec("nan_to_num", {"x": x}, np.nan_to_num, x="operand"),
         _spec("around", {"a": x, "decimals": 1}, np.around, **op, decimals="index"),
         _spec("ravel", {"a": x}, np.ravel, **op),
         _spec("cumsum", {"a": x, "axis": 0, "dtype": "float32"}, np.cumsum, **op, axis="axis", dtype="dtype"),

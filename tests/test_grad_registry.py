@@ -74,6 +74,9 @@ CASES: dict[str, list] = {
     "log2": [(gt.log2, (r(3, 3, lo=0.5, hi=3.0),))],
     "log10": [(gt.log10, (r(3, 3, lo=0.5, hi=3.0),))],
     "exp2": [(gt.exp2, (r(3, 3),))],
+    "deg2rad": [(gt.deg2rad, (r(3, 3),))],
+    "rad2deg": [(gt.rad2deg, (r(3, 3),))],
+    "sinc": [(gt.sinc, (r(3, 3) * 2,)), (gt.sinc, (np.array([0.0, 1.0, -2.5]),))],  # 0: the series branch
     "arcsin": [(gt.arcsin, (r(3, 3, lo=-0.8, hi=0.8),))],
     "arccos": [(gt.arccos, (r(3, 3, lo=-0.8, hi=0.8),))],
     "arctanh": [(gt.arctanh, (r(3, 3, lo=-0.8, hi=0.8),))],
@@ -81,6 +84,9 @@ CASES: dict[str, list] = {
     "hypot": [(gt.hypot, (r(3, 4), r(4)))],
     "arctan2": [(gt.arctan2, (r(3, 4), r(4)))],
     "logaddexp": [(gt.logaddexp, (r(3, 4), r(4)))],
+    "logaddexp2": [(gt.logaddexp2, (r(3, 4), r(4)))],
+    "fmax": [(gt.fmax, (apart(3, 4), apart(4) + 0.05))],
+    "fmin": [(gt.fmin, (apart(3, 4), apart(4) + 0.05))],
     "abs": [(gt.abs, (apart(3, 3) - 4.0,))],
     "reciprocal": [(gt.reciprocal, (r(3, 3, lo=0.5, hi=2.0),))],
     "sign": [(lambda x: gt.sign(x) * x, (apart(4) - 1.0,))],
@@ -158,6 +164,7 @@ CASES.update(grad_cases_fft.CASES)  # gt.fft's transforms, complex values made r
 
 # Public composites built from primitives: checked the same way.
 COMPOSITES = [
+    ("nan_to_num", gt.nan_to_num, (r(3, 4),)),
     ("var", lambda x: gt.var(x, axis=1), (r(3, 4),)),
     ("std", lambda x: gt.std(x), (r(3, 4),)),
     ("dot-nd", lambda a, b: gt.dot(a, b), (r(2, 3), r(4, 3, 2))),

@@ -83,6 +83,9 @@ UNARY = {
     "log2": (gt.log2, np.log2, (0.1, 4.0)),
     "log10": (gt.log10, np.log10, (0.1, 4.0)),
     "exp2": (gt.exp2, np.exp2, None),
+    "deg2rad": (gt.deg2rad, np.deg2rad, None),
+    "rad2deg": (gt.rad2deg, np.rad2deg, None),
+    "sinc": (gt.sinc, np.sinc, None),
     "arcsin": (gt.arcsin, np.arcsin, (-0.9, 0.9)),
     "arccos": (gt.arccos, np.arccos, (-0.9, 0.9)),
     "arctanh": (gt.arctanh, np.arctanh, (-0.9, 0.9)),
@@ -131,6 +134,9 @@ BINARY = {
     "logaddexp": (gt.logaddexp, np.logaddexp),
     "arctan2": (gt.arctan2, np.arctan2),
     "hypot": (gt.hypot, np.hypot),
+    "logaddexp2": (gt.logaddexp2, np.logaddexp2),
+    "fmax": (gt.fmax, np.fmax),
+    "fmin": (gt.fmin, np.fmin),
 }
 
 

@@ -22,7 +22,7 @@ from ..tensor import Tensor, Variable
 from . import _methods, _protocols, creation, elementwise, linalg, reduce, shape
 from ._util import norm_dtype as _norm_dtype
 from ._util import sum_to as _sum_to_impl
-from .aliases import around, fabs
+from .aliases import around, fabs, nan_to_num
 from .creation import (
     arange,
     argmax,
@@ -66,6 +66,7 @@ from .elementwise import (
     conjugate,
     cos,
     cosh,
+    deg2rad,
     divide,
     erf,
     exp,
@@ -73,6 +74,8 @@ from .elementwise import (
     expm1,
     floor,
     floor_divide,
+    fmax,
+    fmin,
     hypot,
     identity,
     imag,
@@ -81,6 +84,7 @@ from .elementwise import (
     log2,
     log10,
     logaddexp,
+    logaddexp2,
     maximum,
     minimum,
     mod,
@@ -88,11 +92,13 @@ from .elementwise import (
     multiply_no_nan,
     negative,
     power,
+    rad2deg,
     real,
     reciprocal,
     round,
     sign,
     sin,
+    sinc,
     sinh,
     sqrt,
     square,

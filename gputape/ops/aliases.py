@@ -1,4 +1,5 @@
-"""numpy names that are an existing op plus numpy's argument or dtype rule: ``around``, ``fabs``.
+"""numpy names that are an existing op plus numpy's argument or dtype rule: ``around``, ``fabs``,
+``nan_to_num``.
 
 (The names that are exactly an existing op, ``amax amin remainder``, are plain
 aliases in ``gputape.ops``.)
@@ -12,7 +13,7 @@ import numpy as np
 
 from ..tensor import as_tensor
 from ._compat import check_out
-from ._util import norm_size
+from ._util import norm_real, norm_size
 from .elementwise import abs, cast, identity, round
 
 
@@ -58,3 +59,29 @@ def fabs(x: Any, /) -> Any:
     except TypeError:
         raise TypeError(f"gt.fabs: not defined for dtype {t.dtype}; use gt.abs for complex values") from None
     return abs(t if t.dtype == dt else cast(t, dt))
+
+
+def nan_to_num(x: Any, copy: bool = True, nan: Any = 0.0, posinf: Any = None, neginf: Any = None) -> Any:
+    """NaN replaced by ``nan``, +/-inf by ``posinf``/``neginf`` (default: the dtype's largest and
+    smallest finite values), numpy's ``nan_to_num``. A composition of ``where``: the gradient is
+    the incoming one where ``x`` is finite and 0 where a value was replaced. ``copy`` is accepted
+    (tensors are never changed in place).
+
+    >>> import gputape as gt, numpy as np
+    >>> gt.nan_to_num(gt.constant([1.0, np.nan, np.inf, -np.inf], "float64"), posinf=9.0).numpy().tolist()
+    [1.0, 0.0, 9.0, -1.7976931348623157e+308]
+    """
+    from .creation import isfinite, isnan
+    from .elementwise import where
+
+    t = as_tensor(x)
+    if t.dtype.kind not in "fc":
+        return identity(t)  # integers and bools have no NaN or inf
+    if t.dtype.kind == "c":
+        raise TypeError("gt.nan_to_num: complex tensors are not supported yet; apply it to gt.real(x) and gt.imag(x)")
+    info = np.finfo(t.dtype)
+    big = info.max if posinf is None else norm_real(posinf, "nan_to_num", "posinf")
+    small = info.min if neginf is None else norm_real(neginf, "nan_to_num", "neginf")
+    fill = norm_real(nan, "nan_to_num", "nan")
+    bound = where(t > 0, np.asarray(big, t.dtype), np.asarray(small, t.dtype))
+    return where(isfinite(t), t, where(isnan(t), np.asarray(fill, t.dtype), bound))

@@ -353,6 +353,49 @@ logaddexp = binary_op(
 )
 
 
+# d/dx log2(2**x + 2**y) = 2**x / (2**x + 2**y) = sigmoid((x - y) ln 2), finite as logaddexp's.
+_logaddexp2 = declared(
+    "logaddexp2",
+    np.logaddexp2,
+    lambda x, y, g: (g * _x.sigmoid((x - y) * math.log(2.0)), g * _x.sigmoid((y - x) * math.log(2.0))),
+)
+logaddexp2 = binary_op(
+    _logaddexp2,
+    "logaddexp2",
+    """Elementwise ``log2(2**x + 2**y)``, without overflow.
+
+    >>> import gputape as gt
+    >>> gt.logaddexp2(gt.constant([0.0, 1000.0], "float64"), 0.0).numpy().round(4).tolist()
+    [1.0, 1000.0]
+    """,
+)
+
+# fmax/fmin ignore a NaN operand (numpy's rule): the gradient goes to the operand the result is,
+# x on ties (as maximum/minimum) and when both are NaN to y.
+_fmax = declared("fmax", np.fmax, lambda x, y, out, g: (_x.where(_x.eq(out, x), g, 0), _x.where(_x.eq(out, x), 0, g)))
+fmax = binary_op(
+    _fmax,
+    "fmax",
+    """Elementwise maximum that ignores NaN (``fmax(1, nan)`` is 1); the gradient goes to the operand chosen.
+
+    >>> import gputape as gt, numpy as np
+    >>> gt.fmax(gt.constant([1.0, np.nan]), gt.constant([np.nan, 2.0])).numpy().tolist()
+    [1.0, 2.0]
+    """,
+)
+_fmin = declared("fmin", np.fmin, lambda x, y, out, g: (_x.where(_x.eq(out, x), g, 0), _x.where(_x.eq(out, x), 0, g)))
+fmin = binary_op(
+    _fmin,
+    "fmin",
+    """Elementwise minimum that ignores NaN (``fmin(1, nan)`` is 1); the gradient goes to the operand chosen.
+
+    >>> import gputape as gt, numpy as np
+    >>> gt.fmin(gt.constant([1.0, np.nan]), gt.constant([np.nan, 2.0])).numpy().tolist()
+    [1.0, 2.0]
+    """,
+)
+
+
 # -- unary math --------------------------------------------------------------------
 
 
@@ -485,6 +528,33 @@ exp2 = _unary(
     np.exp2,
     lambda x, out, g: g * (out * _LN2),
     _doc("exp2", "Elementwise ``2 ** x``.", "[0.0, 3.0]", "[1.0, 8.0]"),
+)
+_DEG = math.pi / 180.0
+deg2rad = _unary(
+    "deg2rad",
+    np.deg2rad,
+    lambda x, g: g * _DEG,
+    _doc("deg2rad", "Elementwise degrees to radians.", "[0.0, 180.0]", "[0.0, 3.1416]"),
+)
+rad2deg = _unary(
+    "rad2deg",
+    np.rad2deg,
+    lambda x, g: g * (1.0 / _DEG),
+    _doc("rad2deg", "Elementwise radians to degrees.", "[0.0, 3.141592653589793]", "[0.0, 180.0]"),
+)
+# d/dx sin(pi x) / (pi x) = (cos(pi x) - sinc(x)) / x, with the 0/0 at x = 0 replaced by the
+# series -(pi**2 / 3) x: 0 there, and its own derivative is sinc's second derivative at 0, so
+# second (and third) order stay right (the divisor is made 1 first: no 0/0 at any order).
+sinc = _unary(
+    "sinc",
+    lambda xp, x: xp.sinc(x),
+    lambda x, out, g: (
+        g
+        * _x.where(_x.eq(x, 0), (-math.pi * math.pi / 3) * x, (_x.cos(math.pi * x) - out) / _x.where(_x.eq(x, 0), 1, x))
+    ),
+    _doc(
+        "sinc", "Elementwise normalised sinc, ``sin(pi x) / (pi x)`` (1 at 0, numpy's).", "[0.0, 0.5]", "[1.0, 0.6366]"
+    ),
 )
 arcsin = _unary(
     "arcsin",
