@@ -26,9 +26,10 @@ refused         0           0           1           0
 (``result`` falls where values numpy turns into string or object arrays, float sizes that
 ``int()`` used to truncate and non-finite cutoffs are now refused with a clear error;
 ``gputape-other`` at 3801f82 is mostly ``tf`` functions whose errors named the inner ``gt`` op.)
-What is left lives in ``gputape/nn/functional.py``, which converts its own arguments
-(``float(alpha)``, ``bool(approximate)``, labels) and takes complex logits; ``KNOWN_ELSEWHERE``
-lists each case, so a new one fails.
+The ``gt.nn`` cases were fixed next (complex inputs refused, ``alpha``/``approximate``/labels
+converted at the boundary). At the end of the session (``91c008a``: fft, complex ops and the
+last numpy names added) the table makes 5342 calls over 282 functions and methods: 3551 clear,
+1791 correct results, nothing else; ``KNOWN_ELSEWHERE`` is empty, so any new case fails.
 """
 
 from __future__ import annotations
