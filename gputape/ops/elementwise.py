@@ -353,11 +353,13 @@ logaddexp = binary_op(
 )
 
 
+_LN2 = math.log(2.0)
+
 # d/dx log2(2**x + 2**y) = 2**x / (2**x + 2**y) = sigmoid((x - y) ln 2), finite as logaddexp's.
 _logaddexp2 = declared(
     "logaddexp2",
     np.logaddexp2,
-    lambda x, y, g: (g * _x.sigmoid((x - y) * math.log(2.0)), g * _x.sigmoid((y - x) * math.log(2.0))),
+    lambda x, y, g: (g * _x.sigmoid((x - y) * _LN2), g * _x.sigmoid((y - x) * _LN2)),
 )
 logaddexp2 = binary_op(
     _logaddexp2,
@@ -370,9 +372,14 @@ logaddexp2 = binary_op(
     """,
 )
 
-# fmax/fmin ignore a NaN operand (numpy's rule): the gradient goes to the operand the result is,
-# x on ties (as maximum/minimum) and when both are NaN to y.
-_fmax = declared("fmax", np.fmax, lambda x, y, out, g: (_x.where(_x.eq(out, x), g, 0), _x.where(_x.eq(out, x), 0, g)))
+
+def _to_chosen(x: Any, y: Any, out: Any, g: Any) -> tuple:
+    """fmax/fmin ignore a NaN operand (numpy's rule): the gradient goes to the operand the result
+    is, x on ties (as maximum/minimum) and when both are NaN to y."""
+    return (_x.where(_x.eq(out, x), g, 0), _x.where(_x.eq(out, x), 0, g))
+
+
+_fmax = declared("fmax", np.fmax, _to_chosen)
 fmax = binary_op(
     _fmax,
     "fmax",
@@ -383,7 +390,7 @@ fmax = binary_op(
     [1.0, 2.0]
     """,
 )
-_fmin = declared("fmin", np.fmin, lambda x, y, out, g: (_x.where(_x.eq(out, x), g, 0), _x.where(_x.eq(out, x), 0, g)))
+_fmin = declared("fmin", np.fmin, _to_chosen)
 fmin = binary_op(
     _fmin,
     "fmin",
@@ -413,7 +420,6 @@ def _unary(name: str, fwd: Any, grad: Any, doc: str, vjp: Any = None) -> Any:
     return unary_op(prim, name, doc)
 
 
-_LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 
 
