@@ -45,11 +45,6 @@ bool_ = np.dtype("bool")
 FLOAT_DTYPES = frozenset((float16, float32, float64))
 
 
-def _host(d: Any) -> Any:
-    """``d`` itself on the CPU; a device array's value through the backend, which counts the copy."""
-    return d if type(d) is np.ndarray else backend.to_host(d)
-
-
 def _export_hook(t: Tensor, array: Any) -> None:
     """A value left as a host array or number: recording tapes note it (so tape.explain()
     can say 'left_tape'), a gt.function trace refuses it."""
@@ -302,25 +297,25 @@ class Tensor:
         (3, 4)
         """
         _export_hook(self, None)
-        return _host(self._data).item(*args)
+        return backend.to_host(self._data).item(*args)
 
     def __float__(self) -> float:
         _export_hook(self, None)
-        return float(_host(self._data))
+        return float(backend.to_host(self._data))
 
     def __int__(self) -> int:
         _export_hook(self, None)
-        return int(_host(self._data))
+        return int(backend.to_host(self._data))
 
     def __index__(self) -> int:
         if self._data.dtype.kind not in "iub":
             raise TypeError(f"only integer tensors can be used as an index, not {self._data.dtype}")
         _export_hook(self, None)
-        return int(_host(self._data))
+        return int(backend.to_host(self._data))
 
     def __bool__(self) -> bool:
         _export_hook(self, None)
-        return bool(_host(self._data))
+        return bool(backend.to_host(self._data))
 
     def __len__(self) -> int:
         if self._data.ndim == 0:
