@@ -28,7 +28,7 @@ which no library can intercept.
 >>> class Marker:
 ...     observes = "numerics"
 >>> m = Marker()
->>> _state.push(m); _state.tls.obs.numerics
+>>> _state.push(m); _state.tls.obs.numerics is m
 True
 >>> _state.pop(m); _state.tls.obs is None
 True
@@ -137,8 +137,9 @@ class Observers:
     * ``"custom"``: a ``custom_gradient`` forward: tapes below it do not record until it
       ends, and its ``watched`` dict collects the variables read meanwhile;
     * ``"trace"``: a ``gt.function`` trace (the innermost one is ``trace``);
-    * ``"numerics"``: ``check_numerics`` (implies ``locations``); ``"locations"``:
-      ``record_locations``;
+    * ``"numerics"``: ``check_numerics`` (implies ``locations``): the innermost one is
+      ``numerics``, whose ``check_forward(prim, args, res)``, ``check_backward(node, g, saved,
+      grads)`` and ``flush()`` the op path and the sweep call; ``"locations"``: ``record_locations``;
     * ``"placement"``: ``gt.debug.log_device_placement`` (the innermost one is ``placement``;
       its ``op(name, result)`` is called for every op).
 
@@ -165,8 +166,8 @@ class Observers:
         tapes: list[Any] = []
         paused: list[Any] = []
         watchers: list[dict] = []
-        trace = placement = None
-        numerics = locations = False
+        trace = placement = numerics = None
+        locations = False
         for e in stack:
             role = e.observes
             if role == "tape":
@@ -184,7 +185,8 @@ class Observers:
             elif role == "trace":
                 trace = e
             elif role == "numerics":
-                numerics = locations = True
+                numerics = e
+                locations = True
             elif role == "locations":
                 locations = True
             elif role == "placement":
@@ -199,7 +201,7 @@ class Observers:
         self.numerics = numerics
         self.locations = locations
         self.placement = placement
-        self.debug = numerics or bool(paused) or placement is not None
+        self.debug = numerics is not None or bool(paused) or placement is not None
         self.hooks = self.debug or trace is not None or bool(watchers)
 
     def __repr__(self) -> str:
@@ -320,9 +322,9 @@ class Scope:
 
     >>> from gputape import _state
     >>> class Loud(_state.Scope):
-    ...     observes = "numerics"
+    ...     observes = "locations"
     >>> with Loud():
-    ...     _state.tls.obs.numerics
+    ...     _state.tls.obs.locations
     True
     >>> _state.tls.obs is None
     True

@@ -32,9 +32,10 @@ from typing import Any
 import numpy as np
 
 from . import backend
+from .dispatch import apply, primitive
 from .ops import pad, roll
 from .ops._util import norm_axis_seq, norm_ints, norm_real, norm_size
-from .tape import COMPLEX_DIRECT, apply, primitive
+from .primitive import COMPLEX_DIRECT
 from .tensor import Tensor, as_tensor
 from .tensor import constant as _constant
 

@@ -22,6 +22,7 @@ from .ops._util import is_index as _is_index
 from .ops._util import norm_dtype as _norm_dtype
 from .ops._util import norm_real as _norm_real
 from .ops._util import norm_shape as _norm_shape
+from .recording import traced
 from .tensor import Tensor, _wrap
 
 _rng = np.random.default_rng()
@@ -167,9 +168,7 @@ def _int_bound(v: Any, what: str) -> int:
 
 
 def _traced(fn: Any, args: tuple, t: Tensor) -> None:
-    from . import tape
-
-    tape.traced(fn, args, t._data)  # a gt.function replay draws fresh numbers each call
+    traced(fn, args, t._data)  # a gt.function replay draws fresh numbers each call
 
 
 def _draw(kind: str, args: tuple, dtype: Any, device: str) -> Any:

@@ -248,10 +248,17 @@ def flush() -> None:
     raise FloatingPointError(msg)
 
 
-class _Switch:
-    """The entry :func:`enable_check_numerics` puts on the thread's observer stack."""
+class _Checks:
+    """What an observer of role ``"numerics"`` offers the op path and the sweep (gputape._state)."""
 
     observes = "numerics"
+    check_forward = staticmethod(check_forward)
+    check_backward = staticmethod(check_backward)
+    flush = staticmethod(flush)
+
+
+class _Switch(_Checks):
+    """The entry :func:`enable_check_numerics` puts on the thread's observer stack."""
 
 
 def enable_check_numerics() -> None:
@@ -276,7 +283,7 @@ def disable_check_numerics() -> None:
     flush()
 
 
-class check_numerics(_state.Scope):  # noqa: N801 - used like a function, as contextlib's managers
+class check_numerics(_Checks, _state.Scope):  # noqa: N801 - used like a function, as contextlib's managers
     """Raise ``FloatingPointError`` at the first op (forward or backward) that yields inf or NaN.
 
     >>> import gputape as gt
@@ -301,8 +308,6 @@ class check_numerics(_state.Scope):  # noqa: N801 - used like a function, as con
     ...         print(str(e).split(" at ")[0])
     gt.log created a non-finite value in the forward pass
     """
-
-    observes = "numerics"
 
     def __init__(self, deferred: bool = False) -> None:
         self.deferred = bool(deferred)

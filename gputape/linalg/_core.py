@@ -15,8 +15,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _errors, backend
+from ..dispatch import apply, primitive
 from ..ops import _util
-from ..tape import Primitive, apply, primitive
+from ..primitive import Primitive
 from ..tensor import Tensor, as_tensor
 
 NOPARAMS = _util.NOPARAMS

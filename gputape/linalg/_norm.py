@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from .. import _errors, backend, ops
+from ..dispatch import primitive
 from ..ops._util import norm_axis_seq, norm_flag, norm_size
-from ..tape import primitive
 from ..tensor import Tensor, constant
 from ._core import _inv, matrix_arg, real_arg, run
 from ._spectral import svd

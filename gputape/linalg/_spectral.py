@@ -19,8 +19,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import ops
+from ..dispatch import primitive
 from ..ops._util import norm_flag, norm_real
-from ..tape import primitive
 from ..tensor import Tensor, as_tensor
 from ._core import LinAlgError, _solve, call, matrix_arg, mT, per_matrix, run, tril, xp_in_vjp
 

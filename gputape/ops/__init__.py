@@ -17,7 +17,6 @@ import numpy as np
 
 from .. import _errors
 from .. import backend as _backend
-from .. import tape as _tape
 from ..tensor import Tensor, Variable
 from . import _methods, _protocols, creation, elementwise, linalg, reduce, shape
 from ._util import norm_dtype as _norm_dtype
@@ -231,8 +230,6 @@ DIFF_NAMESPACE.xp = None
 DIFF_NAMESPACE.gpu = False
 register_f("erf", erf, elementwise._erf_numpy)
 
-_tape._DIFF_F = DIFF_NAMESPACE
-_tape._RAW_F = raw_namespace
 
 
 # -- operators and methods on Tensor ---------------------------------------------------

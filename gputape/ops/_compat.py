@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from .. import backend
-from ..tape import Primitive, apply
+from ..dispatch import apply
+from ..primitive import Primitive
 from ..tensor import Tensor, Variable, _to_array, _wrap
 
 NOVALUE: Any = np._NoValue  # numpy's own "argument not given" marker (diff's prepend/append)

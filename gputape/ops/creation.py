@@ -10,9 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import _errors, _state, backend
-from .. import tape as _tape
+from .. import _errors, backend
 from ..device import current_device
+from ..dispatch import _const_array
+from ..recording import integer_result
 from ..tensor import Tensor, _py_dtype, _to_array, _wrap, _wrap_op, as_tensor
 from ._util import norm_axis, norm_dtype, norm_flag, norm_shape, norm_size
 
@@ -236,7 +237,7 @@ def _linspace_diff(ends: list, num: int, endpoint: bool, retstep: bool, dt: Any,
 def _nondiff(name: str, nargs: int) -> Any:
     def op(*args: Any) -> Tensor:
         # None stays None: numpy (and TensorFlow) say t == None is all False, not an error
-        datas = [a._data if isinstance(a, Tensor) else a if a is None else _tape._const_array(a, None) for a in args]
+        datas = [a._data if isinstance(a, Tensor) else a if a is None else _const_array(a, None) for a in args]
         xp = np
         for d in datas:
             if hasattr(d, "shape") and backend.xp_of(d) is not np:
@@ -252,9 +253,7 @@ def _nondiff(name: str, nargs: int) -> Any:
                 ValueError(f"gt.{name}: cannot apply to inputs of shapes {shapes} and dtypes {dtypes}: {exc}")
             ) from exc
         res = _wrap_op(np.asarray(r) if isinstance(r, np.generic) else r)
-        if _state.anywhere and _state.tls.obs is not None:  # outside every tape: one attribute read
-            _tape.traced(_fixed(getattr(xp, name)), tuple(args), res._data, True)
-            _tape.note_nondiff(name, args, res)
+        integer_result(name, _fixed(getattr(xp, name)), tuple(args), res)
         return res
 
     _errors.own_code(op, name)
@@ -308,9 +307,8 @@ def argmin(x: Any, axis: Any = None) -> Tensor:
 
 def _index_result(name: str, x: Any, axis: Any, r: Any) -> Tensor:
     res = _wrap_op(np.asarray(r) if isinstance(r, np.generic) else r)
-    if _state.tls.obs is not None and isinstance(x, Tensor):
-        _tape.traced(_fixed(getattr(backend.xp_of(res._data), name)), (x, axis), res._data, True)
-        _tape.note_nondiff(name, (x,), res)
+    if isinstance(x, Tensor):
+        integer_result(name, _fixed(getattr(backend.xp_of(res._data), name)), (x, axis), res, (x,))
     return res
 
 

@@ -29,8 +29,9 @@ import numpy as np
 
 from .. import expr as _x
 from .. import tensor as _tensor
+from ..dispatch import apply, binary_op, primitive, unary_op
 from ..expr import multiply_no_nan as _mnn
-from ..tape import COMPLEX_DIRECT, REGISTRY, Primitive, apply, binary_op, primitive, unary_op
+from ..primitive import COMPLEX_DIRECT, REGISTRY, Primitive
 from ..tensor import as_tensor
 from ._util import NOPARAMS
 
@@ -907,10 +908,10 @@ for _name, _f in _CPU.items():
     if _f is not None:
         REGISTRY[_name].cpu = _f
 
-# The public functions above are built by unary_op/binary_op in gputape.tape,
+# The public functions above are built by unary_op/binary_op in gputape.dispatch,
 # so doctest would not find their examples here by itself.
 __test__ = {
     _n: _f.__doc__
     for _n, _f in list(globals().items())
-    if callable(_f) and getattr(_f, "__module__", "") == "gputape.tape" and _f.__doc__ and ">>>" in _f.__doc__
+    if callable(_f) and getattr(_f, "__module__", "") == "gputape.dispatch" and _f.__doc__ and ">>>" in _f.__doc__
 }

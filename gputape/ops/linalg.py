@@ -6,7 +6,7 @@ import string
 from typing import Any
 
 from .. import _errors
-from ..tape import apply, primitive
+from ..dispatch import apply, primitive
 from ..tensor import as_tensor
 from ._util import NOPARAMS
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import backend
-from ..tape import apply, primitive
+from ..dispatch import apply, primitive
 from ..tensor import as_tensor
 from ._compat import check_out
 from ._util import norm_axes, norm_flag, norm_real

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import _errors, _state
-from .. import tape as _tape
-from ..tape import primitive
+from .. import _errors
+from ..dispatch import primitive
+from ..recording import integer_result
 from ..tensor import Tensor, _to_array, _wrap, _wrap_op, as_tensor
 from ._compat import axis_index, on_device, run, xp_of
 from ._util import is_index, norm_axes, norm_axis, norm_axis_seq, norm_ints, norm_shape, norm_size
@@ -275,9 +275,7 @@ def _index_op(name: str, x: Tensor, fn: Any) -> Tensor:
         res = _wrap_op(fn(x._data))
     except (ValueError, TypeError) as exc:
         raise ValueError(f"gt.{name}: cannot apply to an input of shape {x.shape}: {exc}") from exc
-    if _state.tls.obs is not None:
-        _tape.traced(fn, (x,), res._data, True)
-        _tape.note_nondiff(name, (x,), res)
+    integer_result(name, fn, (x,), res)
     return res
 
 

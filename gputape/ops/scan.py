@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..tape import primitive
+from ..dispatch import primitive
 from ..tensor import as_tensor
 from ._compat import NOVALUE, axis_index, check_out, const_like, run, snapshot, xp_of
 from ._util import norm_axis, norm_dtype, norm_size

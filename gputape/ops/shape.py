@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .. import _errors
-from ..tape import apply, primitive
+from ..dispatch import apply, primitive
 from ..tensor import Tensor, _to_array, as_tensor
 from ._util import is_index, norm_axis, norm_shape, norm_size
 

@@ -1,0 +1,289 @@
+"""Dispatch: the entry point of every primitive, from arguments to a recorded result.
+
+:func:`apply` runs a primitive's forward on raw arrays (converting constants, placing host
+operands on the op's GPU) and, only when something observes this thread (the flag
+``gputape._state.anywhere``, then this thread's ``gputape._state.tls.obs``), hands the result to
+the recorders of :mod:`gputape.recording`. The per-primitive public functions of elementwise
+ops are generated from their declaration (:func:`unary_op`, :func:`binary_op`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import _errors, _state, backend
+from . import tensor as _tensor_mod
+from ._state import tls as _tls
+from .device import gpu_operands as _gpu_operands
+from .primitive import _NOPARAMS, REGISTRY, Primitive
+from .recording import _record, _record1, _record2
+from .tensor import Tensor, _new, _next_id, _wrap_op
+
+_ndarray = np.ndarray
+
+
+def _op_error(prim: Primitive, args: tuple, params: dict, exc: Exception) -> Exception:
+    """Turn an array library's error into one that names the function, op, shapes, dtypes, devices.
+
+    The forward's own exception stays the cause (``raise _op_error(...) from exc``); one
+    gputape already explained is re-raised as it is, and so are MemoryError and
+    FloatingPointError (``_errors.NEVER_WRAP``), which callers catch by class, and runtime
+    failures (RuntimeError, NotImplementedError, a CUDA error): they are not about the arguments.
+    """
+    if isinstance(exc, (*_errors.NEVER_WRAP, RuntimeError)) or _errors.is_clear(exc):
+        raise exc
+    shapes, dtypes, devices = [], [], []
+    for a in args:
+        if isinstance(a, Tensor):
+            shapes.append(a._data.shape)
+            dtypes.append(str(a._data.dtype))
+            devices.append(backend.device_of(a._data))
+        elif isinstance(a, (np.ndarray, np.generic)):
+            shapes.append(a.shape)
+            dtypes.append(str(a.dtype))
+            devices.append("cpu")
+        else:
+            shapes.append(type(a).__name__)
+            dtypes.append("-")
+            devices.append(backend.device_of(a) if hasattr(a, "shape") else "-")
+    name = _errors.where(prim.name)
+    real = sorted({d for d in devices if d != "-"})
+    if len(real) > 1:
+        return _errors.mark(
+            ValueError(
+                f"{name}: inputs are on different devices ({' and '.join(real)}); "
+                "move them to one device with .to(...) first"
+            )
+        )
+    extra = f" with {_errors.describe(params)}" if params else ""
+    # numpy says TypeError for dtypes an op does not take (ufunc 'floor' on complex, a string
+    # operand) and ValueError/IndexError for values and shapes; anything else (an operand's own
+    # exception) means the argument could not be used at all: a TypeError
+    cls = ValueError if isinstance(exc, (ValueError, IndexError)) else TypeError
+    hint = ""
+    if prim.name in ("matmul", "dot", "einsum"):
+        hint = "; the inner dimensions must agree (x.shape[-1] == y.shape[-2])"
+    elif len(shapes) > 1:
+        hint = "; shapes must be equal or broadcastable (numpy rules)"
+    names = _errors.argument_names(args)
+    what = ", ".join(f"{n} of shape {s} and dtype {d}" for n, s, d in zip(names, shapes, dtypes))
+    return _errors.mark(cls(f"{name}: cannot apply to {what}{extra}{hint}. ({type(exc).__name__}: {exc})"))
+
+
+def _fix_output(out: Any) -> Any:
+    # numpy returns scalars for 0-d results; tensors always hold real arrays.
+    if isinstance(out, np.generic):
+        return np.asarray(out)
+    return out
+
+
+def _const_array(a: Any, prim: Primitive | None) -> Any:
+    """A non-tensor argument: Python numbers and arrays pass through, lists of tensors are packed,
+    anything else is converted.
+
+    Conversion (``tensor._to_array``) refuses None, ragged lists, strings, object arrays and
+    objects whose ``__array__`` raises, naming the function and the argument.
+    """
+    if type(a) is float or type(a) is int or type(a) is _ndarray or isinstance(a, (np.generic, bool, complex)):
+        return a
+    if a is None and prim is not None and prim.name == "clip":
+        return a  # clip's missing bound
+    if isinstance(a, (list, tuple)):
+        p = _tensor_mod.packed(a)  # a list holding tensors is packed on the tape; apply then runs again with it
+        if p is not None:
+            return p
+    if isinstance(a, _ndarray) or hasattr(a, "__cuda_array_interface__"):
+        if getattr(getattr(a, "dtype", None), "kind", None) in _tensor_mod.NUMERIC_KINDS:
+            return a  # an ndarray subclass or a device array
+    return _tensor_mod._to_array(a)
+
+
+def apply(prim: Primitive, args: tuple, params: dict) -> Any:
+    """Run primitive ``prim`` on ``args`` and record it on every tape that tracks an input."""
+    datas = []
+    xp = None
+    for a in args:
+        if isinstance(a, Tensor):
+            d = a._data
+            if xp is None:
+                xp = np if type(d) is _ndarray else backend.xp_of(d)
+            elif xp is np and type(d) is not _ndarray:
+                xp = backend.xp_of(d)  # a GPU tensor after a host one: the op runs on the GPU
+        else:
+            d = _const_array(a, prim)
+            if type(d) is Tensor:  # a list holding tensors, packed
+                return apply(prim, tuple(d if b is a else b for b in args), params)
+        datas.append(d)
+    if xp is None:
+        # No tensor among the inputs. Beside an array, Python numbers stay weak (numpy's rule:
+        # ndarray64 * 0.1 is float64 with 0.1 exact, as beside a tensor); numbers alone follow the
+        # dtype rule (float -> float32), as gt.constant would convert them.
+        arr = next((d for d in datas if hasattr(d, "dtype")), None)
+        if arr is None:
+            from .tensor import _to_array
+
+            datas = [_to_array(d) if isinstance(d, (int, float)) else d for d in datas]
+            arr = datas[0] if datas else None
+        xp = backend.xp_of(arr) if arr is not None else np
+    elif xp is not np:
+        # Host arrays mixed into a GPU op act as constants on that GPU (copied, counted); a host
+        # Tensor is refused unless soft placement is on (device.gpu_operands); tensors on
+        # two GPUs still fail in the forward and are reported by _op_error.
+        for d in datas:
+            if type(d) is _ndarray:
+                datas = _gpu_operands(prim.name, args, datas)
+                break
+    try:
+        out = prim.fwd(xp, *datas, **params)
+    except Exception as exc:
+        raise _op_error(prim, args, params, exc) from exc
+    if prim.nout == 1:
+        if type(out) is not _ndarray:
+            out = _fix_output(out)
+        res = _new(Tensor)
+        res._data = out
+        res._id = _next_id()
+    else:
+        res = [_wrap_op(o if type(o) is _ndarray else _fix_output(o)) for o in out]
+    if _state.anywhere:
+        obs = _tls.obs
+        if obs is not None:
+            _record(obs, prim, args, params, res, datas)
+    return res
+
+
+# The two fast paths below are apply() specialised to one and two arguments
+# without parameters (elementwise ops, the operators): same semantics, fewer
+# Python operations, because per-op overhead is what small models pay for.
+
+
+def unary_op(prim: Primitive, name: str, doc: str) -> Callable[[Any], Tensor]:
+    """The public function of an elementwise one-argument primitive without parameters
+    (its output has its input's shape: the recorder relies on it).
+
+    Its body is ``apply`` specialised to one tensor argument and inlined, one
+    Python frame per op less: on small arrays per-op overhead is the cost.
+    """
+
+    def op(x: Any) -> Tensor:
+        if not isinstance(x, Tensor):
+            return apply(prim, (x,), _NOPARAMS)
+        d = x._data
+        try:
+            if type(d) is _ndarray and prim.cpu is not None:
+                out = prim.cpu(d)
+            else:
+                out = prim.fwd(np if type(d) is _ndarray else backend.xp_of(d), d)
+        except Exception as exc:
+            raise _op_error(prim, (x,), _NOPARAMS, exc) from exc
+        if type(out) is not _ndarray:
+            out = _fix_output(out)
+        res = _new(Tensor)
+        res._data = out
+        res._id = _next_id()
+        if _state.anywhere:
+            obs = _tls.obs
+            if obs is not None:
+                _record1(obs, prim, x, res)
+        return res
+
+    _errors.own_code(op, name)
+    op.__doc__ = doc
+    return op
+
+
+def binary_op(prim: Primitive, name: str, doc: str, same: Primitive | None = None) -> Callable[[Any, Any], Tensor]:
+    """The public function of a two-argument primitive without parameters.
+
+    ``apply`` specialised to a tensor and a tensor-or-Python-number, inlined;
+    anything else (lists, arrays, two numbers) takes the general path. With
+    ``same``, ``op(x, x)`` runs that one-argument primitive instead (x * x as
+    square: one VJP term instead of two summed).
+    """
+
+    def op(x: Any, y: Any) -> Tensor:
+        if isinstance(x, Tensor):
+            a = d = x._data
+            if isinstance(y, Tensor):
+                if x is y and same is not None:
+                    return _same_ops[same](x)
+                b = y._data
+            elif type(y) is float or type(y) is int:
+                b = y
+            else:
+                return apply(prim, (x, y), _NOPARAMS)
+        elif isinstance(y, Tensor) and (type(x) is float or type(x) is int):
+            a = x
+            b = d = y._data
+        else:
+            return apply(prim, (x, y), _NOPARAMS)
+        try:
+            if type(d) is _ndarray and prim.cpu is not None:
+                out = prim.cpu(a, b)
+            else:
+                out = prim.fwd(np if type(d) is _ndarray else backend.xp_of(d), a, b)
+        except Exception as exc:
+            if type(a) is not type(b) and isinstance(x, Tensor) and isinstance(y, Tensor):
+                return apply(prim, (x, y), _NOPARAMS)  # a host and a GPU tensor: apply's placement rule
+            raise _op_error(prim, (x, y), _NOPARAMS, exc) from exc
+        if type(out) is not _ndarray:
+            out = _fix_output(out)
+        res = _new(Tensor)
+        res._data = out
+        res._id = _next_id()
+        if _state.anywhere:
+            obs = _tls.obs
+            if obs is not None:
+                _record2(obs, prim, x, y, res)
+        return res
+
+    if same is not None and same not in _same_ops:
+        _same_ops[same] = unary_op(same, same.name, "")
+    _errors.own_code(op, name)
+    op.__doc__ = doc
+    return op
+
+
+_same_ops: dict[Primitive, Callable[[Any], Tensor]] = {}
+
+
+def primitive(
+    name: str,
+    *,
+    save: bool | tuple[int, ...] | slice = (),
+    save_out: bool = False,
+    nout: int = 1,
+    batchable: bool = True,
+) -> Callable[[Callable[..., Any]], Primitive]:
+    """Decorator: register ``fwd`` as primitive ``name``; add its VJP with ``.defvjp``.
+
+    >>> from gputape.dispatch import primitive
+    >>> @primitive("demo_cube", save=True)
+    ... def cube(xp, x):
+    ...     return x * x * x
+    >>> @cube.defvjp
+    ... def _(F, g, needs, nb, node, x):
+    ...     return (g * 3 * x * x,)
+    >>> import gputape as gt
+    >>> x = gt.constant(2.0)
+    >>> with gt.GradientTape() as t:
+    ...     t.watch(x); y = cube(x)
+    >>> float(t.gradient(y, x))
+    12.0
+    >>> from gputape.primitive import REGISTRY
+    >>> del REGISTRY["demo_cube"]  # keep the doctest out of the real registry
+    """
+
+    def deco(fwd: Callable[..., Any]) -> Primitive:
+        if name in REGISTRY:
+            raise ValueError(f"primitive {name!r} is already registered")
+        prim = Primitive(name, fwd, save, save_out, nout, batchable)
+        prim.call = functools.partial(apply, prim)
+        REGISTRY[name] = prim
+        return prim
+
+    return deco

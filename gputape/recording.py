@@ -1,0 +1,406 @@
+"""Recording: what the dispatch tells the observers after an op ran.
+
+An op is recorded on a tape when one of its inputs is tracked by that tape (watched, or
+produced by an op it recorded), exactly TensorFlow's rule, so nested tapes each record only
+what they watch. A tape is a set of tracked ids plus its node list in recording order;
+tensors know nothing of tapes, so ``del tape`` frees everything it saved. Besides the tapes,
+the observers of this thread (:class:`gputape._state.Observers`) get their hooks here: the
+gt.function trace, check_numerics, the stop_recording markers, the variable-read watchers.
+
+Tapes are reached through their fields (``_tensors``, ``_nodes``, ``_edges``, ``_broken``,
+``_auto``, ``_watch_variable``): this layer sits below :mod:`gputape.tape`, which defines them.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import _state
+from ._state import tls as _tls
+from .primitive import _NOPARAMS, _NOSAVED, Node, Primitive, _complex_node
+from .tensor import FLOAT_DTYPES, Tensor, Variable, _new
+
+_ndarray = np.ndarray
+
+
+def _where() -> str | None:
+    """The user's ``file:line`` that called into gputape (the first frame outside it)."""
+    f = sys._getframe(1)
+    while f is not None:
+        name = f.f_globals.get("__name__", "")
+        if name != "gputape" and not name.startswith("gputape."):
+            return f"{f.f_code.co_filename}:{f.f_lineno}"
+        f = f.f_back
+    return None
+
+
+def _record(
+    obs: _state.Observers, prim: Primitive, args: tuple, params: dict, res: Any, datas: list | None = None
+) -> None:
+    if obs.hooks:
+        if obs.trace is not None:
+            obs.trace.forward(prim, args, params, datas, res)
+        if obs.debug:
+            _debug_hook(obs, prim, args, res)
+        if obs.watchers:
+            _note_reads(obs, args)
+    tapes = obs.tapes
+    if not tapes:
+        return
+    single = prim.nout == 1
+    odt = res._data.dtype if single else res[0]._data.dtype
+    cplx = False
+    if odt not in FLOAT_DTYPES:
+        if odt.kind != "c":
+            _note_untracked(tapes, prim.name, args, res)  # integer and bool results carry no gradient
+            return
+        cplx = True
+    node = None
+    for tape in tapes:
+        tt = tape._tensors
+        hit = False
+        for a in args:
+            if isinstance(a, Tensor) and (a._id in tt or _watch_on_read(tape, a)):
+                hit = True
+        if tape._exports:
+            _note_exported_operands(tape, args, res)
+        if hit:
+            if node is None:
+                node = _make_node(prim, args, params, res, datas, obs)
+                if cplx or node.casts is not None:
+                    _complex_node(node, odt)
+            tape._nodes.append(node)
+            if single:
+                tt.add(res._id)
+            else:
+                tt.update(o._id for o in res)
+        else:
+            _note_edge(tape, prim.name, args, res)
+
+
+def _note_edge(tape: Any, name: str, args: tuple, res: Any) -> None:
+    """An op ran inside the tape on values it does not track: keep the edge for explain()."""
+    ids = tuple(a._id for a in args if isinstance(a, Tensor))
+    for o in (res,) if isinstance(res, Tensor) else res:
+        tape._edges[o._id] = (name, ids)
+
+
+def _note_untracked(tapes: tuple, name: str, args: tuple, res: Any) -> None:
+    """An op with an integer/bool result (comparison, argmax, cast to int) ran inside tapes.
+
+    Nothing is recorded (no gradient flows through it), but its inputs were read: a trainable
+    Variable among them is watched (TensorFlow watches on every read, whatever the op), and
+    the cut is marked so that explain() names this op instead of saying "not watched".
+    """
+    where = None
+    ids = tuple(a._id for a in args if isinstance(a, Tensor))
+    for tape in tapes:
+        tt = tape._tensors
+        hit = False
+        for a in args:  # no short-circuit: every trainable Variable read here is watched
+            if isinstance(a, Tensor) and (a._id in tt or _watch_on_read(tape, a)):
+                hit = True
+        if hit:
+            if where is None:
+                where = _where()
+            for o in (res,) if isinstance(res, Tensor) else res:
+                tape._broken[o._id] = ("non_differentiable_op", name, where, ids)
+        else:
+            _note_edge(tape, name, args, res)
+
+
+def traced(fn: Callable[..., Any], args: tuple, out: Any, pure: bool = False) -> None:
+    """Tell a running ``gt.function`` trace that ``out = fn(*args)`` just ran on arrays.
+
+    Code that computes arrays outside the primitives (comparisons, random draws,
+    the gradient's final reshapes) calls this so that replays recompute ``out``
+    instead of freezing the traced value. ``pure``: ``fn`` is device array work
+    only (a CUDA graph may capture it). A no-op when nothing is being traced.
+    """
+    obs = _tls.obs
+    if obs is not None and obs.trace is not None:
+        obs.trace.call(fn, args, out, pure)
+
+
+def note_nondiff(name: str, args: tuple, res: Tensor) -> None:
+    """Hook for ops outside the registry that return integer/bool results (comparisons, argmax)."""
+    obs = _tls.obs
+    if obs is None:
+        return
+    if obs.debug:
+        _debug_hook(obs, None, args, res)
+    if obs.watchers:  # a custom_gradient forward collects every variable read, as an op's would be
+        _note_reads(obs, args)
+    if obs.tapes:
+        _note_untracked(obs.tapes, name, args, res)
+
+
+def integer_result(name: str, fn: Callable[..., Any], args: tuple, res: Tensor, operands: tuple | None = None) -> None:
+    """An op outside the registry made ``res`` (integer or bool: no gradient) with ``fn(*args)``.
+
+    A running gt.function trace is told (``pure``: replays recompute it from each call's values),
+    and so are the tapes and debug observers (:func:`note_nondiff`, with ``operands``, the inputs
+    that are tensors, defaulting to ``args``). Costs one attribute read outside every tape.
+    """
+    if _state.anywhere:
+        obs = _tls.obs
+        if obs is not None:
+            if obs.trace is not None:
+                obs.trace.call(fn, args, res._data, True)
+            note_nondiff(name, args if operands is None else operands, res)
+
+
+def _debug_hook(obs: _state.Observers, prim: Primitive | None, args: tuple, res: Any) -> None:
+    """check_numerics' forward check and stop_recording's markers (only while they are on)."""
+    if obs.numerics and prim is not None:
+        obs.numerics.check_forward(prim, args, res)
+    if obs.placement is not None and prim is not None:
+        obs.placement.op(prim.name, res)
+    paused = obs.paused
+    if paused:
+        where = None
+        for tape in paused:
+            tt = tape._tensors
+            ids = tuple(a._id for a in args if isinstance(a, Tensor))
+            if any(i in tt or i in tape._broken for i in ids):
+                if where is None:
+                    where = _where()
+                for o in (res,) if isinstance(res, Tensor) else res:
+                    tape._broken[o._id] = ("stop_recording", prim.name if prim else "op", where, ids)
+
+
+def _watch_on_read(tape: Any, t: Tensor) -> bool:
+    """A trainable Variable read while ``tape`` records is watched by it (TensorFlow's rule)."""
+    return type(t) is Variable and tape._auto and t._trainable and tape._watch_variable(t)
+
+
+def _record1(obs: _state.Observers, prim: Primitive, x: Tensor, res: Tensor) -> None:
+    """``_record`` for apply1: one tensor input, no parameters, one output."""
+    if obs.hooks:
+        if obs.trace is not None:
+            obs.trace.forward1(prim, (x,), res)
+        if obs.debug:
+            _debug_hook(obs, prim, (x,), res)
+        if obs.watchers:
+            _note_reads(obs, (x,))
+    tapes = obs.tapes
+    if not tapes:
+        return
+    d = res._data
+    dt = d.dtype
+    cplx = False
+    if dt not in FLOAT_DTYPES:
+        if dt.kind != "c":
+            _note_untracked(tapes, prim.name, (x,), res)
+            return
+        cplx = True
+    node = None
+    xid = x._id
+    for tape in tapes:
+        tt = tape._tensors
+        if xid not in tt and not _watch_on_read(tape, x):
+            tape._edges[res._id] = (prim.name, (xid,))
+            continue
+        if node is None:
+            xd = x._data
+            node = _new(Node)
+            node.prim = prim
+            node.params = _NOPARAMS
+            node.ids = (xid,)
+            shape = xd.shape  # unary_op's primitives are elementwise: the output has this shape too
+            node.shapes = (shape,)
+            node.casts = None if xd.dtype is dt else (xd.dtype,)
+            if prim.save:
+                node.saved = [xd, d] if prim.save_out else [xd]
+            else:
+                node.saved = [d] if prim.save_out else _NOSAVED
+            node.out = res._id
+            node.meta = (shape, dt)
+            if obs.locations:
+                node.info = (_where(), shape, dt)
+            if cplx or node.casts is not None:
+                _complex_node(node, dt)
+        tape._nodes.append(node)
+        tt.add(res._id)
+
+
+def _record2(obs: _state.Observers, prim: Primitive, x: Any, y: Any, res: Tensor) -> None:
+    """``_record`` for apply2: two inputs (a tensor and a tensor or Python scalar)."""
+    if obs.hooks:
+        if obs.trace is not None:
+            obs.trace.forward1(prim, (x, y), res)
+        if obs.debug:
+            _debug_hook(obs, prim, (x, y), res)
+        if obs.watchers:
+            _note_reads(obs, (x, y))
+    tapes = obs.tapes
+    if not tapes:
+        return
+    d = res._data
+    dt = d.dtype
+    cplx = False
+    if dt not in FLOAT_DTYPES:
+        if dt.kind != "c":
+            _note_untracked(tapes, prim.name, (x, y), res)
+            return
+        cplx = True
+    xt = isinstance(x, Tensor)
+    yt = isinstance(y, Tensor)
+    node = None
+    for tape in tapes:
+        tt = tape._tensors
+        # no short-circuit between x and y: a trainable Variable on either side is watched
+        hx = xt and (x._id in tt or _watch_on_read(tape, x))
+        hy = yt and (y._id in tt or _watch_on_read(tape, y))
+        if not (hx or hy):
+            _note_edge(tape, prim.name, (x, y), res)
+            continue
+        if node is None:
+            node = _new(Node)
+            node.prim = prim
+            node.params = _NOPARAMS
+            casts = None
+            if xt:
+                xd = x._data
+                if xd.dtype is not dt:
+                    casts = [xd.dtype, None]
+                if yt:
+                    yd = y._data
+                    if yd.dtype is not dt:
+                        casts = [casts[0] if casts else None, yd.dtype]
+                    node.ids = (x._id, y._id)
+                    node.shapes = (xd.shape, yd.shape)
+                else:
+                    yd = y
+                    node.ids = (x._id, 0)
+                    node.shapes = (xd.shape, None)
+            else:
+                xd = x
+                yd = y._data
+                if yd.dtype is not dt:
+                    casts = [None, yd.dtype]
+                node.ids = (0, y._id)
+                node.shapes = (None, yd.shape)
+            node.casts = casts
+            save = prim.save
+            if save is True:
+                saved = [xd, yd]
+            elif save:
+                saved = [(xd, yd)[i] for i in save]
+            else:
+                saved = []
+            if prim.save_out:
+                saved.append(d)
+            node.saved = saved
+            node.out = res._id
+            node.meta = (d.shape, dt)
+            if obs.locations:
+                node.info = (_where(), d.shape, dt)
+            if cplx or node.casts is not None:
+                _complex_node(node, dt)
+        tape._nodes.append(node)
+        tt.add(res._id)
+
+
+def _note_exported_operands(tape: Any, args: tuple, res: Any) -> None:
+    """An op took an exported array as a raw operand: the path through it left the tape."""
+    for a in args:
+        if a is not None and not isinstance(a, (Tensor, int, float)):
+            for tid, where, _, arr in tape._exports:
+                if a is arr:
+                    for o in (res,) if isinstance(res, Tensor) else res:
+                        tape._broken[o._id] = ("left_tape", "numpy", where, (tid,))
+
+
+def _note_reads(obs: _state.Observers, args: tuple) -> None:
+    for a in args:
+        if type(a) is Variable:
+            for w in obs.watchers:
+                w.setdefault(a._id, a)
+
+
+def _own(a: Any) -> Any:
+    """A raw array operand is copied when saved: the caller may refill its buffer
+    before gradient() runs, and the gradient must use the value the op saw."""
+    if type(a) is _ndarray or (hasattr(a, "copy") and hasattr(a, "shape") and not isinstance(a, np.generic)):
+        b = a.copy()
+        traced(_copy, (a,), b, True)
+        return b
+    return a
+
+
+def _copy(a: Any) -> Any:
+    return a.copy()
+
+
+def _make_node(prim: Primitive, args: tuple, params: dict, res: Any, datas: list | None, obs: _state.Observers) -> Node:
+    node = _new(Node)
+    node.prim = prim
+    node.params = params
+    single = prim.nout == 1
+    odt = res._data.dtype if single else res[0]._data.dtype
+    casts = None
+    ids = []
+    shapes = []
+    for a in args:
+        if isinstance(a, Tensor):
+            d = a._data
+            ids.append(a._id)
+            shapes.append(d.shape)
+            if d.dtype is not odt:
+                if casts is None:
+                    casts = [None] * len(args)
+                casts[len(ids) - 1] = d.dtype
+        else:
+            ids.append(0)  # ids start at 1: 0 is never tracked
+            shapes.append(None)
+    node.ids = tuple(ids)
+    node.shapes = tuple(shapes)
+    node.casts = casts
+    # Residuals are raw arrays (for a Variable, the array it holds now: a later
+    # assign swaps or copies it, never mutates what is saved here).
+    # Constants are saved as the forward used them (lists as arrays, host arrays
+    # moved to the op's GPU), so the VJP sees the same operands.
+    consts = datas if datas is not None else args
+    s = prim.save
+    if s is True:
+        saved = [a._data if isinstance(a, Tensor) else _own(c) for a, c in zip(args, consts)]
+    elif s:
+        # a slice: the operands from some position on (getitem's variable number of index arrays)
+        for_i = range(len(args))[s] if type(s) is slice else s
+        saved = [args[i]._data if isinstance(args[i], Tensor) else _own(consts[i]) for i in for_i]
+    else:
+        saved = []
+    if single:
+        node.out = res._id
+        d = res._data
+        node.meta = (d.shape, odt)
+        if prim.save_out:
+            saved.append(d)
+    else:
+        node.out = tuple(o._id for o in res)
+        node.meta = tuple((o._data.shape, o._data.dtype) for o in res)
+        if prim.save_out:
+            saved.extend(o._data for o in res)
+    node.saved = saved
+    if obs.locations:
+        first = res if single else res[0]
+        node.info = (_where(), first._data.shape, first._data.dtype)
+    return node
+
+
+def _nbytes_saved(nodes: list[Node]) -> int:
+    seen: set[int] = set()
+    total = 0
+    for node in nodes:
+        if type(node) is not Node:
+            continue
+        for d in node.saved or ():
+            if hasattr(d, "nbytes") and id(d) not in seen:
+                seen.add(id(d))
+                total += int(d.nbytes)
+    return total
