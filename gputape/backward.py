@@ -87,7 +87,7 @@ def _sweep(
         if release:
             # drop the node (and with it its residuals) for a residual-free
             # skeleton that explain() can still walk
-            nodes[pos] = (node.prim, node.ids, node.out)
+            nodes[pos] = node.swept()
         ids = node.ids
         if len(ids) == 1:
             if ids[0] not in rel:

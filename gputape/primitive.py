@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .tensor import FLOAT_DTYPES
+from .tensor import FLOAT_DTYPES, _new
 
 _NOPARAMS: dict[str, Any] = {}
 _NOSAVED: list = []  # shared by nodes that save nothing; never mutated
@@ -113,6 +113,25 @@ class Node:
         if self.prim.save_out:
             sids = sids + (self.out if type(self.out) is tuple else (self.out,))
         return sids
+
+    def swept(self) -> Swept:
+        """This node without its residuals: what a tape keeps once the node's VJP ran."""
+        sw = _new(Swept)
+        sw.prim = self.prim
+        sw.ids = self.ids
+        sw.out = self.out
+        sw.info = getattr(self, "info", None)
+        return sw
+
+
+class Swept:
+    """A node whose residuals were freed (its VJP ran on a non-persistent tape): the op, its
+    wiring and its location, which ``explain()``, ``summary()`` and ``to_dot()`` still read."""
+
+    __slots__ = ("ids", "info", "out", "prim")
+
+    def __repr__(self) -> str:
+        return f"<Swept {self.prim.name} out={self.out}>"
 
 
 # -- complex values on the tape --------------------------------------------------

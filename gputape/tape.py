@@ -136,7 +136,7 @@ class GradientTape(_state.Scope):
     def _fresh(self) -> None:
         """Start an empty recording (first entry, reset, or re-entry after gradient())."""
         self._tensors = set()
-        self._nodes: list[Any] = []  # Nodes, or (prim, ids, out) skeletons once swept
+        self._nodes: list[Any] = []  # Nodes, or Swept records once their VJP ran
         self._watched_vars = {}
         self._leaves: set[int] = set()  # ids watched directly (not produced by a recorded op)
         # For explain(): edges of ops that ran inside the tape on untracked values,
@@ -390,7 +390,7 @@ class GradientTape(_state.Scope):
             # Keep what explain() needs (ids and edges, no arrays); drop the rest.
             retired = _new(GradientTape)
             retired.__dict__.update(self.__dict__)
-            retired._nodes = [n if type(n) is tuple else (n.prim, n.ids, n.out) for n in self._nodes]
+            retired._nodes = [n.swept() if type(n) is Node else n for n in self._nodes]
             self._drop()
             self._tensors = None  # watched_variables() still answers, as in TensorFlow
             self._retired = retired
@@ -898,7 +898,7 @@ class _CustomForward(_state.Scope):
 # The names below moved to the layers under this module (primitive, recording, dispatch,
 # backward); consumers written against ``gputape.tape`` keep working.
 from .backward import _fit, _fit_all, _unbatched_vjp, _vjp_raw  # noqa: E402, F401
-from .ops import raw_namespace as _RAW_F  # noqa: E402, F401
 from .dispatch import _const_array, _op_error, apply, binary_op, primitive, unary_op  # noqa: E402, F401
+from .ops import raw_namespace as _RAW_F  # noqa: E402, F401, N812
 from .primitive import COMPLEX_DIRECT, HOLOMORPHIC, REGISTRY  # noqa: E402, F401
 from .recording import note_nondiff  # noqa: E402, F401

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..primitive import Swept
 from ..tensor import FLOAT_DTYPES, Tensor, Variable
 
 REASONS = (
@@ -80,13 +81,9 @@ def _producers(st: Any) -> dict[int, tuple[str, tuple[int, ...], str | None]]:
     """out id -> (op name, input ids, where) for every op the tape recorded."""
     prod: dict[int, tuple[str, tuple[int, ...], str | None]] = {}
     for n in st._nodes:
-        if type(n) is tuple:
-            prim, ids, out = n
-            where = None
-        else:
-            prim, ids, out = n.prim, n.ids, n.out
-            info = getattr(n, "info", None)
-            where = info[0] if info else None
+        prim, ids, out = n.prim, n.ids, n.out
+        info = getattr(n, "info", None)
+        where = info[0] if info else None
         for o in out if type(out) is tuple else (out,):
             prod[o] = (prim.name, ids, where)
     return prod
@@ -279,9 +276,8 @@ def summary(tape: Any) -> str:
     rows = [("#", "op", "inputs", "output", "saved bytes", "where")]
     total = 0
     for k, n in enumerate(st._nodes):
-        if type(n) is tuple:
-            prim = n[0]
-            rows.append((str(k), prim.name, "-", "-", "released", "-"))
+        if type(n) is Swept:
+            rows.append((str(k), n.prim.name, "-", "-", "released", n.info[0] if n.info and n.info[0] else "-"))
             continue
         nbytes = sum(int(getattr(a, "nbytes", 0)) for a in n.saved)
         total += nbytes
@@ -323,7 +319,7 @@ def to_dot(tape: Any) -> str:
             out.append(f'  t{i} [label="{label}", shape=ellipse{style}];')
 
     for k, n in enumerate(st._nodes):
-        prim, ids, o = n if type(n) is tuple else (n.prim, n.ids, n.out)
+        prim, ids, o = n.prim, n.ids, n.out
         out.append(f'  op{k} [label="{prim.name}", shape=box];')
         for i in ids:
             if i:
