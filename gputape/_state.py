@@ -251,6 +251,18 @@ tls = _Local()
 anywhere = False
 _observing: set[int] = set()
 
+# The process-wide gt.profiler session (None: nothing profiles). A profile sees every thread,
+# so it is not on a thread's stack; it keeps ``anywhere`` true while it runs, and the op path,
+# the sweep and the tape read it only once ``anywhere`` said something observes.
+profiler: Any = None
+
+
+def set_profiler(session: Any) -> None:
+    """Install (or, with None, remove) the process-wide profiling session: one store each."""
+    global profiler, anywhere
+    profiler = session
+    anywhere = True if (_observing or session is not None) else False
+
 
 def _mark() -> None:
     """Before a push: this thread may observe."""
@@ -267,7 +279,7 @@ def _sync() -> None:
         # No call between reading the set and storing the flag, so no other thread runs in
         # between (CPython switches threads only at calls and backward jumps): a thread that
         # marked itself is either in the set read here or stores True after this store.
-        anywhere = True if _observing else False
+        anywhere = True if (_observing or profiler is not None) else False
 
 
 def push(entry: Any) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _state
 from ._state import tls as _tls
 from .primitive import Node
 from .tensor import Tensor, _new
@@ -69,6 +70,7 @@ def _sweep(
     obs = _tls.obs
     trace = obs.trace if obs is not None else None
     numerics = obs.numerics if obs is not None else None
+    profiler = _state.profiler if _state.anywhere else None
     if numerics is not None:
         numerics.flush()  # the forward ended: read its deferred (device) checks
     for pos in range(len(nodes) - 1, -1, -1):
@@ -117,7 +119,9 @@ def _sweep(
             continue
         # _vjp_raw and _fit_all written out (keep the three in step): this loop is the eager
         # backward's per-op cost, and the two calls per node cost ~10% of the 100-op chain
-        if nb and not node.prim.batchable:
+        if profiler is not None:
+            in_grads = _timed_vjp(profiler, F, node, needs, lead, g, saved)
+        elif nb and not node.prim.batchable:
             in_grads = _unbatched_vjp(F, g, needs, node, saved, lead)
         else:
             in_grads = node.prim.vjp(F, g, needs, nb, node, *saved)
@@ -148,7 +152,9 @@ _add = operator.add
 def _vjp_raw(F: Any, node: Node, needs: Any, lead: tuple, g: Any, saved: Any) -> Any:
     """A node's VJP as the sweep calls it (gt.function's trace records it as one step)."""
     nb = len(lead)
-    if nb and not node.prim.batchable:
+    if _state.anywhere and _state.profiler is not None:
+        raw = _timed_vjp(_state.profiler, F, node, needs, lead, g, saved)
+    elif nb and not node.prim.batchable:
         raw = _unbatched_vjp(F, g, needs, node, saved, lead)
     else:
         raw = node.prim.vjp(F, g, needs, nb, node, *saved)
@@ -156,6 +162,15 @@ def _vjp_raw(F: Any, node: Node, needs: Any, lead: tuple, g: Any, saved: Any) ->
     if obs is not None and obs.numerics is not None:
         obs.numerics.check_backward(node, g, saved, [gi if n else None for gi, n in zip(raw, needs)])
     return raw
+
+
+def _timed_vjp(profiler: Any, F: Any, node: Node, needs: Any, lead: tuple, g: Any, saved: Any) -> Any:
+    """A node's VJP under gt.profiler: one ``backward`` event (``custom_gradient:<function>`` for custom ones)."""
+    prim = node.prim
+    name = f"custom_gradient:{node.params['name']}" if prim.name.startswith("custom_gradient") else prim.name
+    if lead and not prim.batchable:
+        return profiler.call(name, "backward", _unbatched_vjp, (F, g, needs, node, saved, lead))
+    return profiler.call(name, "backward", prim.vjp, (F, g, needs, len(lead), node, *saved))
 
 
 def _fit_all(F: Any, node: Node, needs: Any, lead: tuple, raw: Any) -> list:

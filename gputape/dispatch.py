@@ -17,10 +17,11 @@ import numpy as np
 
 from . import _errors, _state, backend
 from . import tensor as _tensor_mod
+from ._generate import generate
 from ._state import tls as _tls
 from .device import gpu_operands as _gpu_operands
 from .primitive import _NOPARAMS, REGISTRY, Primitive
-from .recording import _record, _record1, _record2
+from .recording import _record, recorder1, recorder2
 from .tensor import Tensor, _new, _next_id, _wrap_op
 
 _ndarray = np.ndarray
@@ -138,7 +139,10 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
                 datas = _gpu_operands(prim.name, args, datas)
                 break
     try:
-        out = prim.fwd(xp, *datas, **params)
+        if _state.anywhere and _state.profiler is not None:
+            out = _state.profiler.call(prim.name, "forward", prim.fwd, (xp, *datas), params)
+        else:
+            out = prim.fwd(xp, *datas, **params)
     except Exception as exc:
         raise _op_error(prim, args, params, exc) from exc
     if prim.nout == 1:
@@ -156,96 +160,134 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
     return res
 
 
-# The two fast paths below are apply() specialised to one and two arguments
-# without parameters (elementwise ops, the operators): same semantics, fewer
-# Python operations, because per-op overhead is what small models pay for.
+# -- generated entry points -------------------------------------------------------
+# The public functions of the elementwise primitives without parameters (the operators among
+# them) are apply() specialised to one or two operands and written out as straight-line code
+# when the primitive is declared, with what the declaration fixes baked in: the C-level CPU
+# forward when there is one, the saved residuals, the name. Per-op overhead is what small
+# models pay for, and a generic function re-deciding those per call costs ~0.2 us an op.
+# Anything off the fast shape (a list, an array, two numbers, a host and a GPU tensor) takes
+# apply(), so the semantics are apply()'s.
+
+_UNARY = """
+def {name}(x):
+    if not isinstance(x, Tensor):
+        return apply(prim, (x,), NOPARAMS)
+    obs = None
+    if state.anywhere:
+        if state.profiler is not None:
+            return apply(prim, (x,), NOPARAMS)  # (the profiled path)
+        obs = tls.obs
+    d = x._data
+    try:
+        {forward}
+    except Exception as exc:
+        raise op_error(prim, (x,), NOPARAMS, exc) from exc
+    if type(out) is not ndarray:
+        out = fix_output(out)
+    res = new(Tensor)
+    res._data = out
+    res._id = next_id()
+    if obs is not None:
+        record(obs, x, res)
+    return res
+"""
+
+_BINARY = """
+def {name}(x, y):
+    if isinstance(x, Tensor):
+        a = d = x._data
+        if isinstance(y, Tensor):{same}
+            b = y._data
+        elif type(y) is float or type(y) is int:
+            b = y
+        else:
+            return apply(prim, (x, y), NOPARAMS)
+    elif isinstance(y, Tensor) and (type(x) is float or type(x) is int):
+        a = x
+        b = d = y._data
+    else:
+        return apply(prim, (x, y), NOPARAMS)
+    obs = None
+    if state.anywhere:
+        if state.profiler is not None:
+            return apply(prim, (x, y), NOPARAMS)  # (the profiled path)
+        obs = tls.obs
+    try:
+        {forward}
+    except Exception as exc:
+        if type(a) is not type(b) and isinstance(x, Tensor) and isinstance(y, Tensor):
+            return apply(prim, (x, y), NOPARAMS)  # a host and a GPU tensor: apply's placement rule
+        raise op_error(prim, (x, y), NOPARAMS, exc) from exc
+    if type(out) is not ndarray:
+        out = fix_output(out)
+    res = new(Tensor)
+    res._data = out
+    res._id = next_id()
+    if obs is not None:
+        record(obs, x, y, res)
+    return res
+"""
+
+
+def _entry(prim: Primitive, name: str, template: str, doc: str, **env: Any) -> Callable[..., Tensor]:
+    cpu = prim.cpu is not None
+    operands = "d" if template is _UNARY else "a, b"
+    if cpu:
+        forward = f"out = cpu({operands}) if type(d) is ndarray else fwd(backend.xp_of(d), {operands})"
+    else:
+        forward = f"out = fwd(np if type(d) is ndarray else backend.xp_of(d), {operands})"
+    same = env.pop("same_src", "")
+    src = template.format(name=name, forward=forward, same=same)
+    ns = {
+        "__name__": __name__,
+        "Tensor": Tensor,
+        "ndarray": _ndarray,
+        "np": np,
+        "backend": backend,
+        "state": _state,
+        "tls": _tls,
+        "new": _new,
+        "next_id": _next_id,
+        "fix_output": _fix_output,
+        "op_error": _op_error,
+        "apply": apply,
+        "NOPARAMS": _NOPARAMS,
+        "prim": prim,
+        "fwd": prim.fwd,
+        "cpu": prim.cpu,
+        **env,
+    }
+    fn = generate(name, src, ns)
+    fn.__doc__ = doc
+    return fn
 
 
 def unary_op(prim: Primitive, name: str, doc: str) -> Callable[[Any], Tensor]:
     """The public function of an elementwise one-argument primitive without parameters
-    (its output has its input's shape: the recorder relies on it).
+    (its output has its input's shape: the recorder relies on it), generated from ``prim``.
 
-    Its body is ``apply`` specialised to one tensor argument and inlined, one
-    Python frame per op less: on small arrays per-op overhead is the cost.
+    >>> import gputape as gt
+    >>> gt.tanh.__code__.co_filename.endswith("<generated tanh>")
+    True
     """
-
-    def op(x: Any) -> Tensor:
-        if not isinstance(x, Tensor):
-            return apply(prim, (x,), _NOPARAMS)
-        d = x._data
-        try:
-            if type(d) is _ndarray and prim.cpu is not None:
-                out = prim.cpu(d)
-            else:
-                out = prim.fwd(np if type(d) is _ndarray else backend.xp_of(d), d)
-        except Exception as exc:
-            raise _op_error(prim, (x,), _NOPARAMS, exc) from exc
-        if type(out) is not _ndarray:
-            out = _fix_output(out)
-        res = _new(Tensor)
-        res._data = out
-        res._id = _next_id()
-        if _state.anywhere:
-            obs = _tls.obs
-            if obs is not None:
-                _record1(obs, prim, x, res)
-        return res
-
-    _errors.own_code(op, name)
-    op.__doc__ = doc
-    return op
+    return _entry(prim, name, _UNARY, doc, record=recorder1(prim))
 
 
 def binary_op(prim: Primitive, name: str, doc: str, same: Primitive | None = None) -> Callable[[Any, Any], Tensor]:
-    """The public function of a two-argument primitive without parameters.
+    """The public function of a two-argument primitive without parameters, generated from ``prim``.
 
-    ``apply`` specialised to a tensor and a tensor-or-Python-number, inlined;
-    anything else (lists, arrays, two numbers) takes the general path. With
-    ``same``, ``op(x, x)`` runs that one-argument primitive instead (x * x as
-    square: one VJP term instead of two summed).
+    A tensor and a tensor-or-Python-number take the generated fast path; anything else
+    (lists, arrays, two numbers) takes :func:`apply`. With ``same``, ``op(x, x)`` runs that
+    one-argument primitive instead (x * x as square: one VJP term instead of two summed).
     """
-
-    def op(x: Any, y: Any) -> Tensor:
-        if isinstance(x, Tensor):
-            a = d = x._data
-            if isinstance(y, Tensor):
-                if x is y and same is not None:
-                    return _same_ops[same](x)
-                b = y._data
-            elif type(y) is float or type(y) is int:
-                b = y
-            else:
-                return apply(prim, (x, y), _NOPARAMS)
-        elif isinstance(y, Tensor) and (type(x) is float or type(x) is int):
-            a = x
-            b = d = y._data
-        else:
-            return apply(prim, (x, y), _NOPARAMS)
-        try:
-            if type(d) is _ndarray and prim.cpu is not None:
-                out = prim.cpu(a, b)
-            else:
-                out = prim.fwd(np if type(d) is _ndarray else backend.xp_of(d), a, b)
-        except Exception as exc:
-            if type(a) is not type(b) and isinstance(x, Tensor) and isinstance(y, Tensor):
-                return apply(prim, (x, y), _NOPARAMS)  # a host and a GPU tensor: apply's placement rule
-            raise _op_error(prim, (x, y), _NOPARAMS, exc) from exc
-        if type(out) is not _ndarray:
-            out = _fix_output(out)
-        res = _new(Tensor)
-        res._data = out
-        res._id = _next_id()
-        if _state.anywhere:
-            obs = _tls.obs
-            if obs is not None:
-                _record2(obs, prim, x, y, res)
-        return res
-
-    if same is not None and same not in _same_ops:
-        _same_ops[same] = unary_op(same, same.name, "")
-    _errors.own_code(op, name)
-    op.__doc__ = doc
-    return op
+    env: dict[str, Any] = {"record": recorder2(prim)}
+    if same is not None:
+        if same not in _same_ops:
+            _same_ops[same] = unary_op(same, same.name, "")
+        env["same_op"] = _same_ops[same]
+        env["same_src"] = "\n            if x is y:\n                return same_op(x)"
+    return _entry(prim, name, _BINARY, doc, **env)
 
 
 _same_ops: dict[Primitive, Callable[[Any], Tensor]] = {}

@@ -10,25 +10,16 @@
 >>> prof.result.stats["exp"]["forward_calls"], prof.result.stats["exp"]["backward_calls"]
 (1, 1)
 
-Zero cost when off: nothing in the op path tests a flag. :func:`start` swaps
-every registered :class:`~gputape.tape.Primitive`'s ``fwd``, ``cpu`` (the
-C-level CPU fast path, when it has one) and ``vjp`` for timing wrappers,
-``custom_gradient``'s forward call and VJP (events named
-``custom_gradient:<function name>``), and
-``GradientTape.gradient``/``jacobian``/``batch_jacobian`` for span wrappers;
-:func:`stop` puts the original objects back. Only primitives registered when
-:func:`start` runs are profiled. A session sees every thread (each thread's
-events carry its own ``tid``).
-
-Host times are wall-clock (``time.perf_counter_ns``). Nested events (a VJP
-that calls gputape ops when a tape records the gradient computation, the ops
-inside a ``custom_gradient`` forward) appear nested in the trace; the
-summary's times are *self* times (children subtracted), so shares add up to 100%.
-
-Why a swap and not an entry on the observer stack (:mod:`gputape._state`), where the other
-observers live: timing a forward needs a hook *before* it, i.e. one more test in every op's
-path whether or not anything profiles, and VJP timing one per node in the sweep; and a session
-sees every thread, while the stack is per thread. The swap costs nothing while off.
+Zero cost when off beyond what every op pays already: the session is the process-wide entry
+of :mod:`gputape._state` (``_state.profiler``, set by :func:`start`), read by the op path
+(:mod:`gputape.dispatch`) only once ``_state.anywhere`` said something observes, and by the
+sweep and ``GradientTape.gradient``/``jacobian``/``batch_jacobian`` once per call. Nothing is
+swapped: every primitive is profiled, also those registered after :func:`start`, and forward
+calls (``forward``), VJPs (``backward``), ``custom_gradient`` forwards and VJPs (events named
+``custom_gradient:<function name>``) and whole ``gradient`` calls (``tape``) are timed where
+they run. A session sees every thread (each thread's events carry its own ``tid``); it is
+process-wide, not on a thread's observer stack, because a profile covers all threads.
+A ``gt.function`` replay runs generated code, not the ops: it is timed as a whole only.
 
 **Device time.** On a GPU the host clock measures kernel *launches*. With
 device timing on (the default when a CUDA GPU answers; ``device_timing=`` of
@@ -54,7 +45,6 @@ Both are overwritten by the next run into the same ``logdir``.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import os
@@ -63,10 +53,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
+from . import _state as _obs
 from . import backend
-from . import tape as _tape
 from ._state import defer_interrupts
 from .tensor import Tensor
 
@@ -146,7 +134,7 @@ class _Frame(threading.local):
 
 
 class _Session:
-    """One profiling run: the swapped attributes and the events recorded so far."""
+    """One profiling run: the events recorded so far (the op path calls :meth:`call`)."""
 
     def __init__(self, logdir: str | None, device: Any = None) -> None:
         self.logdir = logdir
@@ -157,56 +145,33 @@ class _Session:
         # (name, cat, start_ns, dur_ns, self_ns, tid, event id, parent id or 0) per event
         self.events: list[tuple[str, str, int, int, int, int, int, int]] = []
         self.device_pairs: dict[int, tuple[Any, Any]] = {}  # event id -> (start event, end event)
-        self.swapped: list[tuple[Any, str, Any, Any]] = []  # (obj, attr, original, wrapper)
         self.frames = _Frame()
         self.ids = itertools.count(1)
 
-    def wrap(self, name: str | Callable[[tuple], str], cat: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``fn`` timed; ``name`` is the event's name, or a function of the call's arguments giving it."""
-        events = self.events
+    def call(self, name: str, cat: str, fn: Callable[..., Any], args: tuple, kwargs: dict | None = None) -> Any:
+        """``fn(*args, **kwargs)``, timed as event ``name`` of category ``cat``."""
         frames = self.frames
-        clock = time.perf_counter_ns
-        get_tid = threading.get_native_id
-        next_id = self.ids.__next__
+        stack = frames.child_ns
+        stack.append(0)
+        opened = frames.open
+        eid = self.ids.__next__()
+        parent = opened[-1] if opened else 0
+        opened.append(eid)
         device = self.device
-        pairs = self.device_pairs
-        named = not isinstance(name, str)
-
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            stack = frames.child_ns
-            stack.append(0)
-            opened = frames.open
-            eid = next_id()
-            parent = opened[-1] if opened else 0
-            opened.append(eid)
-            start = device.record() if device is not None and device.applies(args) else None
-            t = clock()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                dur = clock() - t
-                if start is not None:
-                    pairs[eid] = (start, device.record())
-                opened.pop()
-                inner = stack.pop()
-                if stack:
-                    stack[-1] += dur
-                events.append((name(args) if named else name, cat, t, dur, dur - inner, get_tid(), eid, parent))
-
-        if hasattr(fn, "__name__"):
-            functools.update_wrapper(timed, fn)
-        else:  # functools.partial and other callables without metadata
-            timed.__name__ = name if isinstance(name, str) else cat
-        timed.__gputape_profiled__ = True  # type: ignore[attr-defined]
-        return timed
-
-    def swap(self, obj: Any, attr: str, name: str | Callable[[tuple], str], cat: str) -> None:
-        original = getattr(obj, attr)
-        if original is None:
-            return  # no C-level fast path, or no VJP (non-differentiable op)
-        wrapper = self.wrap(name, cat, original)
-        setattr(obj, attr, wrapper)
-        self.swapped.append((obj, attr, original, wrapper))
+        start = device.record() if device is not None and device.applies(args) else None
+        clock = time.perf_counter_ns
+        t = clock()
+        try:
+            return fn(*args, **kwargs) if kwargs else fn(*args)
+        finally:
+            dur = clock() - t
+            if start is not None:
+                self.device_pairs[eid] = (start, device.record())
+            opened.pop()
+            inner = stack.pop()
+            if stack:
+                stack[-1] += dur
+            self.events.append((name, cat, t, dur, dur - inner, threading.get_native_id(), eid, parent))
 
     def device_times(self) -> tuple[dict[int, int], dict[int, int]]:
         """Resolve the CUDA event pairs (synchronized here): event id -> offset from start, and -> duration, in ns."""
@@ -222,45 +187,6 @@ class _Session:
         offset = {eid: dev.elapsed_ns(self.device_t0, a) for eid, (a, b) in pairs.items()}
         dur = {eid: dev.elapsed_ns(a, b) for eid, (a, b) in pairs.items()}
         return offset, dur
-
-    def install(self) -> None:
-        # The fast sweep's raw namespace captures some forwards (scatter) when
-        # it is first built; build numpy's now, so it never captures a wrapper.
-        if _tape._RAW_F is not None:
-            _tape._RAW_F(np)
-        for prim in list(_tape.REGISTRY.values()):
-            self.swap(prim, "fwd", prim.name, "forward")
-            self.swap(prim, "cpu", prim.name, "forward")
-            self.swap(prim, "vjp", prim.name, "backward")
-        # custom_gradient: the user's forward as one op, and its VJP (grad_fn), named after the
-        # function; multi-output nodes made later take the module's (swapped) _custom_vjp
-        self.swap(_tape, "_custom_forward", _custom_forward_name, "forward")
-        self.swap(_tape, "_custom_vjp", _custom_vjp_name, "backward")
-        for prim in (_tape._CUSTOM, *_tape._custom_multis.values()):
-            self.swap(prim, "vjp", _custom_vjp_name, "backward")
-        cls = _tape.GradientTape
-        for meth in ("gradient", "jacobian", "batch_jacobian"):
-            original = cls.__dict__[meth]
-            wrapper = self.wrap(meth, "tape", original)
-            setattr(cls, meth, wrapper)
-            self.swapped.append((cls, meth, original, wrapper))
-
-    def uninstall(self) -> None:
-        # Reverse order; an attribute someone replaced while we profiled (and
-        # that is no longer our wrapper) is theirs and stays.
-        for obj, attr, original, wrapper in reversed(self.swapped):
-            current = obj.__dict__.get(attr) if isinstance(obj, type) else getattr(obj, attr)
-            if current is wrapper:
-                setattr(obj, attr, original)
-        self.swapped = []
-
-
-def _custom_forward_name(args: tuple) -> str:
-    return f"custom_gradient:{getattr(args[0], '__name__', 'custom_gradient')}"  # (f, args)
-
-
-def _custom_vjp_name(args: tuple) -> str:
-    return f"custom_gradient:{args[4].params['name']}"  # (F, g, needs, nb, node, *saved)
 
 
 class ProfileResult:
@@ -334,16 +260,15 @@ def start(logdir: str | os.PathLike | None, device_timing: Any = None) -> None:
         if d is not None:
             os.makedirs(d, exist_ok=True)
         session = _Session(d, _device_clock(device_timing))
-        # All of the ops swapped or none: a Ctrl-C in the middle of the swapping would leave
-        # wrappers recording into a session nobody can stop. It is held until the swap is
-        # done, and then undoes it (start() raised: nothing is profiling).
+        # the session and the op path's entry change together, or neither: a Ctrl-C is held
+        # until both are stored, and then undoes them (start() raised: nothing is profiling)
         try:
             with defer_interrupts():
-                session.install()
                 _state = session
+                _obs.set_profiler(session)
         except BaseException:
             with defer_interrupts():
-                session.uninstall()
+                _obs.set_profiler(None)
                 _state = None
             raise
 
@@ -366,8 +291,8 @@ def stop(print_summary: bool = False) -> ProfileResult:
             raise RuntimeError(
                 "gt.profiler.stop: no profiling session is running; call gt.profiler.start(logdir) first"
             )
-        with defer_interrupts():  # every original back, or (not started) none
-            session.uninstall()
+        with defer_interrupts():
+            _obs.set_profiler(None)
             _state = None
     events = list(session.events)
     offsets, device = session.device_times()

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import _state
+from ._generate import generate
 from ._state import tls as _tls
 from .primitive import _NOPARAMS, _NOSAVED, Node, Primitive, _complex_node
 from .tensor import FLOAT_DTYPES, Tensor, Variable, _new
@@ -178,91 +179,86 @@ def _watch_on_read(tape: Any, t: Tensor) -> bool:
     return type(t) is Variable and tape._auto and t._trainable and tape._watch_variable(t)
 
 
-def _record1(obs: _state.Observers, prim: Primitive, x: Tensor, res: Tensor) -> None:
-    """``_record`` for apply1: one tensor input, no parameters, one output."""
+def _hooks(obs: _state.Observers, prim: Primitive, args: tuple, res: Tensor) -> None:
+    """The observers besides the tapes, for the generated recorders (only while one is on)."""
+    if obs.trace is not None:
+        obs.trace.forward1(prim, args, res)
+    if obs.debug:
+        _debug_hook(obs, prim, args, res)
+    if obs.watchers:
+        _note_reads(obs, args)
+
+
+# The recorders of the generated entry points (gputape.dispatch): _record specialised to one
+# or two operands, no parameters and one output, written out per primitive with its saved
+# residuals baked in. One node layout (Node) for all of them and for _make_node.
+
+_RECORD1 = """
+def record(obs, x, res):
     if obs.hooks:
-        if obs.trace is not None:
-            obs.trace.forward1(prim, (x,), res)
-        if obs.debug:
-            _debug_hook(obs, prim, (x,), res)
-        if obs.watchers:
-            _note_reads(obs, (x,))
+        hooks(obs, prim, (x,), res)
     tapes = obs.tapes
     if not tapes:
         return
     d = res._data
     dt = d.dtype
-    cplx = False
-    if dt not in FLOAT_DTYPES:
-        if dt.kind != "c":
-            _note_untracked(tapes, prim.name, (x,), res)
-            return
-        cplx = True
+    if dt not in FLOAT_DTYPES and dt.kind != "c":
+        note_untracked(tapes, NAME, (x,), res)  # integer and bool results carry no gradient
+        return
     node = None
     xid = x._id
     for tape in tapes:
         tt = tape._tensors
-        if xid not in tt and not _watch_on_read(tape, x):
-            tape._edges[res._id] = (prim.name, (xid,))
+        if xid not in tt and not watch_on_read(tape, x):
+            tape._edges[res._id] = (NAME, (xid,))
             continue
         if node is None:
             xd = x._data
-            node = _new(Node)
+            node = new(Node)
             node.prim = prim
-            node.params = _NOPARAMS
+            node.params = NOPARAMS
             node.ids = (xid,)
-            shape = xd.shape  # unary_op's primitives are elementwise: the output has this shape too
+            shape = xd.shape  # an elementwise primitive: the output has this shape too
             node.shapes = (shape,)
             node.casts = None if xd.dtype is dt else (xd.dtype,)
-            if prim.save:
-                node.saved = [xd, d] if prim.save_out else [xd]
-            else:
-                node.saved = [d] if prim.save_out else _NOSAVED
+            node.saved = {saved}
             node.out = res._id
             node.meta = (shape, dt)
             if obs.locations:
-                node.info = (_where(), shape, dt)
-            if cplx or node.casts is not None:
-                _complex_node(node, dt)
+                node.info = (where(), shape, dt)
+            if node.casts is not None or dt.kind == "c":
+                complex_node(node, dt)
         tape._nodes.append(node)
         tt.add(res._id)
+"""
 
-
-def _record2(obs: _state.Observers, prim: Primitive, x: Any, y: Any, res: Tensor) -> None:
-    """``_record`` for apply2: two inputs (a tensor and a tensor or Python scalar)."""
+_RECORD2 = """
+def record(obs, x, y, res):
     if obs.hooks:
-        if obs.trace is not None:
-            obs.trace.forward1(prim, (x, y), res)
-        if obs.debug:
-            _debug_hook(obs, prim, (x, y), res)
-        if obs.watchers:
-            _note_reads(obs, (x, y))
+        hooks(obs, prim, (x, y), res)
     tapes = obs.tapes
     if not tapes:
         return
     d = res._data
     dt = d.dtype
-    cplx = False
-    if dt not in FLOAT_DTYPES:
-        if dt.kind != "c":
-            _note_untracked(tapes, prim.name, (x, y), res)
-            return
-        cplx = True
+    if dt not in FLOAT_DTYPES and dt.kind != "c":
+        note_untracked(tapes, NAME, (x, y), res)
+        return
     xt = isinstance(x, Tensor)
     yt = isinstance(y, Tensor)
     node = None
     for tape in tapes:
         tt = tape._tensors
         # no short-circuit between x and y: a trainable Variable on either side is watched
-        hx = xt and (x._id in tt or _watch_on_read(tape, x))
-        hy = yt and (y._id in tt or _watch_on_read(tape, y))
+        hx = xt and (x._id in tt or watch_on_read(tape, x))
+        hy = yt and (y._id in tt or watch_on_read(tape, y))
         if not (hx or hy):
-            _note_edge(tape, prim.name, (x, y), res)
+            note_edge(tape, NAME, (x, y), res)
             continue
         if node is None:
-            node = _new(Node)
+            node = new(Node)
             node.prim = prim
-            node.params = _NOPARAMS
+            node.params = NOPARAMS
             casts = None
             if xt:
                 xd = x._data
@@ -286,24 +282,60 @@ def _record2(obs: _state.Observers, prim: Primitive, x: Any, y: Any, res: Tensor
                 node.ids = (0, y._id)
                 node.shapes = (None, yd.shape)
             node.casts = casts
-            save = prim.save
-            if save is True:
-                saved = [xd, yd]
-            elif save:
-                saved = [(xd, yd)[i] for i in save]
-            else:
-                saved = []
-            if prim.save_out:
-                saved.append(d)
-            node.saved = saved
+            node.saved = {saved}
             node.out = res._id
             node.meta = (d.shape, dt)
             if obs.locations:
-                node.info = (_where(), d.shape, dt)
-            if cplx or node.casts is not None:
-                _complex_node(node, dt)
+                node.info = (where(), d.shape, dt)
+            if casts is not None or dt.kind == "c":
+                complex_node(node, dt)
         tape._nodes.append(node)
         tt.add(res._id)
+"""
+
+
+def _saved_text(prim: Primitive, operands: tuple[str, ...]) -> str:
+    """The residual list a primitive declares, as source over the operand names and ``d`` (the output)."""
+    s = prim.save
+    if s is True:
+        names = list(operands)
+    elif type(s) is slice:
+        names = list(operands[s])
+    else:
+        names = [operands[i] for i in s]
+    if prim.save_out:
+        names.append("d")
+    return f"[{', '.join(names)}]" if names else "NOSAVED"
+
+
+def _recorder(prim: Primitive, template: str, operands: tuple[str, ...]) -> Callable[..., None]:
+    ns = {
+        "prim": prim,
+        "NAME": prim.name,
+        "Node": Node,
+        "Tensor": Tensor,
+        "FLOAT_DTYPES": FLOAT_DTYPES,
+        "NOPARAMS": _NOPARAMS,
+        "NOSAVED": _NOSAVED,
+        "new": _new,
+        "hooks": _hooks,
+        "note_untracked": _note_untracked,
+        "note_edge": _note_edge,
+        "watch_on_read": _watch_on_read,
+        "where": _where,
+        "complex_node": _complex_node,
+    }
+    return generate("record", template.format(saved=_saved_text(prim, operands)), ns)
+
+
+def recorder1(prim: Primitive) -> Callable[[Any, Tensor, Tensor], None]:
+    """``record(obs, x, res)`` for a generated one-operand entry point of ``prim``."""
+    return _recorder(prim, _RECORD1, ("xd",))
+
+
+def recorder2(prim: Primitive) -> Callable[[Any, Any, Any, Tensor], None]:
+    """``record(obs, x, y, res)`` for a generated two-operand entry point of ``prim``."""
+    return _recorder(prim, _RECORD2, ("xd", "yd"))
 
 
 def _note_exported_operands(tape: Any, args: tuple, res: Any) -> None:

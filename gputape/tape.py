@@ -12,6 +12,7 @@ gradient computation (higher-order derivatives), the raw array module otherwise.
 from __future__ import annotations
 
 import enum
+import functools
 import inspect
 import logging
 import warnings
@@ -100,6 +101,19 @@ def _namespace(diff: bool, seeds: dict[int, Any]) -> Any:
         return _DIFF_F
     first = next(iter(seeds.values()))
     return _raw_namespace(np if type(first) is _ndarray else backend.xp_of(first))
+
+
+def _spanned(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A tape method that ``gt.profiler`` times as one ``tape`` event (the whole backward)."""
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _state.anywhere and _state.profiler is not None:
+            return _state.profiler.call(name, "tape", fn, (self, *args), kwargs)
+        return fn(self, *args, **kwargs)
+
+    return method
 
 
 class GradientTape(_state.Scope):
@@ -396,6 +410,7 @@ class GradientTape(_state.Scope):
             self._retired = retired
             self._used = True
 
+    @_spanned
     def gradient(
         self,
         target: Any,
@@ -459,6 +474,7 @@ class GradientTape(_state.Scope):
                 e = explain(self, next(t for t in flat_t if isinstance(t, Tensor)), s)
                 raise UnconnectedGradientError(f"GradientTape.gradient: the gradient is None: {e}", e)
 
+    @_spanned
     def jacobian(
         self,
         target: Any,
@@ -509,6 +525,7 @@ class GradientTape(_state.Scope):
             self._finish_backprop()
         return _unflatten(s_spec, out)
 
+    @_spanned
     def batch_jacobian(
         self,
         target: Tensor,
@@ -871,6 +888,8 @@ def custom_gradient(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def _custom_forward(f: Callable[..., Any], args: tuple) -> Any:
     """A ``custom_gradient`` function's forward: one call, which ``gt.profiler`` times as the op."""
+    if _state.anywhere and _state.profiler is not None:
+        return _state.profiler.call(f"custom_gradient:{getattr(f, '__name__', 'custom_gradient')}", "forward", f, args)
     return f(*args)
 
 

@@ -86,33 +86,54 @@ def test_cpu_fast_path_and_generic_path_both_counted(tmp_path):
     assert prof.result.trace_path is None
 
 
-def test_originals_restored_after_stop(tmp_path):
+def test_nothing_is_swapped_and_the_entry_is_removed_after_stop(tmp_path):
+    from gputape import _state
+
     before, methods = _snapshot()
     gt.profiler.start(tmp_path)
-    during, _ = _snapshot()
-    assert during["tanh"][0] is not before["tanh"][0]
-    assert during["tanh"][1] is not before["tanh"][1]
-    assert during["tanh"][2] is not before["tanh"][2]
-    assert GradientTape.__dict__["gradient"] is not methods["gradient"]
+    assert _state.profiler is not None and _state.anywhere  # the op path's one entry
+    during, methods_during = _snapshot()
+    assert all(all(a is b for a, b in zip(during[n], before[n])) for n in before)  # no primitive touched
+    assert all(methods_during[m] is methods[m] for m in methods)
     _train_steps(1)
-    gt.profiler.stop()
-    after, methods_after = _snapshot()
-    for name, objs in before.items():
-        assert all(a is b for a, b in zip(after[name], objs)), name
-    assert all(methods_after[m] is methods[m] for m in methods)
-    # primitives without a C fast path keep cpu None
-    assert REGISTRY["reshape"].cpu is None
+    result = gt.profiler.stop()
+    assert result.stats["tanh"]["forward_calls"] == 1 and result.stats["tanh"]["backward_calls"] == 1
+    assert _state.profiler is None
+    assert _state.tls.obs is None and not _state.anywhere  # nothing observes any more: ops take the fast path
 
 
-def test_restored_even_when_the_profiled_code_raises(tmp_path):
-    before, methods = _snapshot()
+def test_a_primitive_registered_while_profiling_is_profiled_too():
+    from gputape.dispatch import primitive
+
+    @primitive("demo_profiled_cube", save=True)
+    def cube(xp, x):
+        return x * x * x
+
+    @cube.defvjp
+    def _(F, g, needs, nb, node, x):
+        return (g * 3 * x * x,)
+
+    try:
+        with gt.profiler.profile(None) as prof:
+            x = gt.constant([2.0])
+            with gt.GradientTape() as tape:
+                tape.watch(x)
+                y = cube(x)
+            assert float(tape.gradient(y, x)[0]) == 12.0
+        assert prof.result.stats["demo_profiled_cube"]["forward_calls"] == 1
+        assert prof.result.stats["demo_profiled_cube"]["backward_calls"] == 1
+    finally:
+        del REGISTRY["demo_profiled_cube"]
+
+
+def test_stopped_even_when_the_profiled_code_raises(tmp_path):
+    from gputape import _state
+
     with pytest.raises(ZeroDivisionError), gt.profiler.profile(tmp_path):
         gt.exp(gt.constant([1.0]))
         1 / 0
     assert not gt.profiler.is_active()
-    after, methods_after = _snapshot()
-    assert all(all(a is b for a, b in zip(after[n], before[n])) for n in before)
-    assert all(methods_after[m] is methods[m] for m in methods)
+    assert _state.profiler is None
     assert (tmp_path / "trace.json").exists()
 
 
@@ -177,32 +198,29 @@ def test_gradients_unchanged_while_profiling():
     np.testing.assert_allclose(jac, np.diag([2.0, 4.0]))
 
 
-def test_a_ctrl_c_while_ops_are_swapped_leaves_all_or_nothing(monkeypatch):
+def test_a_ctrl_c_while_starting_leaves_no_session(monkeypatch):
     import os
     import signal
     import time
 
-    from gputape import profiler
+    from gputape import _state
 
-    before, methods = _snapshot()
+    real = _state.set_profiler
     calls = []
-    swap = profiler._Session.swap
 
-    def interrupted_swap(self, *a):
-        calls.append(1)
-        if len(calls) == 5:  # a real SIGINT, halfway through the swapping
+    def interrupted(session):
+        calls.append(session)
+        if len(calls) == 1:  # a real SIGINT between the two stores of start()
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.01)
-        return swap(self, *a)
+        real(session)
 
-    monkeypatch.setattr(profiler._Session, "swap", interrupted_swap)
+    monkeypatch.setattr(_state, "set_profiler", interrupted)
     with pytest.raises(KeyboardInterrupt):
         gt.profiler.start(None)
-    assert len(calls) > 5  # the swapping finished before the interrupt was raised, then was undone
+    assert calls[0] is not None and calls[-1] is None  # installed, then undone before the interrupt went on
     assert not gt.profiler.is_active()
-    after, methods_after = _snapshot()
-    assert all(all(a is b for a, b in zip(after[n], before[n])) for n in before)
-    assert all(methods_after[m] is methods[m] for m in methods)
+    assert _state.profiler is None
 
 
 # -- custom_gradient ops ----------------------------------------------------------------------
