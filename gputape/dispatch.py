@@ -19,7 +19,7 @@ from . import _errors, _state, backend
 from . import tensor as _tensor_mod
 from ._generate import generate
 from ._state import tls as _tls
-from .device import gpu_operands as _gpu_operands
+from .placement import gpu_operands as _gpu_operands
 from .primitive import _NOPARAMS, REGISTRY, Primitive
 from .recording import _record, recorder1, recorder2
 from .tensor import Tensor, _new, _next_id, _wrap_op

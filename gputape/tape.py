@@ -28,6 +28,9 @@ from ._nest import flatten as _flatten
 from ._nest import unflatten as _unflatten
 from ._state import tls as _tls
 from .backward import _sweep
+from .explain import explain as _explain
+from .explain import summary as _summary
+from .explain import to_dot as _to_dot
 from .ops import DIFF_NAMESPACE as _DIFF_F
 from .ops import raw_namespace as _raw_namespace
 from .primitive import DIFF_DTYPES, Node, Primitive
@@ -347,9 +350,7 @@ class GradientTape(_state.Scope):
         >>> tape.explain(y, w).reason
         'not_trainable'
         """
-        from .debug.explain import explain
-
-        return explain(self, target, source)
+        return _explain(self, target, source)
 
     def summary(self) -> str:
         """A table of the recorded ops: input shapes, output shape and dtype, bytes saved, and the
@@ -362,9 +363,7 @@ class GradientTape(_state.Scope):
         >>> print(tape.summary().splitlines()[2].split()[:5])
         ['0', 'exp', '(2,)', '(2,)', 'float32']
         """
-        from .debug.explain import summary
-
-        return summary(self)
+        return _summary(self)
 
     def to_dot(self) -> str:
         """The recorded graph as Graphviz DOT text (render with ``dot -Tpng``).
@@ -376,9 +375,7 @@ class GradientTape(_state.Scope):
         >>> tape.to_dot().splitlines()[0]
         'digraph gputape {'
         """
-        from .debug.explain import to_dot
-
-        return to_dot(self)
+        return _to_dot(self)
 
     # -- gradients ----------------------------------------------------------------
     def _begin_backprop(self, what: str) -> None:
@@ -468,10 +465,8 @@ class GradientTape(_state.Scope):
     def _raise_unconnected(self, flat_t: list, flat_s: list, out: list) -> None:
         for s, g in zip(flat_s, out):
             if g is None:
-                from .debug.explain import explain
-
-                # the first target that is a tensor explains it (a nested target is their sum)
-                e = explain(self, next(t for t in flat_t if isinstance(t, Tensor)), s)
+                        # the first target that is a tensor explains it (a nested target is their sum)
+                e = _explain(self, next(t for t in flat_t if isinstance(t, Tensor)), s)
                 raise UnconnectedGradientError(f"GradientTape.gradient: the gradient is None: {e}", e)
 
     @_spanned

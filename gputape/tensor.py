@@ -20,7 +20,7 @@ import numpy as np
 
 from . import _errors, backend
 from ._state import tls as _tls
-from .device import placement
+from .placement import placement, tensor_dlpack, tensor_dlpack_device
 
 # Two id streams: outputs of ops get even ids, constants and variables odd ids.
 # Ids stay unique, and the parity tells the debugger, for free, whether a value
@@ -271,12 +271,6 @@ class Tensor:
     def device(self) -> str:
         return backend.device_of(self._data)
 
-    @property
-    def T(self) -> Tensor:
-        from .ops import transpose
-
-        return transpose(self)
-
     # -- conversion ---------------------------------------------------------------
     def numpy(self) -> np.ndarray:
         """Return a host numpy copy of the value.
@@ -395,13 +389,9 @@ class Tensor:
 
     def __dlpack__(self, **kwargs: Any) -> Any:
         """DLPack export (no copy): ``np.from_dlpack(t)``, ``torch.from_dlpack(t)``, cupy alike."""
-        from .device import tensor_dlpack
-
         return tensor_dlpack(self, **kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        from .device import tensor_dlpack_device
-
         return tensor_dlpack_device(self)
 
     def __reduce__(self):

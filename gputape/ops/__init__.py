@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import _errors
 from .. import backend as _backend
-from ..tensor import Tensor, Variable
+from ..tensor import Tensor, Variable, _wrap
 from . import _methods, _protocols, creation, elementwise, linalg, reduce, shape
 from ._util import norm_dtype as _norm_dtype
 from ._util import sum_to as _sum_to_impl
@@ -262,10 +262,23 @@ def _astype_m(self, dtype):
     return cast(self, dtype)
 
 
+def tensor_to(t: Any, device: str) -> Any:
+    """``Tensor.to(device)``: the same tensor when it is already there, else a constant copy.
+
+    >>> import gputape as gt
+    >>> x = gt.constant([1.0], device="cpu")
+    >>> tensor_to(x, "cpu") is x
+    True
+    """
+    dev = _backend.parse_device(device)
+    if _backend.device_of(t._data) == dev:
+        # a Variable is mutable: hand out a snapshot of its value, never the variable
+        return t.value() if type(t) is Variable else t
+    return _wrap(_backend.to_device(t._data, dev))
+
+
 def _to_m(self, device):
     """A copy on ``device`` (GPU to GPU peer to peer); the same value when already there."""
-    from ..device import tensor_to
-
     try:
         _backend.parse_device(device)
     except (TypeError, ValueError) as exc:
@@ -294,6 +307,7 @@ _T.__neg__ = negative
 _T.__pos__ = _same
 _T.__abs__ = abs
 _T.__getitem__ = getitem
+_T.T = property(transpose, doc="The tensor with its axes reversed (``transpose(x)``).")
 _T.__eq__ = equal
 _T.__ne__ = not_equal
 _T.__lt__ = less

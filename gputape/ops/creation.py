@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from .. import _errors, backend
-from ..device import current_device
 from ..dispatch import _const_array
+from ..placement import current_device
 from ..recording import integer_result
 from ..tensor import Tensor, _py_dtype, _to_array, _wrap, _wrap_op, as_tensor
 from ._util import norm_axis, norm_dtype, norm_flag, norm_shape, norm_size
