@@ -4,14 +4,10 @@ A layer creates its Variables on the first call, when it knows the input's
 size (``build``), on the input's device. Every layer's ``__call__`` accepts
 ``training=``; it is passed on to ``call`` when ``call`` takes it.
 
->>> import gputape as gt, numpy as np
->>> gt.random.seed(0)
->>> model = gt.nn.Sequential([gt.nn.Dense(8, activation="relu"), gt.nn.Dropout(0.5), gt.nn.Dense(3)])
->>> x = np.ones((4, 5), "float32")
->>> model(x, training=True).shape
-(4, 3)
->>> [path for path, v in model.named_variables()]
-['layers/0/kernel', 'layers/0/bias', 'layers/2/kernel', 'layers/2/bias']
+>>> import gputape as gt
+>>> dense = gt.nn.Dense(2)
+>>> dense.built, dense(gt.zeros((1, 3))).shape, dense.built, [v.shape for v in dense.weights]
+(False, (1, 2), True, [(3, 2), (2,)])
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Keras-style layers on :class:`gt.Module`: ``Dense``, ``Dropout``, ``Flatten``, ``Sequential``.
 
-A layer creates its Variables on the first call, when it knows the input's
-size (``build``), on the input's device. Every layer's ``__call__`` accepts
-``training=``; it is passed on to ``call`` when ``call`` takes it.
+They live in modules by concern: :mod:`~gputape.nn.base_layer` (``Layer``, lazy
+``build`` on the first call), :mod:`~gputape.nn.core`,
+:mod:`~gputape.nn.normalization`, :mod:`~gputape.nn.sequential` and the
+functional API's :mod:`~gputape.nn.keras_tensor`; this module gathers them.
 
 >>> import gputape as gt, numpy as np
 >>> gt.random.seed(0)

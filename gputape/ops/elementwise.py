@@ -1,27 +1,12 @@
-"""Elementwise primitives: forward and derivative side by side.
+"""Elementwise primitives, gathered from the three modules they are declared in, by concern.
 
-Most derivatives are one expression in :mod:`gputape.expr`'s language (``grad=``
-below: a function of the inputs, ``out`` and the cotangent ``g``); the VJP the
-sweep calls, gt.function's inline CPU replay, the fused CUDA kernels and their
-numpy reference are all generated from it. The rest (power, mod, clip, cast,
-the zero-gradient ops) keep hand-written VJPs.
-
-VJPs are written against ``F`` (numpy/cupy in the fast sweep, gputape's own ops
-when the gradient is itself being recorded), return cotangents that may still
-carry broadcast dimensions (the sweep sums them away), and never index axes
-from the left, so a leading batch of cotangents passes through unchanged.
-
-Ops whose derivative is singular somewhere (log, sqrt, divide, reciprocal,
-power) multiply the incoming cotangent with ``multiply_no_nan``: the result
-stays exactly 0 where the incoming one is 0. That keeps ``where(x > 0,
-log(x), 0)`` from leaking NaN into the gradient at ``x == 0`` (0 * inf), at
-every order (multiply_no_nan's own VJP is guarded the same way), while
-``sqrt`` at 0 with a non-zero incoming gradient still gives inf.
-
-The primitives live in three modules by concern: :mod:`gputape.ops.arithmetic`
-(with ``declared``, the helper every elementwise declaration uses),
-:mod:`gputape.ops.transcendental` and :mod:`gputape.ops.selection`. This
-module gathers them, so ``gputape.ops.elementwise.<name>`` keeps working.
+:mod:`gputape.ops.arithmetic` holds ``declared`` (the helper every elementwise
+declaration uses, here and in :mod:`gputape.nn.functional`), the conventions
+every elementwise VJP follows, and ``+ - * /``, power, mod, square, reciprocal,
+abs, identity, cast; :mod:`gputape.ops.transcendental` the exp, log,
+trigonometric and hyperbolic families; :mod:`gputape.ops.selection` maximum,
+minimum, rounding, where, clip and the complex parts. This module keeps every
+``gputape.ops.elementwise.<name>`` the other modules import.
 
 >>> import gputape as gt
 >>> gt.ops.elementwise.tanh is gt.tanh
