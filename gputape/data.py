@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import backend
+from . import distributed as _distributed
 from .device import current_device
 from .tensor import Tensor, _wrap
 
@@ -74,9 +75,7 @@ class DataLoader:
         self.drop_remainder = bool(drop_remainder)
         self.shard = bool(shard)
         if self.shard and seed is None and self.shuffle:
-            from . import distributed
-
-            seed = distributed._shared_seed()  # a per-rank random seed would give every rank other rows
+            seed = _distributed._shared_seed()  # a per-rank random seed would give every rank other rows
         self._rng = np.random.default_rng(seed)
 
     def _place(self, a: Any) -> Any:
@@ -98,12 +97,10 @@ class DataLoader:
         bounds = self._bounds()
         if not self.shard:
             return bounds
-        from . import distributed
-
-        r, w = distributed.rank(), distributed.world_size()
+        r, w = _distributed.rank(), _distributed.world_size()
         out = []
         for lo, hi in bounds:
-            rows = distributed.shard_range(hi - lo, r, w)
+            rows = _distributed.shard_range(hi - lo, r, w)
             if len(rows):
                 out.append((lo + rows.start, lo + rows.stop))
         return out

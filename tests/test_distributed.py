@@ -39,12 +39,12 @@ def test_single_process_is_rank_0_of_1_without_touching_mpi():
 
 
 def test_launched_by_mpirun_without_mpi4py_says_how_to_install(monkeypatch):
-    monkeypatch.setattr(distributed, "_state", distributed._State())
+    monkeypatch.setattr(distributed.world, "_state", distributed._State())  # where init() keeps it
     monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")
     monkeypatch.setitem(sys.modules, "mpi4py", None)  # makes `from mpi4py import MPI` raise ImportError
     with pytest.raises(RuntimeError, match=r"with 2 processes.*mpi4py.*gputape\[mpi\]"):
         distributed.init()
-    assert not distributed._state.initialized
+    assert not distributed.world._state.initialized
 
 
 @pytest.mark.parametrize(
@@ -66,7 +66,7 @@ def test_launcher_detection_reads_only_the_environment(monkeypatch, env, size):
 
 
 def test_pmix_rank_alone_without_mpi4py_runs_as_one_process(monkeypatch):
-    monkeypatch.setattr(distributed, "_state", distributed._State())
+    monkeypatch.setattr(distributed.world, "_state", distributed._State())  # where init() keeps it
     for var in (*distributed._SIZE_VARS, "SLURM_STEP_NUM_TASKS"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PMIX_RANK", "0")

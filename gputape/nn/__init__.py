@@ -6,6 +6,8 @@
 """
 
 from . import activations, initializers, losses
+from .base_layer import Layer
+from .core import Activation, Add, Concatenate, Dense, Dropout, Embedding, Flatten, Lambda, Reshape
 from .functional import (
     elu,
     gelu,
@@ -20,22 +22,9 @@ from .functional import (
     softplus,
     sparse_softmax_cross_entropy_with_logits,
 )
-from .layers import (
-    Activation,
-    Add,
-    BatchNormalization,
-    Concatenate,
-    Dense,
-    Dropout,
-    Embedding,
-    Flatten,
-    KerasTensor,
-    Lambda,
-    Layer,
-    LayerNormalization,
-    Reshape,
-    Sequential,
-)
+from .keras_tensor import KerasTensor
+from .normalization import BatchNormalization, LayerNormalization
+from .sequential import Sequential
 
 __all__ = [
     "Activation",
