@@ -9,6 +9,7 @@ Because gputape uses numpy's names and signatures, one VJP serves both.
 
 from __future__ import annotations
 
+import sys as _sys
 import types
 from functools import partial
 from typing import Any
@@ -339,3 +340,5 @@ _T.to = _to_m
 _T.__array_ufunc__ = _protocols.array_ufunc
 _T.__array_function__ = _protocols.array_function
 Variable.__hash__ = None  # type: ignore[assignment]
+
+_protocols.install(_sys.modules[__name__])  # the numpy protocol tables look ops up by name

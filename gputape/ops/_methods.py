@@ -12,15 +12,14 @@ from typing import Any
 
 from .. import backend
 from ..tensor import Tensor, _export_hook
+from . import aliases as _aliases
+from . import creation as _creation
+from . import elementwise as _elementwise
+from . import linalg as _linalg
 from . import reduce as _reduce
+from . import scan as _scan
+from . import shape as _shape
 from ._compat import check_out
-
-
-def _ops() -> Any:
-    from .. import ops
-
-    return ops
-
 
 _sum, _mean, _max, _min = _reduce.sum, _reduce.mean, _reduce.max, _reduce.min  # the hot ones: no lookup
 
@@ -52,7 +51,7 @@ def prod(self: Tensor, axis: Any = None, dtype: Any = None, out: None = None, ke
     >>> gt.constant([1.0, 2.0, 3.0]).prod().numpy().item()
     6.0
     """
-    return _ops().prod(self, axis, keepdims, dtype=dtype, out=out)
+    return _reduce.prod(self, axis, keepdims, dtype=dtype, out=out)
 
 
 def max(self: Tensor, axis: Any = None, out: None = None, keepdims: bool = False) -> Tensor:
@@ -84,7 +83,7 @@ def std(
     >>> gt.constant([1.0, 3.0]).std().numpy().item()
     1.0
     """
-    return _ops().std(self, axis, keepdims, ddof, dtype=dtype, out=out)
+    return _reduce.std(self, axis, keepdims, ddof, dtype=dtype, out=out)
 
 
 def var(
@@ -96,18 +95,17 @@ def var(
     >>> gt.constant([1.0, 3.0]).var(ddof=1).numpy().item()
     2.0
     """
-    return _ops().var(self, axis, keepdims, ddof, dtype=dtype, out=out)
+    return _reduce.var(self, axis, keepdims, ddof, dtype=dtype, out=out)
 
 
 def _arg(op: str, self: Tensor, axis: Any, out: Any, keepdims: bool) -> Tensor:
     check_out(op, out)
-    ops = _ops()
-    i = getattr(ops, op)(self, axis)
+    i = getattr(_creation, op)(self, axis)
     if not keepdims:
         return i
     if axis is None:
-        return ops.reshape(i, (1,) * self.ndim)
-    return ops.expand_dims(i, axis)
+        return _shape.reshape(i, (1,) * self.ndim)
+    return _shape.expand_dims(i, axis)
 
 
 def argmax(self: Tensor, axis: Any = None, out: None = None, *, keepdims: bool = False) -> Tensor:
@@ -137,7 +135,7 @@ def cumsum(self: Tensor, axis: Any = None, dtype: Any = None, out: None = None) 
     >>> gt.constant([1.0, 2.0, 3.0]).cumsum().numpy().tolist()
     [1.0, 3.0, 6.0]
     """
-    return _ops().cumsum(self, axis, dtype, out)
+    return _scan.cumsum(self, axis, dtype, out)
 
 
 def cumprod(self: Tensor, axis: Any = None, dtype: Any = None, out: None = None) -> Tensor:
@@ -147,7 +145,7 @@ def cumprod(self: Tensor, axis: Any = None, dtype: Any = None, out: None = None)
     >>> gt.constant([1.0, 2.0, 3.0]).cumprod().numpy().tolist()
     [1.0, 2.0, 6.0]
     """
-    return _ops().cumprod(self, axis, dtype, out)
+    return _scan.cumprod(self, axis, dtype, out)
 
 
 def clip(
@@ -159,7 +157,7 @@ def clip(
     >>> gt.constant([-2.0, 0.5, 3.0]).clip(-1.0, 1.0).numpy().tolist()
     [-1.0, 0.5, 1.0]
     """
-    return _ops().clip(self, a_min, a_max, out, min=min, max=max)
+    return _elementwise.clip(self, a_min, a_max, out, min=min, max=max)
 
 
 def round(self: Tensor, decimals: int = 0, out: None = None) -> Tensor:
@@ -169,7 +167,7 @@ def round(self: Tensor, decimals: int = 0, out: None = None) -> Tensor:
     >>> gt.constant([1.25, 2.5], "float64").round(1).numpy().tolist()
     [1.2, 2.5]
     """
-    return _ops().around(self, decimals, out)
+    return _aliases.around(self, decimals, out)
 
 
 def dot(self: Tensor, b: Any, out: None = None) -> Tensor:
@@ -180,7 +178,7 @@ def dot(self: Tensor, b: Any, out: None = None) -> Tensor:
     11.0
     """
     check_out("dot", out)
-    return _ops().dot(self, b)
+    return _linalg.dot(self, b)
 
 
 def take(self: Tensor, indices: Any, axis: Any = None, out: None = None, mode: str = "raise") -> Tensor:
@@ -193,7 +191,7 @@ def take(self: Tensor, indices: Any, axis: Any = None, out: None = None, mode: s
     check_out("take", out)
     if mode != "raise":
         raise ValueError(f"Tensor.take: mode={mode!r} is not supported; only 'raise' (clip or wrap the indices first)")
-    return _ops().take(self, indices, axis)
+    return _shape.take(self, indices, axis)
 
 
 def ravel(self: Tensor, order: str = "C") -> Tensor:
@@ -203,7 +201,7 @@ def ravel(self: Tensor, order: str = "C") -> Tensor:
     >>> gt.constant([[1.0, 2.0], [3.0, 4.0]]).ravel("F").numpy().tolist()
     [1.0, 3.0, 2.0, 4.0]
     """
-    return _ops().ravel(self, order)
+    return _shape.ravel(self, order)
 
 
 flatten = ravel  # a tensor is immutable: a copy and a view are the same thing
@@ -216,7 +214,7 @@ def copy(self: Tensor, order: str = "K") -> Tensor:
     >>> gt.constant([1.0, 2.0]).copy().numpy().tolist()
     [1.0, 2.0]
     """
-    return _ops().identity(self)
+    return _elementwise.identity(self)
 
 
 def tolist(self: Tensor) -> Any:
@@ -238,7 +236,7 @@ def abs(self: Tensor) -> Tensor:
     >>> gt.constant([-1.0, 2.0]).abs().numpy().tolist()
     [1.0, 2.0]
     """
-    return _ops().abs(self)
+    return _elementwise.abs(self)
 
 
 def mT(self: Tensor) -> Tensor:
@@ -250,7 +248,7 @@ def mT(self: Tensor) -> Tensor:
     """
     if self.ndim < 2:
         raise ValueError(f"Tensor.mT: the tensor has rank {self.ndim}; matrix transpose needs at least 2 dimensions")
-    return _ops().swapaxes(self, -1, -2)
+    return _shape.swapaxes(self, -1, -2)
 
 
 def conj(self: Tensor) -> Tensor:
@@ -260,7 +258,7 @@ def conj(self: Tensor) -> Tensor:
     >>> gt.constant(np.array([1 + 2j])).conj().numpy().tolist()
     [(1-2j)]
     """
-    return _ops().conj(self)
+    return _elementwise.conj(self)
 
 
 def real(self: Tensor) -> Tensor:
@@ -270,7 +268,7 @@ def real(self: Tensor) -> Tensor:
     >>> gt.constant(np.array([1 + 2j])).real.numpy().tolist()
     [1.0]
     """
-    return _ops().real(self)
+    return _elementwise.real(self)
 
 
 def imag(self: Tensor) -> Tensor:
@@ -280,7 +278,7 @@ def imag(self: Tensor) -> Tensor:
     >>> gt.constant(np.array([1 + 2j])).imag.numpy().tolist()
     [2.0]
     """
-    return _ops().imag(self)
+    return _elementwise.imag(self)
 
 
 # numpy's ndarray method name -> the function above or the public op it is

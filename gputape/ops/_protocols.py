@@ -140,12 +140,28 @@ def _is_default(value: Any, default: Any) -> bool:
         return False
 
 
+_OPS: list[Any] = []  # gputape.ops, handed over by install() when it has defined every op
+
+
+def install(ops: Any) -> None:
+    """Give the protocols the finished ``gputape.ops`` namespace (called once, at the end of its import).
+
+    The tables are built from it on first use; this module sits below it and does not import it.
+    """
+    _OPS[:] = [ops]
+
+
+def _namespace() -> Any:
+    if not _OPS:
+        raise RuntimeError("gputape.ops._protocols: used before gputape.ops finished importing")
+    return _OPS[0]
+
+
 def _namespaces() -> list[tuple[Any, Any]]:
     """(numpy namespace, gputape namespace) pairs: ``np.X`` -> ``gputape.ops.X``, ``np.linalg.X`` -> ``gt.linalg.X``."""
     import importlib
 
-    from .. import ops
-
+    ops = _namespace()
     pairs = [(np, ops)]
     for sub in ("linalg", "fft"):
         try:
@@ -206,8 +222,7 @@ def ufunc_table() -> dict[Any, Any]:
     """
     global _UFUNCS
     if _UFUNCS is None:
-        from .. import ops
-
+        ops = _namespace()
         table = {}
         for name in _public(ops):
             u = getattr(np, name, None)
@@ -238,8 +253,7 @@ def array_function(self: Tensor, func: Any, types: Any, args: tuple, kwargs: dic
     if name in _READS_VALUES and func is getattr(np, name, None):
         label = _display(func)
         return func(*_map(lambda t: _host(t, label), args), **_map(lambda t: _host(t, label), kwargs))
-    from .. import ops
-
+    ops = _namespace()
     if callable(getattr(ops, name, None)) and not name.startswith("_"):  # np.ones(2, like=t): a creation function
         raise TypeError(f"{_display(func)}(..., like=tensor) is not supported on gt.Tensor: call gt.{name} instead")
     raise TypeError(
@@ -293,8 +307,7 @@ def array_ufunc(self: Tensor, ufunc: Any, method: str, *inputs: Any, **kwargs: A
                     f"{label}(..., {k}=...) on a gt.Tensor is not supported; leave it at its default, or call "
                     f"{label} on t.numpy() to compute without the tape (no gradient)"
                 )
-    from .. import ops
-
+    ops = _namespace()
     if method == "__call__":
         op = ufunc_table().get(ufunc)
         if op is not None:
