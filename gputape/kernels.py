@@ -6,9 +6,10 @@ NVRTC on first use, memoized per device); on numpy arrays they run the
 reference. The CUDA sources live in the top-level ``kernels/`` folder (shipped
 inside the wheel as ``gputape/_kernels``):
 
-* ``activations.cuh``: activation forward math, templated on the floating
-  type; with :data:`gputape.expr.CUDA_PRELUDE` before it, the preamble of every
-  ElementwiseKernel below (:func:`preamble`).
+* the activations' forward math ``gt_<name>_fwd`` is generated, not kept here:
+  one expression per activation (:data:`gputape.expr.FORWARDS`, declared beside
+  the activations in :mod:`gputape.nn.functional`) renders the CUDA functions of
+  :func:`preamble`, the CPU forward and :func:`ref_activation_forward`.
 * ``softmax_xent.cu``: sparse softmax cross-entropy, loss and gradient in one
   row-wise pass (:func:`sparse_softmax_xent`).
 * ``optimizers.cu``: SGD with momentum, Adam and AdamW over all parameters in
@@ -43,7 +44,6 @@ from typing import Any
 import numpy as np
 
 from . import backend, expr
-from .nn.functional import _GELU_A, _SQRT1_2, _SQRT_2_PI  # gelu's constants, stated once
 from .ops import raw_namespace
 
 # -- sources -----------------------------------------------------------------------------
@@ -53,16 +53,16 @@ _CANDIDATE_DIRS = (_HERE / "_kernels", _HERE.parent / "kernels")
 
 
 def kernel_dir() -> Path:
-    """The folder holding the ``.cu``/``.cuh`` sources (inside the wheel, or the repository's ``kernels/``).
+    """The folder holding the ``.cu`` sources (inside the wheel, or the repository's ``kernels/``).
 
-    >>> (kernel_dir() / "activations.cuh").is_file()
+    >>> (kernel_dir() / "softmax_xent.cu").is_file()
     True
     """
     for d in _CANDIDATE_DIRS:
-        if (d / "activations.cuh").is_file():
+        if (d / "softmax_xent.cu").is_file():
             return d
     raise FileNotFoundError(
-        "gputape: the CUDA kernel sources (activations.cuh, *.cu) were not found in "
+        "gputape: the CUDA kernel sources (*.cu) were not found in "
         f"{' or '.join(str(d) for d in _CANDIDATE_DIRS)}; reinstall gputape"
     )
 
@@ -73,9 +73,9 @@ _text_cache: dict[str, str] = {}
 
 
 def source(name: str) -> str:
-    """The text of ``kernels/<name>`` (``"activations.cuh"``, ``"softmax_xent.cu"``, ...).
+    """The text of ``kernels/<name>`` (``"softmax_xent.cu"``, ...).
 
-    >>> "gt_relu_fwd" in source("activations.cuh")
+    >>> "gt_sparse_xent" in source("softmax_xent.cu")
     True
     """
     text = _text_cache.get(name)
@@ -85,13 +85,20 @@ def source(name: str) -> str:
 
 
 def preamble() -> str:
-    """What every ElementwiseKernel and module starts with: the expression language's
-    functions (:data:`gputape.expr.CUDA_PRELUDE`), then ``activations.cuh``.
+    """What every ElementwiseKernel starts with: the expression language's functions
+    (:data:`gputape.expr.CUDA_PRELUDE`), then the activations' forward functions
+    ``gt_<name>_fwd``, generated from their expressions (:data:`gputape.expr.FORWARDS`).
 
     >>> "gt_exp" in preamble() and "gt_relu_fwd" in preamble()
     True
     """
-    return expr.CUDA_PRELUDE + source("activations.cuh")
+    global _preamble
+    if _preamble is None:
+        _preamble = expr.CUDA_PRELUDE + "".join(expr.FORWARDS[a].cuda() for a in FORWARD_ACTIVATIONS)
+    return _preamble
+
+
+_preamble: str | None = None
 
 
 def module_source(name: str) -> str:
@@ -281,50 +288,27 @@ def compile_all(device_id: int = 0) -> list[str]:
 # -- numpy references (the CPU path) -----------------------------------------------------------
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
-    try:
-        from scipy.special import erf
-    except ImportError:  # numpy alone: exact, one math.erf per element
-        return np.vectorize(math.erf, otypes=[x.dtype])(x)
-    return erf(x)
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
-
-
 def _c(v: Any, like: np.ndarray) -> Any:
     """A coefficient in the array's dtype: the kernel computes in T, so must the reference."""
     return like.dtype.type(v)
 
 
 def ref_activation_forward(name: str, z: np.ndarray, alpha: float | None = None) -> np.ndarray:
-    """Activation ``name`` of ``z`` (numpy): the math of ``gt_<name>_fwd`` in activations.cuh.
+    """Activation ``name`` of ``z`` (numpy): the forward the CPU runs, generated from the same
+    expression as ``gt_<name>_fwd`` (:data:`gputape.expr.FORWARDS`).
+
+    For the primitives (relu, sigmoid, ...) this is the primitive's own forward on numpy; gelu
+    is composed, and runs its expression on the raw numpy namespace of gputape's ops.
 
     >>> import numpy as np
     >>> ref_activation_forward("relu", np.array([-1.0, 2.0])).tolist()
     [0.0, 2.0]
     """
-    if name == "identity":
-        return z
-    if name == "relu":
-        return np.maximum(z, _c(0, z))
-    if name == "leaky_relu":
-        return np.where(z > 0, z, z * _c(_alpha(name, alpha), z))
-    if name == "elu":
-        return np.where(z > 0, z, _c(_alpha(name, alpha), z) * np.expm1(np.minimum(z, 0)))
-    if name == "gelu":
-        return _c(0.5, z) * z * (1 + _erf(z * _c(_SQRT1_2, z)))
-    if name == "gelu_tanh":
-        return _c(0.5, z) * z * (1 + np.tanh(_c(_SQRT_2_PI, z) * (z + _c(_GELU_A, z) * z * z * z)))
-    if name == "sigmoid":
-        return _sigmoid(z)
-    if name == "tanh":
-        return np.tanh(z)
-    if name == "softplus":
-        return np.log1p(np.exp(-np.abs(z))) + np.maximum(z, _c(0, z))
-    raise ValueError(f"unknown activation {name!r}; known: {FORWARD_ACTIVATIONS}")
+    if name not in FORWARD_ACTIVATIONS:
+        raise ValueError(f"unknown activation {name!r}; known: {FORWARD_ACTIVATIONS}")
+    f = expr.FORWARDS[name]
+    params = {"alpha": _alpha(name, alpha)} if name in _HAS_ALPHA else {}
+    return f.fn(np if f.array_native else raw_namespace(np), z, **params)
 
 
 def _alpha(name: str, alpha: float | None) -> float:

@@ -68,6 +68,57 @@ def test_backward_reference_matches_the_vjp(name, dtype):
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
 
 
+def _erf(x):
+    return np.vectorize(math.erf)(x)
+
+
+HAND_FORWARD = {  # each activation written out by hand (closed forms, float64)
+    "identity": lambda x: x,
+    "relu": lambda x: np.where(x > 0, x, 0.0),
+    "leaky_relu": lambda x: np.where(x > 0, x, 0.2 * x),
+    "elu": lambda x: np.where(x > 0, x, np.exp(x) - 1),
+    "gelu": lambda x: x * 0.5 * (1 + _erf(x / math.sqrt(2))),
+    "gelu_tanh": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+    "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+    "tanh": lambda x: (np.exp(2 * x) - 1) / (np.exp(2 * x) + 1),
+    "softplus": lambda x: np.log(1 + np.exp(x)),
+}
+
+
+@pytest.mark.parametrize("name", K.FORWARD_ACTIVATIONS)
+def test_forward_reference_matches_closed_forms(name):
+    x = _x((60,))
+    np.testing.assert_allclose(K.ref_activation_forward(name, x), HAND_FORWARD[name](x), rtol=1e-12, atol=1e-14)
+
+
+def test_forward_is_one_declaration():
+    """The CPU forward, the numpy reference and the CUDA gt_<name>_fwd are all generated from
+    one expression per activation: the primitives' forwards ARE the generated functions, and
+    the kernels' preamble is the generated CUDA (no hand-kept .cuh copy left)."""
+    from gputape import expr
+    from gputape.tape import REGISTRY
+
+    for name in ("relu", "leaky_relu", "elu", "sigmoid", "softplus"):
+        f = expr.FORWARDS[name]
+        assert REGISTRY[name].fwd is f.fn and f.array_native, name
+    for name in K.FORWARD_ACTIVATIONS:
+        assert expr.FORWARDS[name].cuda() in K.preamble(), name
+    assert not list(K.kernel_dir().glob("*.cuh"))
+    z = _x((7,))
+    np.testing.assert_array_equal(K.ref_activation_forward("elu", z, 0.7), REGISTRY["elu"].fwd(np, z, alpha=0.7))
+
+
+def test_forward_expression_refuses_what_it_cannot_render():
+    from gputape import expr
+
+    with pytest.raises(ValueError, match="unknown variables"):
+        expr.forward("bad_forward", lambda x: x * expr.var("y"))
+    with pytest.raises(ValueError, match="already declared"):
+        expr.forward("relu", lambda x: x)
+    assert "bad_forward" not in expr.FORWARDS
+    assert not expr.FORWARDS["gelu"].array_native  # erf: numpy has none, so gelu runs on a namespace
+
+
 HAND_DERIV = {  # d act / dx written out by hand, from x
     "relu": lambda x: (x > 0) * 1.0,
     "leaky_relu": lambda x: np.where(x > 0, 1.0, 0.2),
@@ -357,7 +408,7 @@ def test_unknown_activation_names_are_refused():
 
 
 def test_sources_are_found_and_complete():
-    for name in ("activations.cuh", *(f"{m}.cu" for m in K.MODULES)):
+    for name in (f"{m}.cu" for m in K.MODULES):
         assert K.source(name)
     for module, fns in K.MODULE_FUNCTIONS.items():
         src = K.module_source(module)

@@ -8,6 +8,7 @@ never overflow.
 from __future__ import annotations
 
 import math
+import types
 from typing import Any
 
 import numpy as np
@@ -52,10 +53,10 @@ def _k() -> Any:
     return kernels
 
 
-def _relu_fwd(xp, x):
-    return xp.maximum(x, 0)
-
-
+# Each activation's value is one expression (gputape.expr.forward): the numpy/cupy forward
+# below, the CUDA gt_<name>_fwd the fused bias+activation kernels call and the numpy
+# reference of those kernels (gputape.kernels.ref_activation_forward) are all generated from it.
+_relu_fwd = _x.forward("relu", lambda x: _x.maximum(x, 0)).fn
 _relu = declared("relu", _relu_fwd, lambda x, out, g: g * (out > 0))  # 0 at x == 0, as in TensorFlow
 
 
@@ -69,10 +70,7 @@ def relu(x: Any) -> Any:
     return apply(_relu, (_real(x, "relu"),), _E)
 
 
-def _leaky_relu_fwd(xp, x, alpha):
-    return xp.where(x > 0, x, x * alpha)
-
-
+_leaky_relu_fwd = _x.forward("leaky_relu", lambda x, alpha: _x.where(x > 0, x, x * alpha), ("alpha",)).fn
 _leaky_relu = declared("leaky_relu", _leaky_relu_fwd, lambda x, g, alpha: _x.where(x > 0, g, g * alpha), ("alpha",))
 
 
@@ -87,10 +85,7 @@ def leaky_relu(x: Any, alpha: float = 0.2) -> Any:
     return apply(_leaky_relu, (_real(x, "leaky_relu"),), {"alpha": alpha})
 
 
-def _elu_fwd(xp, x, alpha):
-    return xp.where(x > 0, x, alpha * xp.expm1(xp.minimum(x, 0)))
-
-
+_elu_fwd = _x.forward("elu", lambda x, alpha: _x.where(x > 0, x, alpha * _x.expm1(_x.minimum(x, 0))), ("alpha",)).fn
 # d/dx alpha * (exp(x) - 1) = alpha * exp(x), from x alone (no output kept); min(x, 0)
 # keeps exp from overflowing in the branch not taken
 _elu = declared(
@@ -109,12 +104,7 @@ def elu(x: Any, alpha: float = 1.0) -> Any:
     return apply(_elu, (_real(x, "elu"),), {"alpha": alpha})
 
 
-def _sigmoid_fwd(xp, x):
-    # exp of -|x| only: never overflows, and keeps precision in both tails.
-    e = xp.exp(-xp.abs(x))
-    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
-
-
+_sigmoid_fwd = _x.forward("sigmoid", _x.sigmoid).fn  # the language's stable sigmoid (gputape.expr)
 _sigmoid = declared("sigmoid", _sigmoid_fwd, lambda x, out, g: g * (out * (1 - out)))
 
 
@@ -128,10 +118,7 @@ def sigmoid(x: Any) -> Any:
     return apply(_sigmoid, (_real(x, "sigmoid"),), _E)
 
 
-def _softplus_fwd(xp, x):
-    return xp.log1p(xp.exp(-xp.abs(x))) + xp.maximum(x, 0)
-
-
+_softplus_fwd = _x.forward("softplus", lambda x: _x.log1p(_x.exp(-_x.absolute(x))) + _x.maximum(x, 0)).fn
 _softplus = declared("softplus", _softplus_fwd, lambda x, g: g * _x.sigmoid(x))
 
 
@@ -145,8 +132,9 @@ def softplus(x: Any) -> Any:
     return apply(_softplus, (_real(x, "softplus"),), _E)
 
 
-# gelu is composed from primitives (its gradient is theirs); these two declare only the
-# fused GPU backward kernels gputape.kernels offers for it (activation_backward).
+# gelu is composed from primitives (its gradient is theirs): its forward expression runs
+# on gputape's ops (_OPS_F); the derivatives declare only the fused GPU backward kernels
+# gputape.kernels offers for it (activation_backward).
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _SQRT_2_PI = math.sqrt(2.0 / math.pi)
@@ -163,6 +151,13 @@ _x.derivative(
     "gelu", lambda x, g: g * (0.5 * (1 + _x.erf(x * _SQRT1_2)) + x * (_INV_SQRT_2PI * _x.exp(-0.5 * x * x)))
 )  # Phi(x) + x phi(x)
 _x.derivative("gelu_tanh", _gelu_tanh_grad)
+_gelu_fwd = _x.forward("gelu", lambda x: 0.5 * x * (1 + _x.erf(x * _SQRT1_2))).fn
+_gelu_tanh_fwd = _x.forward("gelu_tanh", lambda x: 0.5 * x * (1 + _x.tanh(_SQRT_2_PI * (x + _GELU_A * x * x * x)))).fn
+_OPS_F = types.SimpleNamespace(erf=erf, tanh=tanh)
+# tanh is gt.tanh (gputape.ops); identity is Dense's linear activation. Declared here for
+# the fused bias+activation kernels, with the others.
+_x.forward("tanh", _x.tanh)
+_x.forward("identity", lambda x: x)
 
 
 def gelu(x: Any, approximate: bool = False) -> Any:
@@ -173,9 +168,7 @@ def gelu(x: Any, approximate: bool = False) -> Any:
     0.8413
     """
     x = _real(x, "gelu")
-    if _util.norm_flag(approximate, "nn.gelu"):
-        return 0.5 * x * (1.0 + tanh(_SQRT_2_PI * (x + _GELU_A * x * x * x)))
-    return 0.5 * x * (1.0 + erf(x * _SQRT1_2))
+    return (_gelu_tanh_fwd if _util.norm_flag(approximate, "nn.gelu") else _gelu_fwd)(_OPS_F, x)
 
 
 def _row_max(xp, x, axis):
