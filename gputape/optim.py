@@ -41,7 +41,9 @@ from typing import Any
 
 import numpy as np
 
+from . import _optim_rules as _rules
 from . import _state, backend
+from ._optim_fused import FusedOptimizer
 from ._state import defer_interrupts
 from .ops import maximum, sqrt, square, where
 from .ops import sum as _sum
@@ -717,7 +719,6 @@ class Optimizer:
             self._apply_fused(kind, raw, lr, step)
             return step
         wd = self.weight_decay
-        decay = lr * wd if wd else 0.0
         compute = self._compute
         entries = self._slots if self.slot_names else None
         used, fresh, assigns = [], [], []
@@ -732,8 +733,8 @@ class Optimizer:
                 used.append(entry)
                 slots, spare = entry[1], entry[2] or self._spares(entry)
             delta, add = compute(g, lr, slots, spare, step)
-            if decay:
-                assigns.append((v.assign_sub, _wrap(v._data * decay)))
+            if wd:
+                assigns.append((v.assign_sub, _wrap(_rules.decoupled_decay(v._data, lr, wd))))
             assigns.append((v.assign_add if add else v.assign_sub, _wrap(delta)))
         # Phase 2 commits: reference swaps and assignments of arrays whose shapes, dtypes and
         # devices were checked above, with Ctrl-C held until the last one. assign_* keep
@@ -750,19 +751,17 @@ class Optimizer:
         return step
 
     # On GPU arrays, SGD/Adam/AdamW update every parameter in one kernel launch
-    # (gputape.kernels.FusedOptimizer, same Keras rules) using this optimizer's
-    # own slot arrays, so get_state()/set_state() see the same state either way.
+    # (gputape._optim_fused.FusedOptimizer, whose numpy reference runs the same update_rule)
+    # using this optimizer's own slot arrays, so get_state()/set_state() see the same state.
     _fused_on_cpu = False  # tests set it to run the same dispatch on the numpy reference
 
     def _fused_kind(self) -> str | None:
         return None
 
     def _apply_fused(self, kind: str, raw: list[tuple[Any, Variable]], lr: float, step: int) -> None:
-        from . import kernels
-
         fused = self.__dict__.get("_fused")
         if fused is None:
-            fused = kernels.FusedOptimizer(kind, lr, **self._fused_hyper())
+            fused = FusedOptimizer(kind, lr, **self._fused_hyper())
             self._fused = fused
             self._fused_at = None
         params = [v for _, v in raw]
@@ -866,17 +865,12 @@ class SGD(Optimizer):
     def _fused_hyper(self) -> dict[str, Any]:
         return {"momentum": self.momentum, "nesterov": self.nesterov}
 
+    update_rule = staticmethod(_rules.sgd)  # also the fused kernel's reference (gputape._optim_fused.RULES)
+
     def _compute(self, g: Any, lr: float, slots: dict[str, Any], out: dict[str, Any], step: int) -> tuple[Any, bool]:
         if not self.momentum:
-            return g * lr, False
-        step_ = g * lr
-        m = backend.xp_of(g).multiply(slots["momentum"], self.momentum, out=out["momentum"])
-        m -= step_
-        if self.nesterov:
-            delta = m * self.momentum
-            delta -= step_
-            return delta, True
-        return m, True
+            return self.update_rule(g, lr, 0.0, False, None, None)
+        return self.update_rule(g, lr, self.momentum, self.nesterov, slots["momentum"], out["momentum"])
 
 
 class Adam(Optimizer):
@@ -926,25 +920,14 @@ class Adam(Optimizer):
             hyper["weight_decay"] = self.weight_decay
         return hyper
 
+    update_rule = staticmethod(_rules.adam)  # also the fused kernel's reference (gputape._optim_fused.RULES)
+
     def _compute(self, g: Any, lr: float, slots: dict[str, Any], out: dict[str, Any], step: int) -> tuple[Any, bool]:
-        xp = backend.xp_of(g)
-        alpha = lr * math.sqrt(1.0 - self.beta_2**step) / (1.0 - self.beta_1**step)
-        m0, v0 = slots["momentum"], slots["velocity"]
-        # m0 + (g - m0)(1 - beta_1), as an in-place update would compute it, into the spare
-        m = xp.subtract(g, m0, out=out["momentum"])
-        m *= 1.0 - self.beta_1
-        m += m0
-        v = xp.multiply(g, g, out=out["velocity"])
-        v -= v0
-        v *= 1.0 - self.beta_2
-        v += v0
-        if self.amsgrad:
-            v = xp.maximum(slots["velocity_hat"], v, out=out["velocity_hat"])
-        denom = xp.sqrt(v)
-        denom += self.epsilon
-        delta = m * alpha
-        delta /= denom
-        return delta, False
+        hat = (slots["velocity_hat"], out["velocity_hat"]) if self.amsgrad else (None, None)
+        return self.update_rule(
+            g, lr, step, self.beta_1, self.beta_2, self.epsilon,
+            slots["momentum"], slots["velocity"], out["momentum"], out["velocity"], *hat,
+        )  # fmt: skip
 
 
 class AdamW(Adam):

@@ -226,8 +226,17 @@ def test_xent_reference_matches_the_op_and_its_vjp():
         loss = gt.nn.sparse_softmax_cross_entropy_with_logits(labels, zt)
     dz = tape.gradient(loss, zt, output_gradients=gt.constant(g)).numpy()
     ref_loss, ref_d = K.ref_sparse_softmax_xent(z, labels, g)
-    np.testing.assert_allclose(ref_loss, loss.numpy(), rtol=1e-12)
-    np.testing.assert_allclose(ref_d, dz, rtol=1e-12, atol=1e-15)
+    # the reference IS the CPU path (the primitive's forward and VJP on numpy): bitwise
+    np.testing.assert_array_equal(ref_loss, loss.numpy())
+    np.testing.assert_array_equal(ref_d, dz)
+
+
+def test_xent_kernel_is_declared_beside_its_primitive():
+    from gputape.nn import functional
+
+    assert K.ref_sparse_softmax_xent is functional.ref_sparse_softmax_xent
+    assert K.sparse_softmax_xent is functional.sparse_softmax_xent
+    assert K.MODULE_FUNCTIONS["softmax_xent"] == functional.SOFTMAX_XENT.functions
 
 
 def test_xent_is_stable_for_huge_logits_and_keeps_dtype():

@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 
 from .. import _errors, backend
+from .. import _kernel_build as _kb
 from .. import expr as _x
-from ..ops import _util, erf, log1p, maximum, mean, multiply, negative, register_f, tanh
+from ..ops import _util, erf, log1p, maximum, mean, multiply, negative, raw_namespace, register_f, tanh
 from ..ops import abs as _abs
 from ..ops import elementwise as _el
 from ..ops import sum as _sum
@@ -45,12 +46,6 @@ _E = _util.NOPARAMS
 def _gpu(F: Any) -> bool:
     """True in the raw sweep on cupy arrays: use the fused kernels there."""
     return F.xp is not None and F.xp is not np
-
-
-def _k() -> Any:
-    from .. import kernels
-
-    return kernels
 
 
 # Each activation's value is one expression (gputape.expr.forward): the numpy/cupy forward
@@ -244,10 +239,16 @@ register_f("softmax", softmax, _softmax_fwd)
 # -- losses ------------------------------------------------------------------------
 
 
-@primitive("sparse_softmax_cross_entropy_with_logits", save=True)
-def _sparse_xent(xp, labels, logits):
-    if xp is not np:  # one row-wise kernel on the GPU
-        return _k().sparse_softmax_xent(logits, labels, grad=False)[0]
+# kernels/softmax_xent.cu computes the primitive below, loss and gradient in one row-wise
+# pass, on a GPU. Its numpy reference (ref_sparse_softmax_xent) is the CPU path itself:
+# the primitive's forward (_xent_loss) and VJP (_xent_grad) on numpy.
+SOFTMAX_XENT = _kb.CudaModule(
+    "softmax_xent",
+    tuple(f"gt_sparse_xent_{g}_{t}_{i}" for g in ("warp", "block") for t in ("f32", "f64") for i in ("i32", "i64")),
+)
+
+
+def _xent_loss(xp, labels, logits):
     m = xp.max(logits, axis=-1, keepdims=True)
     s = logits - m
     lse = xp.log(xp.sum(xp.exp(s), axis=-1))
@@ -255,16 +256,119 @@ def _sparse_xent(xp, labels, logits):
     return lse - picked
 
 
+def _xent_grad(F, g, labels, logits):
+    xp = backend.xp_of(labels)
+    c = logits.shape[-1]
+    onehot = (labels[..., None] == xp.arange(c)).astype(logits.dtype)
+    # the fused form: softmax - onehot, scaled by each example's cotangent
+    return F.expand_dims(g, -1) * (F.softmax(logits, -1) - onehot)
+
+
+@primitive("sparse_softmax_cross_entropy_with_logits", save=True)
+def _sparse_xent(xp, labels, logits):
+    if xp is not np:  # one row-wise kernel on the GPU
+        return sparse_softmax_xent(logits, labels, grad=False)[0]
+    return _xent_loss(xp, labels, logits)
+
+
 @_sparse_xent.defvjp
 def _(F, g, needs, nb, node, labels, logits):
     lab = labels._data if isinstance(labels, Tensor) else labels
     if _gpu(F) and nb == 0:  # softmax - onehot, scaled, in the same fused kernel
-        return (None, _k().sparse_softmax_xent(logits, lab, g, loss=False)[1])
-    xp = backend.xp_of(lab)
+        return (None, sparse_softmax_xent(logits, lab, g, loss=False)[1])
+    return (None, _xent_grad(F, g, lab, logits))
+
+
+def ref_sparse_softmax_xent(
+    logits: np.ndarray, labels: np.ndarray, g: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row loss ``logsumexp(x) - x[label]`` and gradient ``(softmax(x) - onehot) * g`` (numpy).
+
+    The CPU path of :func:`sparse_softmax_cross_entropy_with_logits`: its forward and its
+    VJP, run on numpy (so the kernel's reference cannot drift from it). The row max is
+    subtracted first (nothing overflows); a label outside ``[0, C)``, which the public
+    function refuses, gives NaN in that row's loss and gradient, as the kernel does.
+
+    >>> import numpy as np
+    >>> loss, d = ref_sparse_softmax_xent(np.zeros((1, 2)), np.array([0]))
+    >>> loss.round(4).tolist(), d.tolist()
+    ([0.6931], [[-0.5, 0.5]])
+    """
     c = logits.shape[-1]
-    onehot = (lab[..., None] == xp.arange(c)).astype(logits.dtype)
-    # the fused form: softmax - onehot, scaled by each example's cotangent
-    return (None, F.expand_dims(g, -1) * (F.softmax(logits, -1) - onehot))
+    if c == 0:
+        raise ValueError("sparse_softmax_xent: logits have no classes (last axis of size 0)")
+    lab = np.asarray(labels)
+    valid = (lab >= 0) & (lab < c)
+    safe = np.where(valid, lab, 0)
+    rows = logits.shape[:-1]
+    g = np.ones(rows, logits.dtype) if g is None else np.broadcast_to(np.asarray(g, logits.dtype), rows)
+    loss = _xent_loss(np, safe, logits)
+    d = _xent_grad(raw_namespace(np), g, safe, logits)
+    if not valid.all():
+        loss = np.where(valid, loss, np.nan)
+        d = np.where(valid[..., None], d, np.nan)
+    return loss.astype(logits.dtype, copy=False), d.astype(logits.dtype, copy=False)
+
+
+def sparse_softmax_xent(logits: Any, labels: Any, g: Any = None, loss: bool = True, grad: bool = True) -> tuple:
+    """Sparse softmax cross-entropy, loss and gradient in ONE row-wise pass.
+
+    ``logits`` is ``(..., C)``, ``labels`` integers of shape ``logits.shape[:-1]``,
+    ``g`` None (cotangent 1) or the per-example cotangent of that shape. Returns
+    ``(loss, dlogits)``, each None when not asked for; ``dlogits = (softmax -
+    onehot) * g[..., None]``.
+
+    >>> import numpy as np
+    >>> l, d = sparse_softmax_xent(np.zeros((1, 2)), np.array([1]))
+    >>> l.round(4).tolist(), d.tolist()
+    ([0.6931], [[0.5, -0.5]])
+    """
+    if type(logits) is np.ndarray or not backend.is_gpu_array(logits):
+        lo, d = ref_sparse_softmax_xent(logits, backend.to_host(labels), None if g is None else backend.to_host(g))
+        return (lo if loss else None, d if grad else None)
+    cp = _kb.cupy_or_raise()
+    shape = logits.shape
+    if not shape or shape[-1] == 0:
+        raise ValueError(f"sparse_softmax_xent: logits must have a non-empty last axis, got shape {shape}")
+    out_dt = logits.dtype
+    dt = _kb.launch_dtype(out_dt)
+    if dt is None:
+        raise TypeError(f"sparse_softmax_xent: no kernel for logits of dtype {out_dt}")
+    c = shape[-1]
+    n = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
+    dev = logits.device.id
+    with logits.device:
+        x = cp.ascontiguousarray(logits, dtype=dt).reshape(n, c)
+        lab = labels if backend.is_gpu_array(labels) else backend.asarray_on(labels, f"cuda:{dev}")  # counted
+        if lab.shape != shape[:-1]:
+            raise ValueError(f"sparse_softmax_xent: labels shape {lab.shape} must equal logits.shape[:-1] {shape[:-1]}")
+        if lab.dtype not in (np.int32, np.int64):
+            lab = lab.astype(np.int64)
+        lab = cp.ascontiguousarray(lab).reshape(n)
+        gg = None
+        if g is not None:
+            g = g if backend.is_gpu_array(g) else backend.asarray_on(g, f"cuda:{dev}", dt)  # counted
+            gg = cp.ascontiguousarray(cp.broadcast_to(g.astype(dt, copy=False), shape[:-1])).reshape(n)
+        lo = cp.empty(n, dt) if loss else None
+        d = cp.empty((n, c), dt) if grad else None
+        sms = _kb.sm_count(dev)
+        block = c > 1024 and n < 16 * sms  # few long rows: a whole block per row
+        name = "gt_sparse_xent_{}_{}_{}".format(
+            "block" if block else "warp",
+            "f32" if dt == np.float32 else "f64",
+            "i32" if lab.dtype == np.int32 else "i64",
+        )
+        rows_per_block = 1 if block else 8
+        grid = max(1, min((n + rows_per_block - 1) // rows_per_block, sms * 32))
+        f = SOFTMAX_XENT.function(name, dev)
+        args = [_kb.NULL if a is None else a for a in (x, lab, gg, lo, d)]
+        f((grid,), (256,), (*args, np.int64(n), np.int64(c)))
+    lo = None if lo is None else lo.reshape(shape[:-1])
+    d = None if d is None else d.reshape(shape)
+    if dt != out_dt:
+        lo = None if lo is None else lo.astype(out_dt)
+        d = None if d is None else d.astype(out_dt)
+    return lo, d
 
 
 def sparse_softmax_cross_entropy_with_logits(labels: Any, logits: Any) -> Any:
