@@ -94,8 +94,9 @@ def _elementwise_specs() -> dict[str, tuple[str, str, str]]:
         d = expr.DERIVATIVES[act]
         specs[d.kernel_name(0)] = d.kernel(0)
     for act in FORWARD_ACTIVATIONS:
-        args = "z, alpha" if act in _HAS_ALPHA else "z"
-        extra = ", T alpha" if act in _HAS_ALPHA else ""
+        params = expr.FORWARDS[act].params  # the generated gt_<act>_fwd(x, *params)
+        args = ", ".join(("z", *params))
+        extra = "".join(f", T {p}" for p in params)
         specs[f"gt_bias_{act}"] = (f"T x, T b{extra}", "T y", f"T z = x + b; y = gt_{act}_fwd({args})")
         specs[f"gt_bias_{act}_z"] = (f"T x, T b{extra}", "T z, T y", f"z = x + b; y = gt_{act}_fwd({args})")
     specs["gt_accumulate"] = ("T g, T scale", "T acc", "acc = acc + g * scale")

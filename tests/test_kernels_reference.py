@@ -425,3 +425,25 @@ def test_sources_are_found_and_complete():
             assert fn[: fn.rfind("_")] in src or fn in src
     for name in K.ELEMENTWISE:
         assert "_harness" in K.elementwise_harness(name, "double")
+
+
+def test_kernel_and_optimizer_modules_import_one_way():
+    """No function-local imports in the kernel and optimizer modules, and nn.functional (which
+    declares softmax_xent.cu) never imports gputape.kernels, which re-exports it."""
+    import ast
+    from pathlib import Path
+
+    root = Path(gt.__file__).parent
+    files = ["kernels.py", "_kernel_build.py", "optim.py", "nn/functional.py"]
+    files += [p.name for p in root.glob("_optim_*.py")]
+    for name in files:
+        tree = ast.parse((root / name).read_text())
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                local = [n for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom))]
+                assert not local, f"{name}: {fn.name} imports inside the function (line {local[0].lineno})"
+        if name != "kernels.py":
+            for n in ast.walk(tree):
+                if isinstance(n, ast.ImportFrom):
+                    names = [a.name for a in n.names]
+                    assert n.module != "kernels" and "kernels" not in names, f"{name} imports gputape.kernels"
