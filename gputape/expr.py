@@ -20,13 +20,9 @@ over its inputs (``x``, ``y``), its output (``out``), the incoming cotangent
   composed with its neighbours into one fused backward kernel (:func:`compose`);
 * the numpy reference of that kernel, which is the VJP itself on numpy.
 
-An elementwise function's *value* is declared the same way (:func:`forward`,
-``relu: maximum(x, 0)``): one expression renders the forward numpy/cupy run
-(:attr:`Forward.fn`, straight-line, repeated subexpressions computed once), the
-CUDA device function the fused bias+activation kernels call
-(:meth:`Forward.cuda`) and so the numpy reference of those kernels, which is
-the CPU forward itself. Functions the language defines in itself (``sigmoid``)
-are one expression too, rendered as a CUDA template and expanded for numpy.
+An elementwise function's *value* is one expression of the same language too
+(:mod:`gputape.expr_forward`); the functions the language defines in itself
+(``sigmoid``) are one expression each, rendered as a CUDA template from it.
 
 Which residuals a primitive saves follows from the expressions: the inputs and
 the output they mention, nothing else. The NaN guards are defined once, here:
@@ -166,7 +162,7 @@ _C_TEMPLATES = {
     "sign": ("x", "return x > T(0) ? T(1) : (x < T(0) ? T(-1) : x);"),
     "minimum": ("a, b", "return (a != a || a < b) ? a : b;"),
     "maximum": ("a, b", "return (a != a || a > b) ? a : b;"),
-    # "sigmoid": its body is generated from its definition (_DEFINED, below)
+    # "sigmoid": its body is generated from its definition (DEFINED, below)
     "multiply_no_nan": ("x, y", "return y == T(0) ? T(0) : x * y;"),
 }
 FUNCTIONS = frozenset(_C_MATH) | frozenset(_C_TEMPLATES) | {"where"}
@@ -249,13 +245,13 @@ def _render(e: Expr, names: dict[str, str], c: bool, ns: str = "F") -> str:
     return f"{ls} {op} {rs}"
 
 
-def python(e: Expr, names: dict[str, str] | None = None) -> str:
-    """``e`` as Python over the namespace ``F`` (variables renamed by ``names``).
+def python(e: Expr, names: dict[str, str] | None = None, ns: str = "F") -> str:
+    """``e`` as Python over the namespace ``F`` (or ``ns``; variables renamed by ``names``).
 
     >>> python(multiply_no_nan(1 / var("x"), var("g")), {"x": "a0"})
     'F.multiply_no_nan(1 / a0, g)'
     """
-    return _render(e, names or {}, False)
+    return _render(e, names or {}, False, ns)
 
 
 def cuda(e: Expr, names: dict[str, str] | None = None) -> str:
@@ -407,34 +403,10 @@ def _sigmoid_definition(x: Expr) -> Expr:
 # Functions of the language defined in the language (name -> (arguments, body)): a CUDA
 # template generated from the body, and expanded in place where an array module evaluates
 # an expression (numpy has no sigmoid). One statement of their math for every backend.
-_DEFINED: dict[str, tuple[tuple[str, ...], Expr]] = {"sigmoid": (("x",), _sigmoid_definition(var("x")))}
-FUNCTIONS = FUNCTIONS | frozenset(_DEFINED)
+DEFINED: dict[str, tuple[tuple[str, ...], Expr]] = {"sigmoid": (("x",), _sigmoid_definition(var("x")))}
+FUNCTIONS = FUNCTIONS | frozenset(DEFINED)
 # What numpy and cupy offer under the language's names and with its meaning.
 ARRAY_FUNCTIONS = (frozenset(_C_MATH) - {"erf"}) | {"sign", "minimum", "maximum", "where"}
-
-
-def expand(e: Expr) -> Expr:
-    """``e`` with each call of a function the language defines (``sigmoid``) replaced by its definition.
-
-    >>> python(expand(sigmoid(var("z")))).count("F.exp(-F.abs(z))")
-    3
-    """
-    if e.op in ("var", "param", "const"):
-        return e
-    args = tuple(expand(a) if isinstance(a, Expr) else a for a in e.args)
-    if e.op == "call" and args[0] in _DEFINED:
-        names, body = _DEFINED[args[0]]
-        return substitute(body, dict(zip(names, args[1:])))
-    return Expr(e.op, args)
-
-
-def calls(e: Expr) -> set[str]:
-    """The functions ``e`` calls (``where`` included)."""
-    out = {e.args[0]} if e.op == "call" else {"where"} if e.op == "where" else set()
-    for a in e.args:
-        if isinstance(a, Expr):
-            out |= calls(a)
-    return out
 
 
 def cuda_statements(e: Expr, names: dict[str, str] | None = None) -> str:
@@ -446,25 +418,6 @@ def cuda_statements(e: Expr, names: dict[str, str] | None = None) -> str:
     defs, res = hoist(e)
     lines = [f"T {n} = {cuda(d, names)};" for n, d in defs] + [f"return {cuda(res, names)};"]
     return "\n  ".join(lines)
-
-
-def python_function(fname: str, args: tuple[str, ...], e: Expr, ns: str = "F") -> str:
-    """Source of ``def fname(ns, *args)`` returning ``e`` (defined functions expanded, repeats
-    computed once), calling functions on the namespace argument ``ns``; ``args`` name the
-    variables and parameters.
-
-    >>> print(python_function("f", ("x",), exp(var("x")) + exp(var("x")), "xp"))
-    def f(xp, x):
-        t0 = xp.exp(x)
-        return t0 + t0
-    <BLANKLINE>
-    """
-    names = {a: a for a in args}
-    defs, res = hoist(expand(e))
-    lines = [f"def {fname}({ns}, {', '.join(args)}):"]
-    lines += [f"    {n} = {_render(d, names, False, ns)}" for n, d in defs]
-    lines.append(f"    return {_render(res, names, False, ns)}")
-    return "\n".join(lines) + "\n"
 
 
 def _cuda_prelude() -> str:
@@ -479,7 +432,7 @@ def _cuda_prelude() -> str:
     for name, (args, body) in _C_TEMPLATES.items():
         params = ", ".join(f"T {a.strip()}" for a in args.split(","))
         lines.append(f"template <typename T> __device__ __forceinline__ T gt_{name}({params}) {{\n  {body}\n}}")
-    for name, (args, e) in _DEFINED.items():
+    for name, (args, e) in DEFINED.items():
         params = ", ".join(f"T {a}" for a in args)
         lines.append(
             f"template <typename T> __device__ __forceinline__ T gt_{name}({params}) {{\n  {cuda_statements(e)}\n}}"
@@ -489,76 +442,6 @@ def _cuda_prelude() -> str:
 
 
 CUDA_PRELUDE = _cuda_prelude()
-
-
-# -- forward values ------------------------------------------------------------------------------
-
-
-class Forward:
-    """One elementwise function's value as one expression over ``x`` and its parameters, and what it generates.
-
-    :attr:`fn` is ``fn(F, x, *params)``, generated straight-line Python calling the
-    expression's functions on ``F``: an array module (numpy, cupy) when
-    :attr:`array_native`, else a namespace that has the functions :attr:`calls`
-    names (gputape's ops compose it on tensors; ``ops.raw_namespace`` on arrays).
-    :meth:`cuda` is the CUDA device function ``gt_<name>_fwd`` from the same expression.
-    """
-
-    __slots__ = ("calls", "expr", "fn", "name", "params", "source")
-
-    def __init__(self, name: str, e: Expr, params: tuple[str, ...]) -> None:
-        unknown = variables(e) - {"x"}
-        if unknown:
-            raise ValueError(f"forward {name!r}: unknown variables {sorted(unknown)}; a forward reads only x")
-        undeclared = params_of(e) - set(params)
-        if undeclared:
-            raise ValueError(f"forward {name!r}: undeclared parameters {sorted(undeclared)}")
-        self.name = name
-        self.expr = e
-        self.params = params
-        self.calls = frozenset(calls(expand(e)))
-        self.source = python_function("forward", ("x", *params), e)
-        ns: dict[str, Any] = {}
-        exec(compile(self.source, f"<gputape.expr forward {name}>", "exec"), ns)
-        self.fn = ns["forward"]
-        self.fn.__name__ = self.fn.__qualname__ = f"{name}_forward"
-
-    @property
-    def array_native(self) -> bool:
-        """True when numpy and cupy evaluate :attr:`fn` themselves: ``fn(xp, x)``."""
-        return self.calls <= ARRAY_FUNCTIONS
-
-    def cuda(self) -> str:
-        """The device function ``gt_<name>_fwd(T x, T <param>...)``, a template on the floating type.
-
-        >>> print(FORWARDS["relu"].cuda().strip())
-        template <typename T> __device__ __forceinline__ T gt_relu_fwd(T x) {
-          return gt_maximum(x, T(0));
-        }
-        """
-        args = ", ".join(f"T {a}" for a in ("x", *self.params))
-        return (
-            f"template <typename T> __device__ __forceinline__ T gt_{self.name}_fwd({args}) {{\n"
-            f"  {cuda_statements(self.expr)}\n}}\n"
-        )
-
-
-FORWARDS: dict[str, Forward] = {}
-
-
-def forward(name: str, fn: Callable[..., Any], params: tuple[str, ...] = ()) -> Forward:
-    """Declare elementwise function ``name``'s value: ``fn(x, *params)`` returns its expression.
-
-    >>> f = forward("demo_square", lambda x: x * x)
-    >>> f.fn(np, np.array([3.0])).tolist(), f.array_native
-    ([9.0], True)
-    >>> del FORWARDS["demo_square"]
-    """
-    if name in FORWARDS:
-        raise ValueError(f"forward {name!r} is already declared")
-    f = Forward(name, lift(fn(var("x"), *(param(p) for p in params))), tuple(params))
-    FORWARDS[name] = f
-    return f
 
 
 # -- declarations --------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ inside the wheel as ``gputape/_kernels``) and are declared next to what they
 serve; this module re-exports them:
 
 * the activations' forward math ``gt_<name>_fwd`` is generated, not kept here:
-  one expression per activation (:data:`gputape.expr.FORWARDS`, declared beside
+  one expression per activation (:data:`gputape.expr_forward.FORWARDS`, declared beside
   the activations in :mod:`gputape.nn.functional`) renders the CUDA functions of
   :func:`preamble`, the CPU forward and :func:`ref_activation_forward`.
 * ``softmax_xent.cu``: sparse softmax cross-entropy, loss and gradient in one
@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from . import _kernel_build as _kb
-from . import backend, expr
+from . import backend, expr, expr_forward
 from ._kernel_build import CudaModule, harness, kernel_dir, source
 from ._optim_fused import KINDS, OPTIMIZERS, FusedOptimizer, ref_optimizer_update
 from .nn.functional import SOFTMAX_XENT, ref_sparse_softmax_xent, sparse_softmax_xent
@@ -94,7 +94,7 @@ def _elementwise_specs() -> dict[str, tuple[str, str, str]]:
         d = expr.DERIVATIVES[act]
         specs[d.kernel_name(0)] = d.kernel(0)
     for act in FORWARD_ACTIVATIONS:
-        params = expr.FORWARDS[act].params  # the generated gt_<act>_fwd(x, *params)
+        params = expr_forward.FORWARDS[act].params  # the generated gt_<act>_fwd(x, *params)
         args = ", ".join(("z", *params))
         extra = "".join(f", T {p}" for p in params)
         specs[f"gt_bias_{act}"] = (f"T x, T b{extra}", "T y", f"T z = x + b; y = gt_{act}_fwd({args})")
@@ -109,14 +109,14 @@ ELEMENTWISE: dict[str, tuple[str, str, str]] = _elementwise_specs()
 def preamble() -> str:
     """What every ElementwiseKernel starts with: the expression language's functions
     (:data:`gputape.expr.CUDA_PRELUDE`), then the activations' forward functions
-    ``gt_<name>_fwd``, generated from their expressions (:data:`gputape.expr.FORWARDS`).
+    ``gt_<name>_fwd``, generated from their expressions (:data:`gputape.expr_forward.FORWARDS`).
 
     >>> "gt_exp" in preamble() and "gt_relu_fwd" in preamble()
     True
     """
     global _preamble
     if _preamble is None:
-        _preamble = expr.CUDA_PRELUDE + "".join(expr.FORWARDS[a].cuda() for a in FORWARD_ACTIVATIONS)
+        _preamble = expr.CUDA_PRELUDE + "".join(expr_forward.FORWARDS[a].cuda() for a in FORWARD_ACTIVATIONS)
     return _preamble
 
 
@@ -173,7 +173,7 @@ def _c(v: Any, like: np.ndarray) -> Any:
 
 def ref_activation_forward(name: str, z: np.ndarray, alpha: float | None = None) -> np.ndarray:
     """Activation ``name`` of ``z`` (numpy): the forward the CPU runs, generated from the same
-    expression as ``gt_<name>_fwd`` (:data:`gputape.expr.FORWARDS`).
+    expression as ``gt_<name>_fwd`` (:data:`gputape.expr_forward.FORWARDS`).
 
     For the primitives (relu, sigmoid, ...) this is the primitive's own forward on numpy; gelu
     is composed, and runs its expression on the raw numpy namespace of gputape's ops.
@@ -184,7 +184,7 @@ def ref_activation_forward(name: str, z: np.ndarray, alpha: float | None = None)
     """
     if name not in FORWARD_ACTIVATIONS:
         raise ValueError(f"unknown activation {name!r}; known: {FORWARD_ACTIVATIONS}")
-    f = expr.FORWARDS[name]
+    f = expr_forward.FORWARDS[name]
     params = {"alpha": _alpha(name, alpha)} if name in _HAS_ALPHA else {}
     return f.fn(np if f.array_native else raw_namespace(np), z, **params)
 

@@ -131,8 +131,8 @@ def test_elementwise_body_compiles(nvrtc, name, ctype, arch):
 
 def test_the_bias_activation_kernels_compile_the_generated_forwards():
     """The forward functions the gt_bias_* bodies above call are the ones generated from the
-    activations' expressions (gputape.expr.FORWARDS), each in its harness's preamble."""
-    from gputape.expr import FORWARDS
+    activations' expressions (gputape.expr_forward.FORWARDS), each in its harness's preamble."""
+    from gputape.expr_forward import FORWARDS
 
     for act in kernels.FORWARD_ACTIVATIONS:
         src = kernels.elementwise_harness(f"gt_bias_{act}", "float")

@@ -95,7 +95,7 @@ def test_forward_is_one_declaration():
     """The CPU forward, the numpy reference and the CUDA gt_<name>_fwd are all generated from
     one expression per activation: the primitives' forwards ARE the generated functions, and
     the kernels' preamble is the generated CUDA (no hand-kept .cuh copy left)."""
-    from gputape import expr
+    from gputape import expr_forward as expr
     from gputape.tape import REGISTRY
 
     for name in ("relu", "leaky_relu", "elu", "sigmoid", "softplus"):
@@ -109,14 +109,14 @@ def test_forward_is_one_declaration():
 
 
 def test_forward_expression_refuses_what_it_cannot_render():
-    from gputape import expr
+    from gputape import expr, expr_forward
 
     with pytest.raises(ValueError, match="unknown variables"):
-        expr.forward("bad_forward", lambda x: x * expr.var("y"))
+        expr_forward.forward("bad_forward", lambda x: x * expr.var("y"))
     with pytest.raises(ValueError, match="already declared"):
-        expr.forward("relu", lambda x: x)
-    assert "bad_forward" not in expr.FORWARDS
-    assert not expr.FORWARDS["gelu"].array_native  # erf: numpy has none, so gelu runs on a namespace
+        expr_forward.forward("relu", lambda x: x)
+    assert "bad_forward" not in expr_forward.FORWARDS
+    assert not expr_forward.FORWARDS["gelu"].array_native  # erf: numpy has none, so gelu runs on a namespace
 
 
 HAND_DERIV = {  # d act / dx written out by hand, from x

@@ -16,6 +16,7 @@ import numpy as np
 from .. import _errors, backend
 from .. import _kernel_build as _kb
 from .. import expr as _x
+from .. import expr_forward as _xf
 from ..ops import _util, erf, log1p, maximum, mean, multiply, negative, raw_namespace, register_f, tanh
 from ..ops import abs as _abs
 from ..ops import elementwise as _el
@@ -48,10 +49,10 @@ def _gpu(F: Any) -> bool:
     return F.xp is not None and F.xp is not np
 
 
-# Each activation's value is one expression (gputape.expr.forward): the numpy/cupy forward
+# Each activation's value is one expression (gputape.expr_forward.forward): the numpy/cupy forward
 # below, the CUDA gt_<name>_fwd the fused bias+activation kernels call and the numpy
 # reference of those kernels (gputape.kernels.ref_activation_forward) are all generated from it.
-_relu_fwd = _x.forward("relu", lambda x: _x.maximum(x, 0)).fn
+_relu_fwd = _xf.forward("relu", lambda x: _x.maximum(x, 0)).fn
 _relu = declared("relu", _relu_fwd, lambda x, out, g: g * (out > 0))  # 0 at x == 0, as in TensorFlow
 
 
@@ -65,7 +66,7 @@ def relu(x: Any) -> Any:
     return apply(_relu, (_real(x, "relu"),), _E)
 
 
-_leaky_relu_fwd = _x.forward("leaky_relu", lambda x, alpha: _x.where(x > 0, x, x * alpha), ("alpha",)).fn
+_leaky_relu_fwd = _xf.forward("leaky_relu", lambda x, alpha: _x.where(x > 0, x, x * alpha), ("alpha",)).fn
 _leaky_relu = declared("leaky_relu", _leaky_relu_fwd, lambda x, g, alpha: _x.where(x > 0, g, g * alpha), ("alpha",))
 
 
@@ -80,7 +81,7 @@ def leaky_relu(x: Any, alpha: float = 0.2) -> Any:
     return apply(_leaky_relu, (_real(x, "leaky_relu"),), {"alpha": alpha})
 
 
-_elu_fwd = _x.forward("elu", lambda x, alpha: _x.where(x > 0, x, alpha * _x.expm1(_x.minimum(x, 0))), ("alpha",)).fn
+_elu_fwd = _xf.forward("elu", lambda x, alpha: _x.where(x > 0, x, alpha * _x.expm1(_x.minimum(x, 0))), ("alpha",)).fn
 # d/dx alpha * (exp(x) - 1) = alpha * exp(x), from x alone (no output kept); min(x, 0)
 # keeps exp from overflowing in the branch not taken
 _elu = declared(
@@ -99,7 +100,7 @@ def elu(x: Any, alpha: float = 1.0) -> Any:
     return apply(_elu, (_real(x, "elu"),), {"alpha": alpha})
 
 
-_sigmoid_fwd = _x.forward("sigmoid", _x.sigmoid).fn  # the language's stable sigmoid (gputape.expr)
+_sigmoid_fwd = _xf.forward("sigmoid", _x.sigmoid).fn  # the language's stable sigmoid (gputape.expr)
 _sigmoid = declared("sigmoid", _sigmoid_fwd, lambda x, out, g: g * (out * (1 - out)))
 
 
@@ -113,7 +114,7 @@ def sigmoid(x: Any) -> Any:
     return apply(_sigmoid, (_real(x, "sigmoid"),), _E)
 
 
-_softplus_fwd = _x.forward("softplus", lambda x: _x.log1p(_x.exp(-_x.absolute(x))) + _x.maximum(x, 0)).fn
+_softplus_fwd = _xf.forward("softplus", lambda x: _x.log1p(_x.exp(-_x.absolute(x))) + _x.maximum(x, 0)).fn
 _softplus = declared("softplus", _softplus_fwd, lambda x, g: g * _x.sigmoid(x))
 
 
@@ -146,13 +147,13 @@ _x.derivative(
     "gelu", lambda x, g: g * (0.5 * (1 + _x.erf(x * _SQRT1_2)) + x * (_INV_SQRT_2PI * _x.exp(-0.5 * x * x)))
 )  # Phi(x) + x phi(x)
 _x.derivative("gelu_tanh", _gelu_tanh_grad)
-_gelu_fwd = _x.forward("gelu", lambda x: 0.5 * x * (1 + _x.erf(x * _SQRT1_2))).fn
-_gelu_tanh_fwd = _x.forward("gelu_tanh", lambda x: 0.5 * x * (1 + _x.tanh(_SQRT_2_PI * (x + _GELU_A * x * x * x)))).fn
+_gelu_fwd = _xf.forward("gelu", lambda x: 0.5 * x * (1 + _x.erf(x * _SQRT1_2))).fn
+_gelu_tanh_fwd = _xf.forward("gelu_tanh", lambda x: 0.5 * x * (1 + _x.tanh(_SQRT_2_PI * (x + _GELU_A * x * x * x)))).fn
 _OPS_F = types.SimpleNamespace(erf=erf, tanh=tanh)
 # tanh is gt.tanh (gputape.ops); identity is Dense's linear activation. Declared here for
 # the fused bias+activation kernels, with the others.
-_x.forward("tanh", _x.tanh)
-_x.forward("identity", lambda x: x)
+_xf.forward("tanh", _x.tanh)
+_xf.forward("identity", lambda x: x)
 
 
 def gelu(x: Any, approximate: bool = False) -> Any:
