@@ -20,11 +20,7 @@ import numpy as np
 from . import _optim_rules as _rules
 from . import _state, backend
 from ._optim_fused import FusedOptimizer
-from ._optim_schedules import (
-    _integer,
-    _rate,
-    _real,
-)
+from ._optim_schedules import _integer, _rate, _real
 from ._state import defer_interrupts
 from .tape import GputapeWarning, GradientTape
 from .tensor import Tensor, Variable, _wrap
