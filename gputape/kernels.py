@@ -1,18 +1,23 @@
 """Fused GPU kernels and their numpy references (the CPU path, same math).
 
-Each fused kernel is declared once here, by name, with the numpy function that
+Every fused kernel is reachable here by name, with the numpy function that
 defines it. On cupy arrays the public functions launch the kernel (compiled by
-NVRTC on first use, memoized per device); on numpy arrays they run the
-reference. The CUDA sources live in the top-level ``kernels/`` folder (shipped
-inside the wheel as ``gputape/_kernels``):
+NVRTC on first use, memoized per device: :mod:`gputape._kernel_build`); on numpy
+arrays they run the reference, which is the CPU path's own code. The
+hand-written CUDA sources live in the top-level ``kernels/`` folder (shipped
+inside the wheel as ``gputape/_kernels``) and are declared next to what they
+serve; this module re-exports them:
 
-* ``activations.cuh``: activation forward math, templated on the floating
-  type; with :data:`gputape.expr.CUDA_PRELUDE` before it, the preamble of every
-  ElementwiseKernel below (:func:`preamble`).
+* the activations' forward math ``gt_<name>_fwd`` is generated, not kept here:
+  one expression per activation (:data:`gputape.expr_forward.FORWARDS`, declared beside
+  the activations in :mod:`gputape.nn.functional`) renders the CUDA functions of
+  :func:`preamble`, the CPU forward and :func:`ref_activation_forward`.
 * ``softmax_xent.cu``: sparse softmax cross-entropy, loss and gradient in one
-  row-wise pass (:func:`sparse_softmax_xent`).
+  row-wise pass (:func:`sparse_softmax_xent`), declared beside its primitive in
+  :mod:`gputape.nn.functional`; its reference is that primitive's CPU forward and VJP.
 * ``optimizers.cu``: SGD with momentum, Adam and AdamW over all parameters in
-  one launch, step and learning rate on the device (:class:`FusedOptimizer`).
+  one launch, step and learning rate on the device (:class:`FusedOptimizer`,
+  :mod:`gputape._optim_fused`); its reference runs gt.optim's own update rules.
 
 ElementwiseKernels (where cupy's broadcasting and indexing are worth having):
 the activation backward fused with the incoming gradient
@@ -33,86 +38,45 @@ This module never imports cupy: it asks :mod:`gputape.backend` for it.
 
 from __future__ import annotations
 
-import functools
-import math
-import threading
-from collections import OrderedDict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from . import backend, expr
-from .nn.functional import _GELU_A, _SQRT1_2, _SQRT_2_PI  # gelu's constants, stated once
+from . import _kernel_build as _kb
+from . import backend, expr, expr_forward
+from ._kernel_build import CudaModule, harness, kernel_dir, source
+from ._optim_fused import KINDS, OPTIMIZERS, FusedOptimizer, ref_optimizer_update
+from .nn.functional import SOFTMAX_XENT, ref_sparse_softmax_xent, sparse_softmax_xent
 from .ops import raw_namespace
 
-# -- sources -----------------------------------------------------------------------------
+# -- the hand-written modules (kernels/<name>.cu), each declared beside what it serves ---------
 
-_HERE = Path(__file__).resolve().parent
-_CANDIDATE_DIRS = (_HERE / "_kernels", _HERE.parent / "kernels")
-
-
-def kernel_dir() -> Path:
-    """The folder holding the ``.cu``/``.cuh`` sources (inside the wheel, or the repository's ``kernels/``).
-
-    >>> (kernel_dir() / "activations.cuh").is_file()
-    True
-    """
-    for d in _CANDIDATE_DIRS:
-        if (d / "activations.cuh").is_file():
-            return d
-    raise FileNotFoundError(
-        "gputape: the CUDA kernel sources (activations.cuh, *.cu) were not found in "
-        f"{' or '.join(str(d) for d in _CANDIDATE_DIRS)}; reinstall gputape"
-    )
-
-
-MODULES = ("softmax_xent", "optimizers")  # kernels/<name>.cu, loaded with cupy.RawModule
-
-_text_cache: dict[str, str] = {}
-
-
-def source(name: str) -> str:
-    """The text of ``kernels/<name>`` (``"activations.cuh"``, ``"softmax_xent.cu"``, ...).
-
-    >>> "gt_relu_fwd" in source("activations.cuh")
-    True
-    """
-    text = _text_cache.get(name)
-    if text is None:
-        text = _text_cache[name] = (kernel_dir() / name).read_text()
-    return text
-
-
-def preamble() -> str:
-    """What every ElementwiseKernel and module starts with: the expression language's
-    functions (:data:`gputape.expr.CUDA_PRELUDE`), then ``activations.cuh``.
-
-    >>> "gt_exp" in preamble() and "gt_relu_fwd" in preamble()
-    True
-    """
-    return expr.CUDA_PRELUDE + source("activations.cuh")
+_CUDA_MODULES: dict[str, CudaModule] = {m.name: m for m in (SOFTMAX_XENT, OPTIMIZERS)}
+MODULES = tuple(_CUDA_MODULES)  # kernels/<name>.cu, loaded with cupy.RawModule
+# Every extern "C" kernel each module must define (the loader and the NVRTC test use it).
+MODULE_FUNCTIONS = {name: m.functions for name, m in _CUDA_MODULES.items()}
 
 
 def module_source(name: str) -> str:
-    """The full translation unit cupy.RawModule compiles for module ``name``: the shared
-    math (:func:`preamble`) followed by ``kernels/<name>.cu`` (NVRTC has no include path to it).
+    """The full translation unit cupy.RawModule compiles for module ``name``: the expression
+    language's functions followed by ``kernels/<name>.cu`` (NVRTC has no include path to it).
 
     >>> "gt_sparse_xent_warp_f32_i64" in module_source("softmax_xent")
     True
     """
-    if name not in MODULES:
+    if name not in _CUDA_MODULES:
         raise KeyError(f"unknown kernel module {name!r}; known: {MODULES}")
-    return preamble() + "\n" + source(f"{name}.cu")
+    return _CUDA_MODULES[name].source()
 
 
-# Every extern "C" kernel each module must define (the loader and the NVRTC test use it).
-MODULE_FUNCTIONS = {
-    "softmax_xent": tuple(
-        f"gt_sparse_xent_{g}_{t}_{i}" for g in ("warp", "block") for t in ("f32", "f64") for i in ("i32", "i64")
-    ),
-    "optimizers": ("gt_optimizer_update_f32", "gt_optimizer_update_f64"),
-}
+def raw_function(module: str, fn: str, device_id: int = 0) -> Any:
+    """Kernel ``fn`` of ``kernels/<module>.cu`` compiled for GPU ``device_id``, built once."""
+    if module not in _CUDA_MODULES:
+        raise KeyError(f"unknown kernel module {module!r}; known: {MODULES}")
+    return _CUDA_MODULES[module].function(fn, device_id)
+
+
+# -- the ElementwiseKernels --------------------------------------------------------------------
 
 ACTIVATIONS = ("relu", "leaky_relu", "elu", "gelu", "gelu_tanh", "sigmoid", "tanh", "softplus")
 # Residual each activation's backward reads: the forward output ("y") or input ("x"),
@@ -130,8 +94,9 @@ def _elementwise_specs() -> dict[str, tuple[str, str, str]]:
         d = expr.DERIVATIVES[act]
         specs[d.kernel_name(0)] = d.kernel(0)
     for act in FORWARD_ACTIVATIONS:
-        args = "z, alpha" if act in _HAS_ALPHA else "z"
-        extra = ", T alpha" if act in _HAS_ALPHA else ""
+        params = expr_forward.FORWARDS[act].params  # the generated gt_<act>_fwd(x, *params)
+        args = ", ".join(("z", *params))
+        extra = "".join(f", T {p}" for p in params)
         specs[f"gt_bias_{act}"] = (f"T x, T b{extra}", "T y", f"T z = x + b; y = gt_{act}_fwd({args})")
         specs[f"gt_bias_{act}_z"] = (f"T x, T b{extra}", "T z, T y", f"z = x + b; y = gt_{act}_fwd({args})")
     specs["gt_accumulate"] = ("T g, T scale", "T acc", "acc = acc + g * scale")
@@ -140,33 +105,27 @@ def _elementwise_specs() -> dict[str, tuple[str, str, str]]:
 
 ELEMENTWISE: dict[str, tuple[str, str, str]] = _elementwise_specs()
 
-_CTYPES = {
-    "T": "T",
-    "float32": "float",
-    "float64": "double",
-    "float16": "half",
-    "int32": "int",
-    "int64": "long long",
-    "uint32": "unsigned int",
-    "uint64": "unsigned long long",
-    "bool": "bool",
-}
+
+def preamble() -> str:
+    """What every ElementwiseKernel starts with: the expression language's functions
+    (:data:`gputape.expr.CUDA_PRELUDE`), then the activations' forward functions
+    ``gt_<name>_fwd``, generated from their expressions (:data:`gputape.expr_forward.FORWARDS`).
+
+    >>> "gt_exp" in preamble() and "gt_relu_fwd" in preamble()
+    True
+    """
+    global _preamble
+    if _preamble is None:
+        _preamble = expr.CUDA_PRELUDE + "".join(expr_forward.FORWARDS[a].cuda() for a in FORWARD_ACTIVATIONS)
+    return _preamble
 
 
-def _params(spec: str) -> list[tuple[str, str]]:
-    out = []
-    for part in spec.split(","):
-        toks = part.split()
-        if len(toks) != 2:  # 'raw T x' is not used by gputape's kernels
-            raise ValueError(f"unsupported ElementwiseKernel parameter {part.strip()!r}")
-        out.append((_CTYPES[toks[0]], toks[1]))
-    return out
+_preamble: str | None = None
 
 
 def elementwise_harness(name: str, ctype: str) -> str:
-    """A stand-alone CUDA translation unit wrapping ElementwiseKernel ``name``'s body,
-    with ``T`` = ``ctype``, the way cupy wraps it: inputs as ``const T`` values, outputs
-    as ``T&`` references, ``typedef`` inside the kernel. NVRTC compiles it in CI.
+    """ElementwiseKernel ``name``'s body as a stand-alone CUDA translation unit with ``T`` =
+    ``ctype``, after :func:`preamble`, as cupy compiles it (:func:`harness`). NVRTC compiles it in CI.
 
     >>> "out = g * (a0 > T(0))" in elementwise_harness("gt_relu_bwd", "float")
     True
@@ -175,84 +134,10 @@ def elementwise_harness(name: str, ctype: str) -> str:
     return harness(name, ins, outs, body, ctype, preamble())
 
 
-def harness(name: str, ins: str, outs: str, body: str, ctype: str, prelude: str = "") -> str:
-    """The translation unit of :func:`elementwise_harness` for any ElementwiseKernel spec
-    (``gt.function``'s generated backward kernels are checked with it too).
-
-    >>> "out = g * 2;" in harness("k", "T g", "T out", "out = g * 2", "float")
-    True
-    """
-    lines = [prelude, f'extern "C" __global__ void {name}_harness(void* const* args, long long n) {{']
-    lines.append(f"  typedef {ctype} T;")
-    lines.append("  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;")
-    lines.append("  if (i >= n) return;")
-    k = 0
-    for ct, pname in _params(ins):
-        lines.append(f"  const {ct} {pname} = static_cast<const {ct}*>(args[{k}])[i];")
-        k += 1
-    for ct, pname in _params(outs):
-        lines.append(f"  {ct}& {pname} = static_cast<{ct}*>(args[{k}])[i];")
-        k += 1
-    lines.append(f"  {body};")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
-
-
-# -- loading, memoized per device ------------------------------------------------------------
-
-_lock = threading.Lock()
-_ew_cache: dict[tuple[int, str], Any] = {}
-_fn_cache: dict[tuple[int, str], Any] = {}
-_mod_cache: dict[tuple[int, str], Any] = {}
-_sm_cache: dict[int, int] = {}
-
-
-def _cp() -> Any:
-    cp = backend.cupy_module()
-    if cp is None:
-        raise RuntimeError(f"gputape.kernels: {backend.cuda_unavailable_reason()}")
-    return cp
-
-
 def elementwise_kernel(name: str, device_id: int = 0) -> Any:
     """The ``cupy.ElementwiseKernel`` ``name`` for GPU ``device_id``, built once."""
-    key = (device_id, name)
-    k = _ew_cache.get(key)
-    if k is None:
-        cp = _cp()
-        ins, outs, body = ELEMENTWISE[name]
-        with _lock:
-            k = _ew_cache.get(key)
-            if k is None:
-                with cp.cuda.Device(device_id):
-                    k = cp.ElementwiseKernel(ins, outs, body, name, preamble=preamble())
-                _ew_cache[key] = k
-    return k
-
-
-def raw_function(module: str, fn: str, device_id: int = 0) -> Any:
-    """Kernel ``fn`` of ``kernels/<module>.cu`` compiled for GPU ``device_id``, built once."""
-    key = (device_id, fn)
-    f = _fn_cache.get(key)
-    if f is None:
-        cp = _cp()
-        with _lock:
-            f = _fn_cache.get(key)
-            if f is None:
-                with cp.cuda.Device(device_id):
-                    mod = _mod_cache.get((device_id, module))
-                    if mod is None:
-                        mod = _mod_cache[(device_id, module)] = cp.RawModule(code=module_source(module))
-                    f = _fn_cache[key] = mod.get_function(fn)
-    return f
-
-
-def _sm_count(device_id: int) -> int:
-    n = _sm_cache.get(device_id)
-    if n is None:
-        cp = _cp()
-        n = _sm_cache[device_id] = int(cp.cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"])
-    return n
+    ins, outs, body = ELEMENTWISE[name]
+    return _kb.elementwise(name, ins, outs, body, preamble(), device_id)
 
 
 def compile_all(device_id: int = 0) -> list[str]:
@@ -261,13 +146,13 @@ def compile_all(device_id: int = 0) -> list[str]:
     Returns the names built. Raises with the reason when no GPU works. A warm-up
     for benchmarks and the check that a driver accepts every kernel.
     """
-    cp = _cp()
+    cp = _kb.cupy_or_raise()
     built = []
     with cp.cuda.Device(device_id):
         for dt in (cp.float32, cp.float64):
             for name, (ins, outs, _) in ELEMENTWISE.items():
-                args = [cp.ones(4, dt) for _ in _params(ins)]
-                outs_ = [cp.zeros(4, dt) for _ in _params(outs)]
+                args = [cp.ones(4, dt) for _ in _kb.parse_params(ins)]
+                outs_ = [cp.zeros(4, dt) for _ in _kb.parse_params(outs)]
                 elementwise_kernel(name, device_id)(*args, *outs_)
                 built.append(f"{name}<{np.dtype(dt).name}>")
         for module, fns in MODULE_FUNCTIONS.items():
@@ -281,50 +166,27 @@ def compile_all(device_id: int = 0) -> list[str]:
 # -- numpy references (the CPU path) -----------------------------------------------------------
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
-    try:
-        from scipy.special import erf
-    except ImportError:  # numpy alone: exact, one math.erf per element
-        return np.vectorize(math.erf, otypes=[x.dtype])(x)
-    return erf(x)
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
-
-
 def _c(v: Any, like: np.ndarray) -> Any:
     """A coefficient in the array's dtype: the kernel computes in T, so must the reference."""
     return like.dtype.type(v)
 
 
 def ref_activation_forward(name: str, z: np.ndarray, alpha: float | None = None) -> np.ndarray:
-    """Activation ``name`` of ``z`` (numpy): the math of ``gt_<name>_fwd`` in activations.cuh.
+    """Activation ``name`` of ``z`` (numpy): the forward the CPU runs, generated from the same
+    expression as ``gt_<name>_fwd`` (:data:`gputape.expr_forward.FORWARDS`).
+
+    For the primitives (relu, sigmoid, ...) this is the primitive's own forward on numpy; gelu
+    is composed, and runs its expression on the raw numpy namespace of gputape's ops.
 
     >>> import numpy as np
     >>> ref_activation_forward("relu", np.array([-1.0, 2.0])).tolist()
     [0.0, 2.0]
     """
-    if name == "identity":
-        return z
-    if name == "relu":
-        return np.maximum(z, _c(0, z))
-    if name == "leaky_relu":
-        return np.where(z > 0, z, z * _c(_alpha(name, alpha), z))
-    if name == "elu":
-        return np.where(z > 0, z, _c(_alpha(name, alpha), z) * np.expm1(np.minimum(z, 0)))
-    if name == "gelu":
-        return _c(0.5, z) * z * (1 + _erf(z * _c(_SQRT1_2, z)))
-    if name == "gelu_tanh":
-        return _c(0.5, z) * z * (1 + np.tanh(_c(_SQRT_2_PI, z) * (z + _c(_GELU_A, z) * z * z * z)))
-    if name == "sigmoid":
-        return _sigmoid(z)
-    if name == "tanh":
-        return np.tanh(z)
-    if name == "softplus":
-        return np.log1p(np.exp(-np.abs(z))) + np.maximum(z, _c(0, z))
-    raise ValueError(f"unknown activation {name!r}; known: {FORWARD_ACTIVATIONS}")
+    if name not in FORWARD_ACTIVATIONS:
+        raise ValueError(f"unknown activation {name!r}; known: {FORWARD_ACTIVATIONS}")
+    f = expr_forward.FORWARDS[name]
+    params = {"alpha": _alpha(name, alpha)} if name in _HAS_ALPHA else {}
+    return f.fn(np if f.array_native else raw_namespace(np), z, **params)
 
 
 def _alpha(name: str, alpha: float | None) -> float:
@@ -375,40 +237,6 @@ def ref_bias_activation(
     return z, ref_activation_forward(name, z, alpha)
 
 
-def ref_sparse_softmax_xent(
-    logits: np.ndarray, labels: np.ndarray, g: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per-row loss ``logsumexp(x) - x[label]`` and gradient ``(softmax(x) - onehot) * g`` (numpy).
-
-    The row max is subtracted first (nothing overflows); a label outside
-    ``[0, C)`` gives NaN in that row's loss and gradient, as the kernel does.
-
-    >>> import numpy as np
-    >>> loss, d = ref_sparse_softmax_xent(np.zeros((1, 2)), np.array([0]))
-    >>> loss.round(4).tolist(), d.tolist()
-    ([0.6931], [[-0.5, 0.5]])
-    """
-    c = logits.shape[-1]
-    if c == 0:
-        raise ValueError("sparse_softmax_xent: logits have no classes (last axis of size 0)")
-    lab = np.asarray(labels).astype(np.intp)
-    m = logits.max(axis=-1, keepdims=True)
-    e = np.exp(logits - m)
-    s = e.sum(axis=-1, keepdims=True)
-    valid = (lab >= 0) & (lab < c)
-    safe = np.where(valid, lab, 0)[..., None]
-    picked = np.take_along_axis(logits, safe, axis=-1)[..., 0]
-    loss = np.log(s[..., 0]) - (picked - m[..., 0])
-    d = e * (1 / s)
-    np.put_along_axis(d, safe, np.take_along_axis(d, safe, axis=-1) - 1, axis=-1)
-    if g is not None:
-        d = d * np.asarray(g, logits.dtype)[..., None]
-    if not valid.all():
-        loss = np.where(valid, loss, np.nan).astype(logits.dtype)
-        d = np.where(valid[..., None], d, np.nan).astype(logits.dtype)
-    return loss.astype(logits.dtype, copy=False), d.astype(logits.dtype, copy=False)
-
-
 def ref_accumulate_(acc: np.ndarray, g: np.ndarray, scale: float = 1.0) -> np.ndarray:
     """``acc += g * scale`` in place (numpy); returns ``acc``.
 
@@ -420,72 +248,7 @@ def ref_accumulate_(acc: np.ndarray, g: np.ndarray, scale: float = 1.0) -> np.nd
     return acc
 
 
-KINDS = {"sgd": 0, "adam": 1, "adamw": 1}
-
-
-def ref_optimizer_update(
-    kind: str,
-    params: list[np.ndarray],
-    grads: list[np.ndarray],
-    slot1: list[np.ndarray | None],
-    slot2: list[np.ndarray | None],
-    step: np.ndarray,
-    parity: int,
-    lr: np.ndarray,
-    momentum: float = 0.0,
-    nesterov: bool = False,
-    beta_1: float = 0.9,
-    beta_2: float = 0.999,
-    epsilon: float = 1e-7,
-    weight_decay: float = 0.0,
-) -> None:
-    """One optimizer update of every parameter, in place (numpy): ``optimizers.cu``'s math.
-
-    ``step`` holds the ping-pong counter (reads ``step[parity]``, writes
-    ``step[parity ^ 1] = step[parity] + 1``), ``lr`` a one-element float64
-    array. The update runs in each parameter's dtype with coefficients cast to
-    it, as ``gputape.optim`` computes it (Keras' forms; decoupled weight decay).
-
-    >>> import numpy as np
-    >>> p = [np.array([1.0])]; st = np.zeros(2, np.int64)
-    >>> ref_optimizer_update("adam", p, [np.array([5.0])], [np.zeros(1)], [np.zeros(1)], st, 0, np.array([0.1]))
-    >>> round(float(p[0][0]), 4), st.tolist()
-    (0.9, [0, 1])
-    """
-    k = KINDS[kind]
-    t = int(step[parity]) + 1
-    step[parity ^ 1] = t
-    lr_ = float(lr[0])
-    for i, (p, g) in enumerate(zip(params, grads)):
-        T = p.dtype.type
-        if weight_decay:
-            p -= p * T(lr_ * weight_decay)
-        if k == 0:
-            if momentum == 0.0:
-                p -= g * T(lr_)
-            else:
-                m = slot1[i]
-                m *= T(momentum)
-                m -= g * T(lr_)
-                if nesterov:
-                    p += m * T(momentum) - g * T(lr_)
-                else:
-                    p += m
-        else:
-            m, v = slot1[i], slot2[i]
-            alpha = T(lr_ * math.sqrt(1.0 - beta_2**t) / (1.0 - beta_1**t))
-            m += (g - m) * T(1.0 - beta_1)
-            v += (g * g - v) * T(1.0 - beta_2)
-            p -= (m * alpha) / (np.sqrt(v) + T(epsilon))
-
-
 # -- dispatch: kernel on cupy, reference on numpy ------------------------------------------------
-
-_KERNEL_DTYPES = expr.KERNEL_DTYPES
-_launch_dtype = expr.launch_dtype  # one rule for every kernel: float32/float64, float16 in float32
-# A null pointer kernel argument: cupy marshals arguments by value without checking the
-# signature, and a 64-bit zero is what a T* parameter reads as nullptr.
-_NULL = np.uint64(0)
 
 
 def activation_backward(name: str, saved: Any, g: Any, alpha: float | None = None) -> Any:
@@ -529,7 +292,7 @@ def bias_activation(
         z, y = ref_bias_activation(x, np.asarray(b), name, alpha)
         return (z, y) if return_preactivation else y
     out_dt = np.result_type(x.dtype, b.dtype)
-    dt = _launch_dtype(out_dt)
+    dt = _kb.launch_dtype(out_dt)
     if dt is None:
         raise TypeError(f"bias_activation({name!r}): no kernel for dtypes {x.dtype} and {b.dtype}")
     xx = x if x.dtype == dt else x.astype(dt)
@@ -556,7 +319,7 @@ def accumulate_(acc: Any, g: Any, scale: float = 1.0) -> Any:
     """
     if type(acc) is np.ndarray or not backend.is_gpu_array(acc):
         return ref_accumulate_(acc, g, scale)
-    if acc.dtype not in _KERNEL_DTYPES:
+    if acc.dtype not in _kb.KERNEL_DTYPES:
         acc += g * scale  # float16: cupy's own kernels
         return acc
     gg = g if getattr(g, "dtype", None) == acc.dtype else backend.xp_of(acc).asarray(g, acc.dtype)
@@ -565,333 +328,15 @@ def accumulate_(acc: Any, g: Any, scale: float = 1.0) -> Any:
     return acc
 
 
-def sparse_softmax_xent(logits: Any, labels: Any, g: Any = None, loss: bool = True, grad: bool = True) -> tuple:
-    """Sparse softmax cross-entropy, loss and gradient in ONE row-wise pass.
-
-    ``logits`` is ``(..., C)``, ``labels`` integers of shape ``logits.shape[:-1]``,
-    ``g`` None (cotangent 1) or the per-example cotangent of that shape. Returns
-    ``(loss, dlogits)``, each None when not asked for; ``dlogits = (softmax -
-    onehot) * g[..., None]``.
-
-    >>> import numpy as np
-    >>> l, d = sparse_softmax_xent(np.zeros((1, 2)), np.array([1]))
-    >>> l.round(4).tolist(), d.tolist()
-    ([0.6931], [[0.5, -0.5]])
-    """
-    if type(logits) is np.ndarray or not backend.is_gpu_array(logits):
-        lo, d = ref_sparse_softmax_xent(logits, backend.to_host(labels), None if g is None else backend.to_host(g))
-        return (lo if loss else None, d if grad else None)
-    cp = _cp()
-    shape = logits.shape
-    if not shape or shape[-1] == 0:
-        raise ValueError(f"sparse_softmax_xent: logits must have a non-empty last axis, got shape {shape}")
-    out_dt = logits.dtype
-    dt = _launch_dtype(out_dt)
-    if dt is None:
-        raise TypeError(f"sparse_softmax_xent: no kernel for logits of dtype {out_dt}")
-    c = shape[-1]
-    n = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
-    dev = logits.device.id
-    with logits.device:
-        x = cp.ascontiguousarray(logits, dtype=dt).reshape(n, c)
-        lab = labels if backend.is_gpu_array(labels) else backend.asarray_on(labels, f"cuda:{dev}")  # counted
-        if lab.shape != shape[:-1]:
-            raise ValueError(f"sparse_softmax_xent: labels shape {lab.shape} must equal logits.shape[:-1] {shape[:-1]}")
-        if lab.dtype not in (np.int32, np.int64):
-            lab = lab.astype(np.int64)
-        lab = cp.ascontiguousarray(lab).reshape(n)
-        gg = None
-        if g is not None:
-            g = g if backend.is_gpu_array(g) else backend.asarray_on(g, f"cuda:{dev}", dt)  # counted
-            gg = cp.ascontiguousarray(cp.broadcast_to(g.astype(dt, copy=False), shape[:-1])).reshape(n)
-        lo = cp.empty(n, dt) if loss else None
-        d = cp.empty((n, c), dt) if grad else None
-        sms = _sm_count(dev)
-        block = c > 1024 and n < 16 * sms  # few long rows: a whole block per row
-        name = "gt_sparse_xent_{}_{}_{}".format(
-            "block" if block else "warp",
-            "f32" if dt == np.float32 else "f64",
-            "i32" if lab.dtype == np.int32 else "i64",
-        )
-        rows_per_block = 1 if block else 8
-        grid = max(1, min((n + rows_per_block - 1) // rows_per_block, sms * 32))
-        f = raw_function("softmax_xent", name, dev)
-        args = [_NULL if a is None else a for a in (x, lab, gg, lo, d)]
-        f((grid,), (256,), (*args, np.int64(n), np.int64(c)))
-    lo = None if lo is None else lo.reshape(shape[:-1])
-    d = None if d is None else d.reshape(shape)
-    if dt != out_dt:
-        lo = None if lo is None else lo.astype(out_dt)
-        d = None if d is None else d.astype(out_dt)
-    return lo, d
-
-
-# -- the multi-tensor optimizer -----------------------------------------------------------
-
-
-class _Tables:
-    """Device copies of (pointer table + prefix sums), cached by their content.
-
-    cupy's pool hands the same blocks back step after step, so gradient
-    pointers recur and most steps find their table here with no upload. A miss
-    copies from page-locked host memory on the current stream: asynchronous,
-    never a device synchronisation.
-    """
-
-    def __init__(self, size: int = 16) -> None:
-        self._size = size
-        self._entries: OrderedDict[tuple, tuple[Any, Any, Any]] = OrderedDict()
-
-    def get(self, cp: Any, key: tuple, ptrs: list[int], offsets: list[int]) -> Any:
-        hit = self._entries.get(key)
-        if hit is not None:
-            self._entries.move_to_end(key)
-            return hit[0]
-        host = backend.pinned_empty(len(ptrs) + len(offsets), np.int64)
-        host[: len(ptrs)] = np.array(ptrs, np.uint64).view(np.int64)
-        host[len(ptrs) :] = offsets
-        dev = cp.empty(host.shape, cp.int64)
-        stream = cp.cuda.get_current_stream()
-        dev.set(host, stream=stream)
-        ev = stream.record()
-        self._entries[key] = (dev, host, ev)
-        if len(self._entries) > self._size:
-            _, (_, _, old_ev) = self._entries.popitem(last=False)
-            old_ev.synchronize()  # its pinned buffer may be reused only once its copy is done
-        return dev
-
-
-class FusedOptimizer:
-    """SGD (with momentum), Adam or AdamW updating every parameter in ONE launch per dtype.
-
-    The step counter and the learning rate live on the parameters' device, so a
-    training loop never waits for the host. :meth:`update` takes parameter
-    arrays (or Variables: those a live tape still holds are copied first, so a
-    saved value never changes) and gradient arrays; slots (momentum/velocity)
-    are kept here unless passed in. On numpy arrays the same object runs the
-    reference (:func:`ref_optimizer_update`), step and learning rate in numpy.
-
-    >>> import numpy as np
-    >>> opt = FusedOptimizer("adam", 0.1)
-    >>> w = np.array([1.0])
-    >>> opt.update([w], [np.array([5.0])])
-    >>> round(float(w[0]), 4), opt.iterations
-    (0.9, 1)
-    """
-
-    def __init__(
-        self,
-        kind: str,
-        learning_rate: float = 0.001,
-        *,
-        momentum: float = 0.0,
-        nesterov: bool = False,
-        beta_1: float = 0.9,
-        beta_2: float = 0.999,
-        epsilon: float = 1e-7,
-        weight_decay: float | None = None,
-    ) -> None:
-        if kind not in KINDS:
-            raise ValueError(f"FusedOptimizer: kind must be one of {sorted(KINDS)}, got {kind!r}")
-        self.kind = kind
-        self.momentum = float(momentum)
-        self.nesterov = bool(nesterov)
-        self.beta_1, self.beta_2, self.epsilon = float(beta_1), float(beta_2), float(epsilon)
-        if weight_decay is None:
-            weight_decay = 0.004 if kind == "adamw" else 0.0  # Keras' AdamW default
-        self.weight_decay = float(weight_decay)
-        self._lr0 = float(learning_rate)
-        self._xp: Any = None
-        self._step: Any = None  # int64[2], ping-pong (see optimizers.cu)
-        self._lr: Any = None  # float64[1]
-        self._parity = 0
-        self._slots: list[tuple[Any, Any]] | None = None
-        self._tables = _Tables()
-
-    # -- device state ------------------------------------------------------------------
-    def _init_state(self, like: Any) -> None:
-        xp = backend.xp_of(like)
-        self._xp = xp
-        if xp is np:
-            self._step = np.zeros(2, np.int64)
-            self._lr = np.full(1, self._lr0, np.float64)
-        else:
-            with like.device:
-                self._step = xp.zeros(2, xp.int64)
-                self._lr = xp.full(1, self._lr0, xp.float64)
-
-    @property
-    def learning_rate(self) -> float:
-        """The learning rate (reading it from a GPU waits for the device)."""
-        return self._lr0 if self._lr is None else float(self._lr[0])
-
-    @learning_rate.setter
-    def learning_rate(self, value: float) -> None:
-        self._lr0 = float(value)
-        if self._lr is not None:
-            self._lr.fill(self._lr0)  # a device-side fill: no synchronisation
-
-    @property
-    def iterations(self) -> int:
-        """Updates applied so far (reading it from a GPU waits for the device)."""
-        return 0 if self._step is None else int(self._step[self._parity])
-
-    @iterations.setter
-    def iterations(self, value: int) -> None:
-        if self._step is None:
-            raise RuntimeError("FusedOptimizer.iterations: set it after the first update (the device is not known yet)")
-        self._step.fill(int(value))
-
-    def slots(self) -> list[tuple[Any, Any]]:
-        """``(momentum, velocity)`` per parameter (None where the kind keeps none)."""
-        return list(self._slots or ())
-
-    # -- the update --------------------------------------------------------------------
-    def _arrays(self, params: list[Any]) -> list[Any]:
-        from .tensor import Variable
-
-        out = []
-        for p in params:
-            if isinstance(p, Variable):
-                # Copy-on-write, before taking a reference of our own (which would make
-                # every variable look shared): a value a live tape saved never changes.
-                if not p._exclusive():
-                    p._data = p._data.copy()
-                out.append(p._data)
-            elif hasattr(p, "_data"):
-                raise TypeError("FusedOptimizer.update: parameters must be Variables or arrays, not constant Tensors")
-            else:
-                out.append(p)
-        return out
-
-    def _make_slots(self, arrays: list[Any]) -> list[tuple[Any, Any]]:
-        xp = self._xp
-        need_m = self.kind != "sgd" or self.momentum != 0.0
-        need_v = self.kind != "sgd"
-        return [(xp.zeros_like(a) if need_m else None, xp.zeros_like(a) if need_v else None) for a in arrays]
-
-    def update(self, params: list[Any], grads: list[Any], slots: list[tuple[Any, Any]] | None = None) -> None:
-        """Apply one update to ``params`` (in place) from ``grads``; ``slots`` overrides the kept ones."""
-        from ._state import current_trace
-
-        tr = current_trace()
-        if tr is not None and tr.owned():  # inside gt.function's trace: every replay updates too
-            tr.python_step(functools.partial(self._update_raw, list(params), slots=slots), tuple(grads), wrap=False)
-            return
-        self._update_raw(params, *grads, slots=slots)
-
-    def _update_raw(self, params: list[Any], *grads: Any, slots: list[tuple[Any, Any]] | None = None) -> None:
-        params = list(params)
-        arrays = self._arrays(params)
-        gs = [g._data if hasattr(g, "_data") else g for g in grads]
-        if len(gs) != len(arrays):
-            raise ValueError(f"FusedOptimizer.update: {len(arrays)} parameters but {len(gs)} gradients")
-        if not arrays:
-            return
-        if self._step is None:
-            self._init_state(arrays[0])
-        if slots is None:
-            if self._slots is None:
-                self._slots = self._make_slots(arrays)
-            slots = self._slots
-        if len(slots) != len(arrays):
-            raise ValueError(f"FusedOptimizer.update: {len(arrays)} parameters but {len(slots)} slot pairs")
-        for p, g in zip(arrays, gs):
-            if p.shape != g.shape:
-                raise ValueError(f"FusedOptimizer.update: gradient shape {g.shape} != parameter shape {p.shape}")
-        hyper = {
-            "momentum": self.momentum,
-            "nesterov": self.nesterov,
-            "beta_1": self.beta_1,
-            "beta_2": self.beta_2,
-            "epsilon": self.epsilon,
-            "weight_decay": self.weight_decay,
-        }
-        if self._xp is np:
-            gs = [g if g.dtype == p.dtype else g.astype(p.dtype) for p, g in zip(arrays, gs)]
-            m = [s[0] for s in slots]
-            v = [s[1] for s in slots]
-            ref_optimizer_update(self.kind, arrays, gs, m, v, self._step, self._parity, self._lr, **hyper)
-        else:
-            self._launch(arrays, gs, slots, hyper)
-        self._parity ^= 1
-
-    def _launch(self, arrays: list[Any], gs: list[Any], slots: list[tuple[Any, Any]], hyper: dict) -> None:
-        cp = self._xp
-        dev = self._step.device
-        # One launch per dtype: the kernel is templated on T (mixed-precision models
-        # are rare, and each group is still one launch).
-        groups: dict[np.dtype, list[int]] = {}
-        for i, p in enumerate(arrays):
-            if p.dtype not in _KERNEL_DTYPES:
-                raise TypeError(f"FusedOptimizer: no kernel for parameters of dtype {p.dtype}; use float32/float64")
-            if not p.flags.c_contiguous:
-                raise ValueError("FusedOptimizer: parameters must be C-contiguous (they are updated in place)")
-            if p.device.id != dev.id:
-                raise ValueError(
-                    f"FusedOptimizer: parameter {i} is on cuda:{p.device.id}, the optimizer on cuda:{dev.id}"
-                )
-            groups.setdefault(p.dtype, []).append(i)
-        with dev:
-            for dt, idx in groups.items():
-                ptrs: list[int] = []
-                offsets = [0]
-                keep = []
-                for i in idx:
-                    p = arrays[i]
-                    g = gs[i]
-                    if g.dtype != dt or not g.flags.c_contiguous:
-                        g = cp.ascontiguousarray(g, dtype=dt)
-                        keep.append(g)
-                    m, v = slots[i]
-                    ptrs += [
-                        p.data.ptr,
-                        g.data.ptr,
-                        m.data.ptr if m is not None else 0,
-                        v.data.ptr if v is not None else 0,
-                    ]
-                    offsets.append(offsets[-1] + p.size)
-                total = offsets[-1]
-                if total == 0:
-                    continue
-                table = self._tables.get(cp, (dt.char, *ptrs, *offsets), ptrs, offsets)
-                n = len(idx)
-                fn = raw_function(
-                    "optimizers", "gt_optimizer_update_f32" if dt == np.float32 else "gt_optimizer_update_f64", dev.id
-                )
-                grid = max(1, min((total + 255) // 256, _sm_count(dev.id) * 16))
-                # Every dtype group reads the same slot (step[parity]) and writes the same
-                # t to the other one, so all groups use one step number per update.
-                parity = self._parity
-                fn(
-                    (grid,),
-                    (256,),
-                    (
-                        table[: 4 * n].view(cp.uint64),
-                        table[4 * n :],
-                        np.int32(n),
-                        self._step,
-                        np.int32(parity),
-                        self._lr,
-                        np.int32(KINDS[self.kind]),
-                        np.float64(hyper["momentum"]),
-                        np.int32(hyper["nesterov"]),
-                        np.float64(hyper["beta_1"]),
-                        np.float64(hyper["beta_2"]),
-                        np.float64(hyper["epsilon"]),
-                        np.float64(hyper["weight_decay"]),
-                    ),
-                )
-                del keep  # the pool reuses these only after the kernel (stream order)
-
-
 __all__ = [
     "ACTIVATIONS",
     "BACKWARD_SAVES",
     "ELEMENTWISE",
     "FORWARD_ACTIVATIONS",
+    "KINDS",
     "MODULES",
     "MODULE_FUNCTIONS",
+    "CudaModule",
     "FusedOptimizer",
     "accumulate_",
     "activation_backward",
@@ -899,8 +344,10 @@ __all__ = [
     "compile_all",
     "elementwise_harness",
     "elementwise_kernel",
+    "harness",
     "kernel_dir",
     "module_source",
+    "preamble",
     "raw_function",
     "ref_accumulate_",
     "ref_activation_backward",

@@ -19,7 +19,9 @@
 // weight_decay != 0 (any kind; AdamW is Adam with it): p -= lr*weight_decay*p first,
 // decoupled, as gputape.optim does.
 //
-// gputape.kernels.ref_optimizer_update is the numpy reference (the CPU path).
+// Declared in gputape/_optim_fused.py (OPTIMIZERS), next to FusedOptimizer. Its numpy
+// reference, ref_optimizer_update, applies the update rules gt.optim's CPU step computes
+// with (gputape/_optim_rules.py): one numpy statement of the math, and this kernel.
 
 template <typename T>
 __device__ __forceinline__ void gt_multi_tensor_update(const unsigned long long* __restrict__ ptrs,

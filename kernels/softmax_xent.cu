@@ -9,8 +9,8 @@
 // null (forward only, or backward only); g null means a cotangent of 1. A label outside
 // [0, C) gives NaN in both outputs rather than reading out of bounds.
 //
-// gputape.kernels prepends activations.cuh (for gt_exp/gt_log) and holds the numpy
-// reference (ref_sparse_softmax_xent): the same two-pass math on the CPU.
+// gputape.kernels prepends gputape.expr's generated prelude (for gt_exp/gt_log); the numpy
+// reference (ref_sparse_softmax_xent) is the CPU path of the primitive.
 
 template <typename T> __device__ __forceinline__ T gt_neg_inf();
 template <> __device__ __forceinline__ float gt_neg_inf<float>() { return -__int_as_float(0x7f800000); }

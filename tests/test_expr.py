@@ -79,7 +79,10 @@ def test_rendered_python_is_bitwise_the_tree(e):
     rng = np.random.default_rng(0)
     env = {"F": raw_namespace(np), **{n: rng.uniform(0.5, 1.5, 5) for n in "abc"}}
     with np.errstate(all="ignore"):
-        want = np.asarray(_eval(e, env))
+        try:
+            want = np.asarray(_eval(e, env))
+        except ZeroDivisionError:  # a subtree of constants only, such as 0.5 / (0.5 - 0.5), on Python floats
+            return
         got = np.asarray(eval(X.python(e), dict(env)))
     np.testing.assert_array_equal(got, want)
 

@@ -4,9 +4,10 @@ NVRTC is a compiler library: it needs no driver and no device. The test loads
 ``libnvrtc`` from the PyPI wheel ``nvidia-cuda-nvrtc`` (in the ``test`` and
 ``dev`` extras; CUDA 13, as cupy-cuda13x uses) with ctypes, so CI needs neither
 cupy nor a CUDA toolkit, and compiles exactly the translation units that
-``gputape.kernels`` hands to cupy: each ``.cu`` module (with the shared
-``activations.cuh``) and each ElementwiseKernel body wrapped in a harness that
-declares its parameters the way cupy does. A compile error, a warning, or a
+``gputape.kernels`` hands to cupy: each ``.cu`` module (after the generated
+prelude of :mod:`gputape.expr`) and each ElementwiseKernel body wrapped in a harness
+that declares its parameters the way cupy does, after the generated preamble (which
+holds every activation's ``gt_<name>_fwd``, generated from its forward expression). A compile error, a warning, or a
 kernel missing from the compiled module fails the test.
 """
 
@@ -126,6 +127,16 @@ def test_elementwise_body_compiles(nvrtc, name, ctype, arch):
     ok, log, cubin = nvrtc.compile(src, f"{name}.cu", arch)
     _assert_clean(ok, log, f"ElementwiseKernel {name} (T={ctype}) for {arch}")
     assert f"{name}_harness".encode() in cubin
+
+
+def test_the_bias_activation_kernels_compile_the_generated_forwards():
+    """The forward functions the gt_bias_* bodies above call are the ones generated from the
+    activations' expressions (gputape.expr_forward.FORWARDS), each in its harness's preamble."""
+    from gputape.expr_forward import FORWARDS
+
+    for act in kernels.FORWARD_ACTIVATIONS:
+        src = kernels.elementwise_harness(f"gt_bias_{act}", "float")
+        assert FORWARDS[act].cuda() in src and f"gt_{act}_fwd(" in src.rsplit("typedef", 1)[1], act
 
 
 def test_a_broken_kernel_fails_the_check(nvrtc):

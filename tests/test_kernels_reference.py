@@ -68,6 +68,57 @@ def test_backward_reference_matches_the_vjp(name, dtype):
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
 
 
+def _erf(x):
+    return np.vectorize(math.erf)(x)
+
+
+HAND_FORWARD = {  # each activation written out by hand (closed forms, float64)
+    "identity": lambda x: x,
+    "relu": lambda x: np.where(x > 0, x, 0.0),
+    "leaky_relu": lambda x: np.where(x > 0, x, 0.2 * x),
+    "elu": lambda x: np.where(x > 0, x, np.exp(x) - 1),
+    "gelu": lambda x: x * 0.5 * (1 + _erf(x / math.sqrt(2))),
+    "gelu_tanh": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+    "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+    "tanh": lambda x: (np.exp(2 * x) - 1) / (np.exp(2 * x) + 1),
+    "softplus": lambda x: np.log(1 + np.exp(x)),
+}
+
+
+@pytest.mark.parametrize("name", K.FORWARD_ACTIVATIONS)
+def test_forward_reference_matches_closed_forms(name):
+    x = _x((60,))
+    np.testing.assert_allclose(K.ref_activation_forward(name, x), HAND_FORWARD[name](x), rtol=1e-12, atol=1e-14)
+
+
+def test_forward_is_one_declaration():
+    """The CPU forward, the numpy reference and the CUDA gt_<name>_fwd are all generated from
+    one expression per activation: the primitives' forwards ARE the generated functions, and
+    the kernels' preamble is the generated CUDA (no hand-kept .cuh copy left)."""
+    from gputape import expr_forward as expr
+    from gputape.tape import REGISTRY
+
+    for name in ("relu", "leaky_relu", "elu", "sigmoid", "softplus"):
+        f = expr.FORWARDS[name]
+        assert REGISTRY[name].fwd is f.fn and f.array_native, name
+    for name in K.FORWARD_ACTIVATIONS:
+        assert expr.FORWARDS[name].cuda() in K.preamble(), name
+    assert not list(K.kernel_dir().glob("*.cuh"))
+    z = _x((7,))
+    np.testing.assert_array_equal(K.ref_activation_forward("elu", z, 0.7), REGISTRY["elu"].fwd(np, z, alpha=0.7))
+
+
+def test_forward_expression_refuses_what_it_cannot_render():
+    from gputape import expr, expr_forward
+
+    with pytest.raises(ValueError, match="unknown variables"):
+        expr_forward.forward("bad_forward", lambda x: x * expr.var("y"))
+    with pytest.raises(ValueError, match="already declared"):
+        expr_forward.forward("relu", lambda x: x)
+    assert "bad_forward" not in expr_forward.FORWARDS
+    assert not expr_forward.FORWARDS["gelu"].array_native  # erf: numpy has none, so gelu runs on a namespace
+
+
 HAND_DERIV = {  # d act / dx written out by hand, from x
     "relu": lambda x: (x > 0) * 1.0,
     "leaky_relu": lambda x: np.where(x > 0, 1.0, 0.2),
@@ -175,8 +226,17 @@ def test_xent_reference_matches_the_op_and_its_vjp():
         loss = gt.nn.sparse_softmax_cross_entropy_with_logits(labels, zt)
     dz = tape.gradient(loss, zt, output_gradients=gt.constant(g)).numpy()
     ref_loss, ref_d = K.ref_sparse_softmax_xent(z, labels, g)
-    np.testing.assert_allclose(ref_loss, loss.numpy(), rtol=1e-12)
-    np.testing.assert_allclose(ref_d, dz, rtol=1e-12, atol=1e-15)
+    # the reference IS the CPU path (the primitive's forward and VJP on numpy): bitwise
+    np.testing.assert_array_equal(ref_loss, loss.numpy())
+    np.testing.assert_array_equal(ref_d, dz)
+
+
+def test_xent_kernel_is_declared_beside_its_primitive():
+    from gputape.nn import functional
+
+    assert K.ref_sparse_softmax_xent is functional.ref_sparse_softmax_xent
+    assert K.sparse_softmax_xent is functional.sparse_softmax_xent
+    assert K.MODULE_FUNCTIONS["softmax_xent"] == functional.SOFTMAX_XENT.functions
 
 
 def test_xent_is_stable_for_huge_logits_and_keeps_dtype():
@@ -357,7 +417,7 @@ def test_unknown_activation_names_are_refused():
 
 
 def test_sources_are_found_and_complete():
-    for name in ("activations.cuh", *(f"{m}.cu" for m in K.MODULES)):
+    for name in (f"{m}.cu" for m in K.MODULES):
         assert K.source(name)
     for module, fns in K.MODULE_FUNCTIONS.items():
         src = K.module_source(module)
@@ -365,3 +425,25 @@ def test_sources_are_found_and_complete():
             assert fn[: fn.rfind("_")] in src or fn in src
     for name in K.ELEMENTWISE:
         assert "_harness" in K.elementwise_harness(name, "double")
+
+
+def test_kernel_and_optimizer_modules_import_one_way():
+    """No function-local imports in the kernel and optimizer modules, and nn.functional (which
+    declares softmax_xent.cu) never imports gputape.kernels, which re-exports it."""
+    import ast
+    from pathlib import Path
+
+    root = Path(gt.__file__).parent
+    files = ["kernels.py", "_kernel_build.py", "optim.py", "nn/functional.py"]
+    files += [p.name for p in root.glob("_optim_*.py")]
+    for name in files:
+        tree = ast.parse((root / name).read_text())
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                local = [n for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom))]
+                assert not local, f"{name}: {fn.name} imports inside the function (line {local[0].lineno})"
+        if name != "kernels.py":
+            for n in ast.walk(tree):
+                if isinstance(n, ast.ImportFrom):
+                    names = [a.name for a in n.names]
+                    assert n.module != "kernels" and "kernels" not in names, f"{name} imports gputape.kernels"

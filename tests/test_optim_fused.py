@@ -1,5 +1,9 @@
 """gt.optim's one-launch path (kernels.FusedOptimizer) against its per-variable path.
 
+There is one numpy statement of each update (gputape._optim_rules): the optimizers'
+CPU step computes with it, and the fused kernel's reference applies the same
+functions in place, so the two paths agree bit for bit.
+
 On a GPU, SGD/Adam/AdamW update every parameter in one kernel launch. Here the same
 dispatch runs on the numpy reference (``_fused_on_cpu``), so the plumbing (slots,
 learning-rate schedule, step counter, weight decay, state restore) is checked on the CPU;
@@ -50,7 +54,39 @@ def test_fused_path_equals_per_variable_path(name):
     got, opt_got = _train(MAKERS[name], True, 5)
     assert opt_got._fused is not None and opt_got.iterations == opt_ref.iterations == 5
     for a, b in zip(ref, got):
-        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-6, atol=1e-7)
+        np.testing.assert_array_equal(b.numpy(), a.numpy())  # one rule, run twice: bitwise
+    for (_, sa), (_, sb) in zip(opt_ref.get_state()["slots"], opt_got.get_state()["slots"]):
+        for k in sa:
+            np.testing.assert_array_equal(np.asarray(sb[k]), np.asarray(sa[k]))
+
+
+def test_the_kernel_reference_runs_the_optimizers_own_update_rules():
+    """ref_optimizer_update (the fused kernel's numpy reference) and gt.optim's CPU step call
+    the same functions; a random run of each kind agrees bitwise with gt.optim."""
+    from gputape import _optim_fused, _optim_rules, kernels
+
+    assert kernels.ref_optimizer_update is _optim_fused.ref_optimizer_update
+    assert _optim_fused.RULES["sgd"] is gt.optim.SGD.update_rule is _optim_rules.sgd
+    assert _optim_fused.RULES["adam"] is gt.optim.Adam.update_rule is _optim_rules.adam
+    assert _optim_fused.RULES["adamw"] is gt.optim.AdamW.update_rule
+    rng = np.random.default_rng(3)
+    cases = [
+        ("sgd", lambda: gt.optim.SGD(0.05, momentum=0.9, nesterov=True), {"momentum": 0.9, "nesterov": True}),
+        ("adamw", lambda: gt.optim.AdamW(0.05, weight_decay=0.1, beta_1=0.8), {"weight_decay": 0.1, "beta_1": 0.8}),
+    ]
+    for kind, make, kw in cases:
+        for dtype in (np.float32, np.float64):
+            start = [rng.standard_normal(s).astype(dtype) for s in ((3, 2), (5,))]
+            grads = [[rng.standard_normal(p.shape).astype(dtype) for p in start] for _ in range(4)]
+            vs = [gt.Variable(p.copy()) for p in start]
+            opt = make()
+            fused = kernels.FusedOptimizer(kind, 0.05, **kw)
+            mine = [p.copy() for p in start]
+            for gs in grads:
+                opt.apply_gradients([(gt.constant(g), v) for g, v in zip(gs, vs)])
+                fused.update(mine, gs)
+            for v, p in zip(vs, mine):
+                np.testing.assert_array_equal(p, v.numpy())
 
 
 @pytest.mark.parametrize("name", ["sgd_momentum", "adam", "adamw"])

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 import gputape as gt
+import gputape._optim_base as optim_base  # where Optimizer commits a step
 import gputape.optim as optim
 from gputape._state import defer_interrupts
 
@@ -434,13 +435,13 @@ def interrupt_trials(make: Callable[[], gt.optim.Optimizer], trials: int, sizes=
     counts: Counter = Counter(step_us=round(step * 1e6))
     expected = _snapshot(twin_params, twin)
     assert _same(_snapshot(params, opt), expected)
-    counting = "defer_interrupts" in vars(optim)
+    counting = "defer_interrupts" in vars(optim_base)
     old_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     old_switch = sys.getswitchinterval()
     sys.setswitchinterval(1e-5)  # the timer thread gets the GIL at once, not after 5 ms
     if counting:
         _CountingDefer.held = 0
-        optim.defer_interrupts = _CountingDefer
+        optim_base.defer_interrupts = _CountingDefer
     try:
         for _ in range(trials):
             timer = threading.Timer(float(rng.uniform(0.0, 1.3 * step)), os.kill, (os.getpid(), signal.SIGINT))
@@ -476,7 +477,7 @@ def interrupt_trials(make: Callable[[], gt.optim.Optimizer], trials: int, sizes=
         signal.signal(signal.SIGINT, old_handler)
         sys.setswitchinterval(old_switch)
         if counting:
-            optim.defer_interrupts = defer_interrupts
+            optim_base.defer_interrupts = defer_interrupts
             counts["held"] = _CountingDefer.held
     return counts
 

@@ -8,13 +8,16 @@ never overflow.
 from __future__ import annotations
 
 import math
+import types
 from typing import Any
 
 import numpy as np
 
 from .. import _errors, backend
+from .. import _kernel_build as _kb
 from .. import expr as _x
-from ..ops import _util, erf, log1p, maximum, mean, multiply, negative, register_f, tanh
+from .. import expr_forward as _xf
+from ..ops import _util, erf, log1p, maximum, mean, multiply, negative, raw_namespace, register_f, tanh
 from ..ops import abs as _abs
 from ..ops import elementwise as _el
 from ..ops import sum as _sum
@@ -46,16 +49,10 @@ def _gpu(F: Any) -> bool:
     return F.xp is not None and F.xp is not np
 
 
-def _k() -> Any:
-    from .. import kernels
-
-    return kernels
-
-
-def _relu_fwd(xp, x):
-    return xp.maximum(x, 0)
-
-
+# Each activation's value is one expression (gputape.expr_forward.forward): the numpy/cupy forward
+# below, the CUDA gt_<name>_fwd the fused bias+activation kernels call and the numpy
+# reference of those kernels (gputape.kernels.ref_activation_forward) are all generated from it.
+_relu_fwd = _xf.forward("relu", lambda x: _x.maximum(x, 0)).fn
 _relu = declared("relu", _relu_fwd, lambda x, out, g: g * (out > 0))  # 0 at x == 0, as in TensorFlow
 
 
@@ -69,10 +66,7 @@ def relu(x: Any) -> Any:
     return apply(_relu, (_real(x, "relu"),), _E)
 
 
-def _leaky_relu_fwd(xp, x, alpha):
-    return xp.where(x > 0, x, x * alpha)
-
-
+_leaky_relu_fwd = _xf.forward("leaky_relu", lambda x, alpha: _x.where(x > 0, x, x * alpha), ("alpha",)).fn
 _leaky_relu = declared("leaky_relu", _leaky_relu_fwd, lambda x, g, alpha: _x.where(x > 0, g, g * alpha), ("alpha",))
 
 
@@ -87,10 +81,7 @@ def leaky_relu(x: Any, alpha: float = 0.2) -> Any:
     return apply(_leaky_relu, (_real(x, "leaky_relu"),), {"alpha": alpha})
 
 
-def _elu_fwd(xp, x, alpha):
-    return xp.where(x > 0, x, alpha * xp.expm1(xp.minimum(x, 0)))
-
-
+_elu_fwd = _xf.forward("elu", lambda x, alpha: _x.where(x > 0, x, alpha * _x.expm1(_x.minimum(x, 0))), ("alpha",)).fn
 # d/dx alpha * (exp(x) - 1) = alpha * exp(x), from x alone (no output kept); min(x, 0)
 # keeps exp from overflowing in the branch not taken
 _elu = declared(
@@ -109,12 +100,7 @@ def elu(x: Any, alpha: float = 1.0) -> Any:
     return apply(_elu, (_real(x, "elu"),), {"alpha": alpha})
 
 
-def _sigmoid_fwd(xp, x):
-    # exp of -|x| only: never overflows, and keeps precision in both tails.
-    e = xp.exp(-xp.abs(x))
-    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
-
-
+_sigmoid_fwd = _xf.forward("sigmoid", _x.sigmoid).fn  # the language's stable sigmoid (gputape.expr)
 _sigmoid = declared("sigmoid", _sigmoid_fwd, lambda x, out, g: g * (out * (1 - out)))
 
 
@@ -128,10 +114,7 @@ def sigmoid(x: Any) -> Any:
     return apply(_sigmoid, (_real(x, "sigmoid"),), _E)
 
 
-def _softplus_fwd(xp, x):
-    return xp.log1p(xp.exp(-xp.abs(x))) + xp.maximum(x, 0)
-
-
+_softplus_fwd = _xf.forward("softplus", lambda x: _x.log1p(_x.exp(-_x.absolute(x))) + _x.maximum(x, 0)).fn
 _softplus = declared("softplus", _softplus_fwd, lambda x, g: g * _x.sigmoid(x))
 
 
@@ -145,8 +128,9 @@ def softplus(x: Any) -> Any:
     return apply(_softplus, (_real(x, "softplus"),), _E)
 
 
-# gelu is composed from primitives (its gradient is theirs); these two declare only the
-# fused GPU backward kernels gputape.kernels offers for it (activation_backward).
+# gelu is composed from primitives (its gradient is theirs): its forward expression runs
+# on gputape's ops (_OPS_F); the derivatives declare only the fused GPU backward kernels
+# gputape.kernels offers for it (activation_backward).
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _SQRT_2_PI = math.sqrt(2.0 / math.pi)
@@ -163,6 +147,13 @@ _x.derivative(
     "gelu", lambda x, g: g * (0.5 * (1 + _x.erf(x * _SQRT1_2)) + x * (_INV_SQRT_2PI * _x.exp(-0.5 * x * x)))
 )  # Phi(x) + x phi(x)
 _x.derivative("gelu_tanh", _gelu_tanh_grad)
+_gelu_fwd = _xf.forward("gelu", lambda x: 0.5 * x * (1 + _x.erf(x * _SQRT1_2))).fn
+_gelu_tanh_fwd = _xf.forward("gelu_tanh", lambda x: 0.5 * x * (1 + _x.tanh(_SQRT_2_PI * (x + _GELU_A * x * x * x)))).fn
+_OPS_F = types.SimpleNamespace(erf=erf, tanh=tanh)
+# tanh is gt.tanh (gputape.ops); identity is Dense's linear activation. Declared here for
+# the fused bias+activation kernels, with the others.
+_xf.forward("tanh", _x.tanh)
+_xf.forward("identity", lambda x: x)
 
 
 def gelu(x: Any, approximate: bool = False) -> Any:
@@ -173,9 +164,7 @@ def gelu(x: Any, approximate: bool = False) -> Any:
     0.8413
     """
     x = _real(x, "gelu")
-    if _util.norm_flag(approximate, "nn.gelu"):
-        return 0.5 * x * (1.0 + tanh(_SQRT_2_PI * (x + _GELU_A * x * x * x)))
-    return 0.5 * x * (1.0 + erf(x * _SQRT1_2))
+    return (_gelu_tanh_fwd if _util.norm_flag(approximate, "nn.gelu") else _gelu_fwd)(_OPS_F, x)
 
 
 def _row_max(xp, x, axis):
@@ -251,10 +240,16 @@ register_f("softmax", softmax, _softmax_fwd)
 # -- losses ------------------------------------------------------------------------
 
 
-@primitive("sparse_softmax_cross_entropy_with_logits", save=True)
-def _sparse_xent(xp, labels, logits):
-    if xp is not np:  # one row-wise kernel on the GPU
-        return _k().sparse_softmax_xent(logits, labels, grad=False)[0]
+# kernels/softmax_xent.cu computes the primitive below, loss and gradient in one row-wise
+# pass, on a GPU. Its numpy reference (ref_sparse_softmax_xent) is the CPU path itself:
+# the primitive's forward (_xent_loss) and VJP (_xent_grad) on numpy.
+SOFTMAX_XENT = _kb.CudaModule(
+    "softmax_xent",
+    tuple(f"gt_sparse_xent_{g}_{t}_{i}" for g in ("warp", "block") for t in ("f32", "f64") for i in ("i32", "i64")),
+)
+
+
+def _xent_loss(xp, labels, logits):
     m = xp.max(logits, axis=-1, keepdims=True)
     s = logits - m
     lse = xp.log(xp.sum(xp.exp(s), axis=-1))
@@ -262,16 +257,119 @@ def _sparse_xent(xp, labels, logits):
     return lse - picked
 
 
+def _xent_grad(F, g, labels, logits):
+    xp = backend.xp_of(labels)
+    c = logits.shape[-1]
+    onehot = (labels[..., None] == xp.arange(c)).astype(logits.dtype)
+    # the fused form: softmax - onehot, scaled by each example's cotangent
+    return F.expand_dims(g, -1) * (F.softmax(logits, -1) - onehot)
+
+
+@primitive("sparse_softmax_cross_entropy_with_logits", save=True)
+def _sparse_xent(xp, labels, logits):
+    if xp is not np:  # one row-wise kernel on the GPU
+        return sparse_softmax_xent(logits, labels, grad=False)[0]
+    return _xent_loss(xp, labels, logits)
+
+
 @_sparse_xent.defvjp
 def _(F, g, needs, nb, node, labels, logits):
     lab = labels._data if isinstance(labels, Tensor) else labels
     if _gpu(F) and nb == 0:  # softmax - onehot, scaled, in the same fused kernel
-        return (None, _k().sparse_softmax_xent(logits, lab, g, loss=False)[1])
-    xp = backend.xp_of(lab)
+        return (None, sparse_softmax_xent(logits, lab, g, loss=False)[1])
+    return (None, _xent_grad(F, g, lab, logits))
+
+
+def ref_sparse_softmax_xent(
+    logits: np.ndarray, labels: np.ndarray, g: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row loss ``logsumexp(x) - x[label]`` and gradient ``(softmax(x) - onehot) * g`` (numpy).
+
+    The CPU path of :func:`sparse_softmax_cross_entropy_with_logits`: its forward and its
+    VJP, run on numpy (so the kernel's reference cannot drift from it). The row max is
+    subtracted first (nothing overflows); a label outside ``[0, C)``, which the public
+    function refuses, gives NaN in that row's loss and gradient, as the kernel does.
+
+    >>> import numpy as np
+    >>> loss, d = ref_sparse_softmax_xent(np.zeros((1, 2)), np.array([0]))
+    >>> loss.round(4).tolist(), d.tolist()
+    ([0.6931], [[-0.5, 0.5]])
+    """
     c = logits.shape[-1]
-    onehot = (lab[..., None] == xp.arange(c)).astype(logits.dtype)
-    # the fused form: softmax - onehot, scaled by each example's cotangent
-    return (None, F.expand_dims(g, -1) * (F.softmax(logits, -1) - onehot))
+    if c == 0:
+        raise ValueError("sparse_softmax_xent: logits have no classes (last axis of size 0)")
+    lab = np.asarray(labels)
+    valid = (lab >= 0) & (lab < c)
+    safe = np.where(valid, lab, 0)
+    rows = logits.shape[:-1]
+    g = np.ones(rows, logits.dtype) if g is None else np.broadcast_to(np.asarray(g, logits.dtype), rows)
+    loss = _xent_loss(np, safe, logits)
+    d = _xent_grad(raw_namespace(np), g, safe, logits)
+    if not valid.all():
+        loss = np.where(valid, loss, np.nan)
+        d = np.where(valid[..., None], d, np.nan)
+    return loss.astype(logits.dtype, copy=False), d.astype(logits.dtype, copy=False)
+
+
+def sparse_softmax_xent(logits: Any, labels: Any, g: Any = None, loss: bool = True, grad: bool = True) -> tuple:
+    """Sparse softmax cross-entropy, loss and gradient in ONE row-wise pass.
+
+    ``logits`` is ``(..., C)``, ``labels`` integers of shape ``logits.shape[:-1]``,
+    ``g`` None (cotangent 1) or the per-example cotangent of that shape. Returns
+    ``(loss, dlogits)``, each None when not asked for; ``dlogits = (softmax -
+    onehot) * g[..., None]``.
+
+    >>> import numpy as np
+    >>> l, d = sparse_softmax_xent(np.zeros((1, 2)), np.array([1]))
+    >>> l.round(4).tolist(), d.tolist()
+    ([0.6931], [[0.5, -0.5]])
+    """
+    if type(logits) is np.ndarray or not backend.is_gpu_array(logits):
+        lo, d = ref_sparse_softmax_xent(logits, backend.to_host(labels), None if g is None else backend.to_host(g))
+        return (lo if loss else None, d if grad else None)
+    cp = _kb.cupy_or_raise()
+    shape = logits.shape
+    if not shape or shape[-1] == 0:
+        raise ValueError(f"sparse_softmax_xent: logits must have a non-empty last axis, got shape {shape}")
+    out_dt = logits.dtype
+    dt = _kb.launch_dtype(out_dt)
+    if dt is None:
+        raise TypeError(f"sparse_softmax_xent: no kernel for logits of dtype {out_dt}")
+    c = shape[-1]
+    n = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
+    dev = logits.device.id
+    with logits.device:
+        x = cp.ascontiguousarray(logits, dtype=dt).reshape(n, c)
+        lab = labels if backend.is_gpu_array(labels) else backend.asarray_on(labels, f"cuda:{dev}")  # counted
+        if lab.shape != shape[:-1]:
+            raise ValueError(f"sparse_softmax_xent: labels shape {lab.shape} must equal logits.shape[:-1] {shape[:-1]}")
+        if lab.dtype not in (np.int32, np.int64):
+            lab = lab.astype(np.int64)
+        lab = cp.ascontiguousarray(lab).reshape(n)
+        gg = None
+        if g is not None:
+            g = g if backend.is_gpu_array(g) else backend.asarray_on(g, f"cuda:{dev}", dt)  # counted
+            gg = cp.ascontiguousarray(cp.broadcast_to(g.astype(dt, copy=False), shape[:-1])).reshape(n)
+        lo = cp.empty(n, dt) if loss else None
+        d = cp.empty((n, c), dt) if grad else None
+        sms = _kb.sm_count(dev)
+        block = c > 1024 and n < 16 * sms  # few long rows: a whole block per row
+        name = "gt_sparse_xent_{}_{}_{}".format(
+            "block" if block else "warp",
+            "f32" if dt == np.float32 else "f64",
+            "i32" if lab.dtype == np.int32 else "i64",
+        )
+        rows_per_block = 1 if block else 8
+        grid = max(1, min((n + rows_per_block - 1) // rows_per_block, sms * 32))
+        f = SOFTMAX_XENT.function(name, dev)
+        args = [_kb.NULL if a is None else a for a in (x, lab, gg, lo, d)]
+        f((grid,), (256,), (*args, np.int64(n), np.int64(c)))
+    lo = None if lo is None else lo.reshape(shape[:-1])
+    d = None if d is None else d.reshape(shape)
+    if dt != out_dt:
+        lo = None if lo is None else lo.astype(out_dt)
+        d = None if d is None else d.astype(out_dt)
+    return lo, d
 
 
 def sparse_softmax_cross_entropy_with_logits(labels: Any, logits: Any) -> Any:

@@ -1,0 +1,520 @@
+"""The optimizer base class of gt.optim: one all-or-nothing step, slots, state, the fused dispatch.
+
+:class:`Optimizer` turns ``apply_gradients`` into one step: every new value is
+computed first (each algorithm's ``_compute``, over the update rules of
+:mod:`gputape._optim_rules`), then all are committed together with Ctrl-C held
+off. On GPU arrays SGD/Adam/AdamW take the one-launch path instead
+(:class:`gputape._optim_fused.FusedOptimizer`). The algorithms themselves are in
+:mod:`gputape.optim`, which re-exports this class.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from . import _optim_rules as _rules
+from . import _state, backend
+from ._optim_fused import FusedOptimizer
+from ._optim_schedules import _integer, _rate, _real
+from ._state import defer_interrupts
+from .tape import GputapeWarning, GradientTape
+from .tensor import Tensor, Variable, _wrap
+
+
+def _same_host_kind(a: np.ndarray, d: Any) -> bool:
+    return type(d) is np.ndarray and a.shape == d.shape and a.dtype == d.dtype
+
+
+def _raw(g: Any, var: Variable, owner: str) -> Any:
+    """The gradient as an array of the variable's shape, dtype and device; anything else raises here."""
+    d = var._data
+    if isinstance(g, Tensor):
+        a = g._data
+        if (type(a) is not np.ndarray or type(d) is not np.ndarray) and backend.device_of(a) != backend.device_of(d):
+            raise ValueError(
+                f"{owner}.apply_gradients: the gradient for variable {var.name!r} is on {backend.device_of(a)}, "
+                f"the variable on {backend.device_of(d)}; move it with .to({var.device!r}) first"
+            )
+    else:
+        a = backend.asarray_on(g, var.device)
+    if a.shape != d.shape:
+        raise ValueError(
+            f"{owner}.apply_gradients: gradient of shape {a.shape} for variable {var.name!r} of shape {var.shape}"
+        )
+    if a.dtype == d.dtype:
+        return a
+    if not np.can_cast(a.dtype, d.dtype, casting="same_kind"):
+        raise TypeError(
+            f"{owner}.apply_gradients: a gradient of dtype {a.dtype} cannot update variable {var.name!r} of dtype "
+            f"{d.dtype} (it would lose information, e.g. an imaginary part); pass a real gradient"
+        )
+    return a.astype(d.dtype)
+
+
+class Optimizer:
+    """Base class: Keras' ``apply_gradients``, schedules, clipping, weight decay and state.
+
+    Subclasses list their slot names and define
+    ``_compute(g, lr, slots, out, step) -> (delta, add)`` on raw device arrays:
+    it writes every slot's new value into ``out[name]`` (a spare buffer of the
+    slot's shape and dtype), changes nothing else, and returns the increment
+    and whether the variable gets ``+= delta`` (``add=True``) or ``-= delta``;
+    the commit swaps ``out`` and ``slots`` and applies the increment.
+
+    ``learning_rate`` is a number, a :class:`LearningRateSchedule`, a callable
+    ``f(step) -> rate`` or a 0-d tensor (read at every step); reading
+    ``opt.learning_rate`` gives the rate the next step will use. ``clipnorm``
+    clips each gradient's norm, ``global_clipnorm`` their joint norm;
+    ``weight_decay`` is decoupled (``w -= lr * weight_decay * w`` before the
+    update), as in Keras.
+
+    Every hyperparameter is checked here: a learning rate and ``weight_decay``
+    must be finite and >= 0, ``clipnorm``/``global_clipnorm`` finite and > 0
+    (each class adds its own ranges). A schedule's rate is checked at the step
+    that uses it, before anything changes. Values set as attributes later
+    (``opt.clipnorm = ...``) are not checked; ``opt.learning_rate = ...`` is.
+
+    >>> import gputape as gt
+    >>> opt = gt.optim.SGD(learning_rate=gt.optim.StepDecay(0.1, 1, 0.5))
+    >>> w = gt.Variable([1.0])
+    >>> opt.apply_gradients([(gt.constant([1.0]), w)]), opt.learning_rate, round(float(w[0]), 4)
+    (1, 0.05, 0.9)
+    >>> gt.optim.SGD(-0.1)
+    Traceback (most recent call last):
+    ValueError: SGD: learning_rate must be a number in [0, inf), got -0.1
+    """
+
+    slot_names: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        learning_rate: float | Callable[[int], float],
+        weight_decay: float | None = None,
+        clipnorm: float | None = None,
+        global_clipnorm: float | None = None,
+        name: str | None = None,
+    ) -> None:
+        owner = type(self).__name__
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"{owner}: name must be a string or None, got {name!r} of type {type(name).__name__}")
+        if clipnorm is not None and global_clipnorm is not None:
+            raise ValueError(
+                f"{owner}: set at most one of clipnorm and global_clipnorm, got clipnorm={clipnorm!r} and "
+                f"global_clipnorm={global_clipnorm!r}"
+            )
+        self.name = name or owner
+        self.learning_rate = learning_rate  # the setter checks it
+        self.weight_decay = None if weight_decay is None else _real(owner, "weight_decay", weight_decay)
+        self.clipnorm = None if clipnorm is None else _real(owner, "clipnorm", clipnorm, low_open=True)
+        self.global_clipnorm = (
+            None if global_clipnorm is None else _real(owner, "global_clipnorm", global_clipnorm, low_open=True)
+        )
+        # The step count, as in Keras: a 0-d int64 non-trainable Variable. It lives in host
+        # memory whatever the device, so that each step reads it as a Python int for almost nothing
+        # (int() of a 0-d numpy array) and there is no second copy to fall out of step with it.
+        self._iterations = Variable(np.zeros((), np.int64), trainable=False, name="iteration")
+        # id(var) -> [var, slots, spare slots]. The variable is held so its id cannot be
+        # reused by a new object that would then inherit stale slots.
+        self._slots: dict[int, list[Any]] = {}
+        self._warned_none: set[int] = set()
+
+    # -- step count ----------------------------------------------------------------------
+    @property
+    def iterations(self) -> Variable:
+        """The number of steps taken: a 0-d int64 non-trainable Variable (Keras' ``optimizer.iterations``).
+
+        ``int(opt.iterations)`` and ``opt.iterations.numpy()`` read it; assigning
+        ``opt.iterations = n`` (or ``opt.iterations.assign(n)``) sets it, e.g. to
+        resume a schedule. It is kept in host memory: move it with ``.to(device)``
+        (or ``gt.cast`` it) to compute with it on a GPU. Inside ``gt.function`` it is
+        read at every call, so a compiled step sees the current count.
+
+        >>> import gputape as gt
+        >>> opt = gt.optim.SGD(0.1)
+        >>> _ = opt.apply_gradients([(gt.constant([1.0]), gt.Variable([1.0]))])
+        >>> opt.iterations
+        <gt.Variable 'iteration' shape=() dtype=int64, numpy=1>
+        >>> int(opt.iterations), opt.iterations.trainable
+        (1, False)
+        """
+        return self._iterations
+
+    @iterations.setter
+    def iterations(self, value: Any) -> None:
+        n = value.numpy() if isinstance(value, Tensor) else value
+        if isinstance(n, np.ndarray) and n.shape == ():
+            n = n.item()
+        n = _integer(self.name, "iterations", n, 0)
+        if n >= 2**63:
+            raise ValueError(f"{self.name}: iterations must be an integer in [0, 2**63) (int64), got {n}")
+        self._iterations.assign(np.asarray(n, np.int64))
+
+    def _step_count(self) -> int:
+        return int(self._iterations._data)  # host memory: no device synchronisation
+
+    def _count_step(self, step: int) -> None:
+        # A new 0-d array rather than a write into the old one: a value read earlier (a tensor
+        # from opt.iterations.value()) keeps the count it had, as after Variable.assign, and this is
+        # ~10x cheaper than assign() on the step's path. gt.function replays the whole optimizer
+        # step, so the count needs no trace record of its own.
+        self._iterations._data = np.array(step, np.int64)
+
+    # -- learning rate -----------------------------------------------------------------
+    @property
+    def learning_rate(self) -> float:
+        """The rate the next step uses (a schedule is evaluated at ``iterations``); assign a number or schedule.
+
+        >>> import gputape as gt
+        >>> opt = gt.optim.SGD(gt.optim.StepDecay(0.1, step_size=1, gamma=0.5))
+        >>> opt.learning_rate
+        0.1
+        >>> opt.learning_rate = 0.3; opt.learning_rate
+        0.3
+        """
+        return self._rate_at(self._step_count())
+
+    @learning_rate.setter
+    def learning_rate(self, value: float | Callable[[int], float]) -> None:
+        if callable(value):
+            self._learning_rate: Any = value
+        elif isinstance(value, (Tensor, np.ndarray)):  # read at every step (a Variable can change), checked then
+            self._learning_rate = value
+            self._rate_at(self._step_count() if hasattr(self, "_iterations") else 0)
+        elif isinstance(value, (str, bytes)):
+            raise TypeError(
+                f"{type(self).__name__}: learning_rate must be a number in [0, inf), a LearningRateSchedule or "
+                f"a callable step -> rate, got the string {value!r}; pass a number, e.g. {type(self).__name__}(0.01)"
+            )
+        else:
+            self._learning_rate = _rate(type(self).__name__, "learning_rate", value)
+
+    def _rate_at(self, step: int) -> float:
+        lr = self._learning_rate
+        if type(lr) is float:  # checked when it was set
+            return lr
+        value = lr(step) if callable(lr) else lr
+        try:
+            if isinstance(value, (str, bytes, bool, np.bool_)):
+                raise TypeError
+            rate = float(value)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"{self.name}: the learning rate {lr!r} gave {value!r} of type {type(value).__name__} at step {step}; "
+                "a learning rate must be a real number"
+            ) from None
+        if not (0.0 <= rate < math.inf):
+            raise ValueError(
+                f"{self.name}: the learning rate {lr!r} gave {rate!r} at step {step}; a learning rate must be a "
+                "number in [0, inf)"
+            )
+        return rate
+
+    # -- slots ---------------------------------------------------------------------------
+    def build(self, var_list: Iterable[Variable]) -> None:
+        """Create the slots of each variable (``apply_gradients`` does it on first sight).
+
+        >>> import gputape as gt
+        >>> opt = gt.optim.Adam(); opt.build([gt.Variable([1.0, 2.0])])
+        >>> [sorted(s) for _, s in opt.get_state()["slots"]]
+        [['momentum', 'velocity']]
+        """
+        for v in var_list:
+            self._slots_for(v)
+
+    def _slots_for(self, var: Variable) -> dict[str, Any]:
+        entry = self._slots.get(id(var))
+        if entry is None:
+            entry = self._slots[id(var)] = self._new_entry(var)
+        return entry[1]
+
+    def _new_entry(self, var: Variable) -> list[Any]:
+        """``[var, slots, spare]``: zero slots; ``spare`` is made by :meth:`_spares` when needed."""
+        xp = backend.xp_of(var._data)
+        return [var, {n: xp.zeros(var.shape, var.dtype) for n in self.slot_names}, None]
+
+    @staticmethod
+    def _spares(entry: list[Any]) -> dict[str, Any]:
+        """A spare buffer for each slot of ``entry``, made once.
+
+        A step writes the slots' new values into the spares and the commit swaps the two
+        dicts, so a step allocates nothing for slots and the old values stay intact until
+        the commit. The price: one more copy of the slots in memory (the one-launch GPU
+        path updates in place and needs none).
+        """
+        var = entry[0]
+        xp = backend.xp_of(var._data)
+        spare = entry[2] = {n: xp.empty(var.shape, var.dtype) for n in entry[1]}
+        return spare
+
+    def get_state(self) -> dict[str, Any]:
+        """``{'iterations': int, 'slots': [(variable, {slot name: numpy array}), ...]}`` (host copies).
+
+        >>> import gputape as gt
+        >>> w = gt.Variable([1.0])
+        >>> opt = gt.optim.SGD(0.1, momentum=0.9)
+        >>> _ = opt.apply_gradients([(gt.constant([1.0]), w)])
+        >>> state = opt.get_state()
+        >>> state["iterations"], state["slots"][0][0] is w, state["slots"][0][1]["momentum"].tolist()
+        (1, True, [-0.10000000149011612])
+        """
+        return {
+            "iterations": self._step_count(),
+            "slots": [(v, {n: np.array(backend.to_host(a)) for n, a in s.items()}) for v, s, _ in self._slots.values()],
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`get_state` returned; everything is checked before anything changes.
+
+        >>> import gputape as gt, numpy as np
+        >>> w = gt.Variable([1.0])
+        >>> opt = gt.optim.SGD(0.1, momentum=0.9)
+        >>> opt.set_state({"iterations": 5, "slots": [(w, {"momentum": np.array([0.5], "float32")})]})
+        >>> int(opt.iterations), opt.get_state()["slots"][0][1]["momentum"].tolist()
+        (5, [0.5])
+        """
+        try:
+            iterations = int(state["iterations"])
+            entries = list(state["slots"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(
+                f"{self.name}.set_state: expected {{'iterations': int, 'slots': [(variable, {{name: array}})]}} ({exc})"
+            ) from None
+        if not 0 <= iterations < 2**63:
+            raise ValueError(f"{self.name}.set_state: iterations must be in [0, 2**63) (int64), got {iterations}")
+        staged = []
+        for var, slots in entries:
+            if not isinstance(var, Variable):
+                raise TypeError(f"{self.name}.set_state: slots must be keyed by Variables, got {type(var).__name__}")
+            if set(slots) != set(self.slot_names):
+                raise ValueError(
+                    f"{self.name}.set_state: variable {var.name!r} has slots {sorted(slots)}, "
+                    f"this optimizer uses {sorted(self.slot_names)}"
+                )
+            arrays = {}
+            for n, a in slots.items():
+                a = np.asarray(backend.to_host(a._data) if isinstance(a, Tensor) else a)
+                if a.shape != var.shape:
+                    raise ValueError(
+                        f"{self.name}.set_state: slot {n!r} of variable {var.name!r} has shape {a.shape}, "
+                        f"the variable has shape {var.shape}"
+                    )
+                arrays[n] = backend.asarray_on(a.astype(var.dtype), var.device)
+            staged.append((var, arrays))
+        with defer_interrupts():
+            for var, arrays in staged:
+                self._slots_for(var).update(arrays)
+            self._count_step(iterations)
+
+    # -- updating -------------------------------------------------------------------------
+    def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, Variable]]) -> int:
+        """Apply one update step; returns the new ``iterations`` count.
+
+        ``None`` gradients are skipped, with one :class:`~gputape.GputapeWarning`
+        naming the variables the first time each one has none; if every
+        gradient is None this raises ``ValueError`` (Keras' and TensorFlow's
+        rule: the loss does not depend on any variable, usually a bug). No
+        pairs at all (``apply_gradients([])``) is a no-op that leaves
+        ``iterations`` as it is, as in Keras.
+
+        The step is all or nothing: the gradients, the learning rate and every
+        new value are computed before anything is assigned, and the
+        assignments (variables, slots, ``iterations``) are committed together
+        with a Ctrl-C held until they are done. So an error in any gradient, a
+        schedule's NaN or a KeyboardInterrupt leaves the state of before the
+        step or of after it, never a mix.
+
+        >>> import gputape as gt
+        >>> w = gt.Variable([1.0])
+        >>> gt.optim.SGD(0.5).apply_gradients([(gt.constant([2.0]), w)]), w.numpy().tolist()
+        (1, [0.0])
+        >>> gt.optim.SGD(0.5).apply_gradients([])
+        0
+        """
+        pairs = list(grads_and_vars)
+        if not pairs:
+            return self._step_count()
+        live = []
+        missing = []
+        seen = set()
+        for pair in pairs:
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[1], Variable)):
+                raise TypeError(
+                    f"{self.name}.apply_gradients: expected (gradient, gt.Variable) pairs, as from "
+                    f"zip(grads, model.trainable_variables); got {pair!r:.100}"
+                )
+            seen.add(id(pair[1]))
+            if pair[0] is not None:
+                live.append(pair)
+            elif id(pair[1]) not in self._warned_none:
+                missing.append(pair[1])
+        if len(seen) < len(pairs):
+            # one step reads every old value before it writes any, so a second update of the
+            # same variable would silently overwrite the first
+            twice = next(v for i, (_, v) in enumerate(pairs) if any(v is u for _, u in pairs[:i]))
+            raise ValueError(
+                f"{self.name}.apply_gradients: variable {twice.name!r} appears more than once; pass each variable "
+                "once (add up its gradients first)"
+            )
+        if not live:
+            raise ValueError(
+                f"{self.name}.apply_gradients: no gradients provided for any variable "
+                f"({', '.join(repr(v.name) for _, v in pairs)}); does the loss depend on them, and was it "
+                "computed inside the GradientTape?"
+            )
+        if missing:
+            self._warned_none.update(id(v) for v in missing)
+            names = ", ".join(repr(v.name) for v in missing)
+            warnings.warn(
+                f"{self.name}.apply_gradients: gradients do not exist for variables [{names}]; they are not "
+                "updated (they do not affect the loss, or were used outside the tape). Warned once per variable.",
+                GputapeWarning,
+                stacklevel=2,
+            )
+        tr = _state.current_trace()
+        if tr is not None and tr.owned():
+            # inside gt.function's trace: update now, and record the update as one replay
+            # step, so replays rerun the learning-rate schedule and the step count
+            return tr.optimizer_step(self, live)
+        return self._apply_live(live)
+
+    def _apply_live(self, live: list[tuple[Any, Variable]]) -> int:
+        # Phase 1 computes every new value and changes nothing: whatever raises here
+        # (a gradient's shape or dtype, a schedule's NaN, a Ctrl-C) leaves the state as it was.
+        raw = []
+        for g, v in live:
+            a = g._data if isinstance(g, Tensor) else None
+            # the common case in one test: a host gradient of the variable's shape and dtype. No
+            # local name for v._data: a variable whose array is referenced looks shared (and is copied)
+            if not (type(a) is np.ndarray and _same_host_kind(a, v._data)):
+                a = _raw(g, v, self.name)
+            raw.append((a, v))
+        if self.clipnorm is not None or self.global_clipnorm is not None:
+            raw = self._clip(raw)
+        step = self._step_count() + 1
+        lr = self._rate_at(step - 1)
+        kind = self._fused_kind()
+        if kind is not None and (
+            self._fused_on_cpu
+            or (backend.is_gpu_array(raw[0][1]._data) and all(backend.is_gpu_array(v._data) for _, v in raw))
+        ):
+            self._apply_fused(kind, raw, lr, step)
+            return step
+        wd = self.weight_decay
+        compute = self._compute
+        entries = self._slots if self.slot_names else None
+        used, fresh, assigns = [], [], []
+        for g, v in raw:
+            if entries is None:
+                slots = spare = _NOSLOTS
+            else:
+                entry = entries.get(id(v))
+                if entry is None:
+                    entry = self._new_entry(v)
+                    fresh.append(entry)
+                used.append(entry)
+                slots, spare = entry[1], entry[2] or self._spares(entry)
+            delta, add = compute(g, lr, slots, spare, step)
+            if wd:
+                assigns.append((v.assign_sub, _wrap(_rules.decoupled_decay(v._data, lr, wd))))
+            assigns.append((v.assign_add if add else v.assign_sub, _wrap(delta)))
+        # Phase 2 commits: reference swaps and assignments of arrays whose shapes, dtypes and
+        # devices were checked above, with Ctrl-C held until the last one. assign_* keep
+        # copy-on-write (a value a live tape holds is replaced, not changed); the copy that
+        # makes is the one thing here that can still fail, and only by running out of memory.
+        with defer_interrupts():
+            for entry in used:
+                entry[1], entry[2] = entry[2], entry[1]
+            for entry in fresh:
+                entries[id(entry[0])] = entry  # type: ignore[index]
+            for assign, delta in assigns:
+                assign(delta)
+            self._count_step(step)
+        return step
+
+    # On GPU arrays, SGD/Adam/AdamW update every parameter in one kernel launch
+    # (gputape._optim_fused.FusedOptimizer, whose numpy reference runs the same update_rule)
+    # using this optimizer's own slot arrays, so get_state()/set_state() see the same state.
+    _fused_on_cpu = False  # tests set it to run the same dispatch on the numpy reference
+
+    def _fused_kind(self) -> str | None:
+        return None
+
+    def _apply_fused(self, kind: str, raw: list[tuple[Any, Variable]], lr: float, step: int) -> None:
+        fused = self.__dict__.get("_fused")
+        if fused is None:
+            fused = FusedOptimizer(kind, lr, **self._fused_hyper())
+            self._fused = fused
+            self._fused_at = None
+        params = [v for _, v in raw]
+        fresh = {id(v): self._new_entry(v) for v in params if id(v) not in self._slots}
+        entries = [self._slots.get(id(v)) or fresh[id(v)] for v in params]
+        slots = [(e[1].get("momentum"), e[1].get("velocity")) for e in entries]
+        # One launch updates variables and slots in place; FusedOptimizer checks every
+        # parameter before it launches anything, so an error there changes nothing either. Its
+        # numpy reference (the CPU run of this path) ignores floating-point errors as the kernel
+        # does, so np.seterr(all="raise") cannot stop it halfway.
+        with defer_interrupts(), np.errstate(all="ignore"):
+            fused.learning_rate = lr  # a device-side fill on a GPU: no synchronisation
+            if self._fused_at != step - 1:  # first use, or iterations restored by set_state()
+                if fused._step is None:
+                    fused._init_state(params[0]._data)
+                fused.iterations = step - 1
+            fused.update(params, [g for g, _ in raw], slots=slots)
+            self._slots.update(fresh)
+            self._fused_at = step
+            self._count_step(step)
+
+    def _fused_hyper(self) -> dict[str, Any]:
+        return {}
+
+    def _clip(self, raw: list[tuple[Any, Variable]]) -> list[tuple[Any, Variable]]:
+        if self.clipnorm is not None:
+            out = []
+            for g, v in raw:
+                n = math.sqrt(float(backend.xp_of(g).sum(g * g)))
+                out.append((g * (self.clipnorm / n) if n > self.clipnorm else g, v))
+            return out
+        if self.global_clipnorm is not None:
+            n = math.sqrt(math.fsum(float(backend.xp_of(g).sum(g * g)) for g, _ in raw))
+            if n > self.global_clipnorm:
+                return [(g * (self.global_clipnorm / n), v) for g, v in raw]
+        return raw
+
+    def _compute(self, g: Any, lr: float, slots: dict[str, Any], out: dict[str, Any], step: int) -> tuple[Any, bool]:
+        raise NotImplementedError
+
+    def minimize(self, loss: Any, var_list: Any, tape: GradientTape | None = None) -> int:
+        """Compute gradients of ``loss`` (a zero-argument callable, or a tensor recorded by ``tape``) and apply them.
+
+        >>> import gputape as gt
+        >>> w = gt.Variable(3.0)
+        >>> _ = gt.optim.SGD(0.25).minimize(lambda: w * w, [w])
+        >>> float(w)
+        1.5
+        """
+        if callable(var_list):
+            var_list = var_list()
+        var_list = list(var_list)
+        if tape is None:
+            if not callable(loss):
+                raise TypeError(f"{self.name}.minimize: pass loss as a callable, or the tape that recorded it")
+            with GradientTape() as tape:
+                value = loss()
+        else:
+            value = loss
+        grads = tape.gradient(value, var_list)
+        return self.apply_gradients(zip(grads, var_list))
+
+    def __repr__(self) -> str:
+        return f"<{self.name} learning_rate={self._learning_rate!r} iterations={self._step_count()}>"
+
+
+_NOSLOTS: dict[str, Any] = {}
+
+
+__all__ = ["Optimizer"]

@@ -1,0 +1,86 @@
+"""The update rules of SGD and Adam: the one numpy/cupy statement of their math.
+
+``gputape.optim``'s optimizers compute every step with these functions (into spare
+arrays, so a step can be committed all at once), and the reference of the fused
+GPU kernel (``kernels/optimizers.cu``, :func:`gputape._optim_fused.ref_optimizer_update`)
+is these same functions applied in place. Keras 3's forms, in the arrays' dtype
+(Python-float coefficients take the array's dtype).
+
+>>> import numpy as np
+>>> delta, add = sgd(np.array([2.0]), 0.5, 0.0, False, None, None)
+>>> delta.tolist(), add
+([1.0], False)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from . import backend
+
+
+def decoupled_decay(p: Any, lr: float, weight_decay: float) -> Any:
+    """What decoupled weight decay subtracts from ``p`` before the step: ``lr * weight_decay * p``."""
+    return p * (lr * weight_decay)
+
+
+def sgd(g: Any, lr: float, momentum: float, nesterov: bool, m0: Any, m_out: Any) -> tuple[Any, bool]:
+    """SGD's step: ``(delta, add)`` with ``w += delta`` when ``add`` else ``w -= delta``.
+
+    ``m = momentum * m0 - lr * g`` is written to ``m_out`` (``m0`` is not changed);
+    ``w += m`` (``nesterov``: ``w += momentum * m - lr * g``); without momentum
+    ``w -= lr * g`` and the slots are unused.
+    """
+    if not momentum:
+        return g * lr, False
+    step = g * lr
+    m = backend.xp_of(g).multiply(m0, momentum, out=m_out)
+    m -= step
+    if nesterov:
+        delta = m * momentum
+        delta -= step
+        return delta, True
+    return m, True
+
+
+def adam(
+    g: Any,
+    lr: float,
+    step: int,
+    beta_1: float,
+    beta_2: float,
+    epsilon: float,
+    m0: Any,
+    v0: Any,
+    m_out: Any,
+    v_out: Any,
+    vhat0: Any = None,
+    vhat_out: Any = None,
+) -> tuple[Any, bool]:
+    """Adam's step ``t = step``: ``(delta, False)``, ``w -= delta``; the bias correction folded into the rate.
+
+    ``m = m0 + (g - m0)(1 - beta_1)`` into ``m_out``, ``v = v0 + (g² - v0)(1 - beta_2)``
+    into ``v_out`` (``vhat0`` given: AMSGrad, ``max(vhat0, v)`` into ``vhat_out``), then
+    ``delta = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) * m / (sqrt(v) + epsilon)``.
+    """
+    xp = backend.xp_of(g)
+    alpha = lr * math.sqrt(1.0 - beta_2**step) / (1.0 - beta_1**step)
+    # m0 + (g - m0)(1 - beta_1), as an in-place update would compute it, into the spare
+    m = xp.subtract(g, m0, out=m_out)
+    m *= 1.0 - beta_1
+    m += m0
+    v = xp.multiply(g, g, out=v_out)
+    v -= v0
+    v *= 1.0 - beta_2
+    v += v0
+    if vhat0 is not None:
+        v = xp.maximum(vhat0, v, out=vhat_out)
+    denom = xp.sqrt(v)
+    denom += epsilon
+    delta = m * alpha
+    delta /= denom
+    return delta, False
+
+
+__all__ = ["adam", "decoupled_decay", "sgd"]
