@@ -17,12 +17,12 @@ from .. import _errors, backend
 from .. import _kernel_build as _kb
 from .. import expr as _x
 from .. import expr_forward as _xf
+from ..dispatch import apply, primitive
 from ..ops import _util, erf, log1p, maximum, mean, multiply, negative, raw_namespace, register_f, tanh
 from ..ops import abs as _abs
 from ..ops import elementwise as _el
 from ..ops import sum as _sum
 from ..ops.elementwise import declared
-from ..tape import apply, primitive
 from ..tensor import Tensor, _to_array, as_tensor
 
 
