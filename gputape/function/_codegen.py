@@ -9,13 +9,77 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from .. import expr as _expr
 from ..tape import Node
 from ..tensor import Variable
+
+
+class _Step(NamedTuple):
+    """One recorded step, ``outs = fn(*refs)`` over slots ``s<k>`` and constants ``c<k>``.
+
+    A ref is ``("s", k)``, ``("c", k)`` or ``("l", [refs])`` (a list argument); ``outs``
+    is a slot, a list of slots (``None`` where a result is unused) or ``None``.
+    ``kind``: ``"device"`` when a CUDA graph may capture the step, ``"host"`` or
+    ``"host:<primitive>"`` when not, ``"var"`` for a variable read (``fn`` is the
+    Variable, ``refs`` None, ``outs`` the slot its value goes to).
+    """
+
+    fn: Any
+    refs: list | None
+    outs: Any
+    kind: str
+
+
+def _made(outs: Any) -> list[int]:
+    """The slots a step's ``outs`` writes."""
+    if isinstance(outs, int):
+        return [outs]
+    return [o for o in outs or () if o is not None]
+
+
+def _last_reads(steps: list[_Step]) -> dict[int, int]:
+    """Each slot's last reader: slot -> step index."""
+    last: dict[int, int] = {}
+    for i, st in enumerate(steps):
+        if st.refs is not None:
+            for k in _slots_in(st.refs):
+                last[k] = i
+    return last
+
+
+class _DeclaredVjp(NamedTuple):
+    """A recorded VJP step of a primitive declared in gputape.expr, unbatched: its call is
+    ``vjp(F, g, needs, 0, node, *saved)`` (the layout ``_Trace._vjp`` records), decoded once here."""
+
+    decl: Any  # the primitive's gputape.expr declaration
+    node: Node  # the node, without its residuals
+    F: Any  # refs: the VJP's namespace, the cotangent, needs, the node, the residuals
+    g: Any
+    needs: Any
+    node_ref: Any
+    saved: list
+
+
+def _declared_vjp(step: _Step, consts: list) -> _DeclaredVjp | None:
+    """The step as a :class:`_DeclaredVjp`, or None when it is anything else."""
+    fn, refs, outs, _kind = step
+    if refs is None or not isinstance(outs, list) or len(refs) < 5:
+        return None
+    F, g, needs, nb, node_ref, *saved = refs
+    if node_ref[0] != "c" or nb[0] != "c":
+        return None
+    node = consts[node_ref[1]]
+    if not isinstance(node, Node) or fn is not node.prim.vjp or consts[nb[1]] != 0:
+        return None
+    decl = _expr.DERIVATIVES.get(node.prim.name)
+    if decl is None or decl.vjp is not fn:
+        return None
+    return _DeclaredVjp(decl, node, F, g, needs, node_ref, saved)
+
 
 # The CPU replay writes the VJPs of primitives declared in gputape.expr as expressions in its
 # own code instead of calling them: per output, the very text the generated VJP evaluates on
@@ -25,23 +89,17 @@ from ..tensor import Variable
 _TOKEN = re.compile(r"\b(g|a[0-9]+|F|node)\b")
 
 
-def _inline_vjp(fn: Any, refs: Any, outs: Any, consts: list) -> list[str] | None:
+def _inline_vjp(step: _Step, consts: list) -> list[str] | None:
     """Source lines for a VJP step of a primitive declared in gputape.expr on numpy arrays, else None."""
-    if refs is None or not isinstance(outs, list) or len(refs) < 5 or refs[4][0] != "c":
+    v = _declared_vjp(step, consts)
+    if v is None or v.F[0] != "c" or getattr(consts[v.F[1]], "xp", None) is not np:
         return None
-    node = consts[refs[4][1]]
-    if not isinstance(node, Node) or fn is not node.prim.vjp:
-        return None
-    decl = _expr.DERIVATIVES.get(node.prim.name)
-    F = consts[refs[0][1]] if refs[0][0] == "c" else None
-    if decl is None or decl.vjp is not fn or getattr(F, "xp", None) is not np or consts[refs[3][1]] != 0:
-        return None
-    names = {"g": _render(refs[1]), "F": _render(refs[0]), "node": _render(refs[4])}
-    names |= {f"a{j}": _render(r) for j, r in enumerate(refs[5:])}
+    names = {"g": _render(v.g), "F": _render(v.F), "node": _render(v.node_ref)}
+    names |= {f"a{j}": _render(r) for j, r in enumerate(v.saved)}
     lines = []
-    for k, o in enumerate(outs):
+    for k, o in enumerate(step.outs):
         if o is not None:
-            lines.append(f"s{o} = " + _TOKEN.sub(lambda m: names[m.group(1)], decl.python(k)))
+            lines.append(f"s{o} = " + _TOKEN.sub(lambda m: names[m.group(1)], v.decl.python(k)))
     return lines
 
 
@@ -77,22 +135,19 @@ def _lhs(outs: Any) -> str:
 
 
 def compile_replay(
-    name: str, steps: list, consts: list, arg_slots: list[int], out_refs: list[Any]
+    name: str, steps: list[_Step], consts: list, arg_slots: list[int], out_refs: list[Any]
 ) -> tuple[Callable[..., Any], str]:
     """Straight-line Python source for the record; each slot deleted after its last use."""
-    last: dict[int, int] = {}
-    for i, (_fn, refs, _, _kind) in enumerate(steps):
-        if refs is not None:
-            for k in _slots_in(refs):
-                last[k] = i
+    last = _last_reads(steps)
     returned = set(_slots_in(out_refs))
     ns: dict[str, Any] = {}
     lines = [f"def replay({', '.join(f's{k}' for k in arg_slots)}):"]
     dead_args = [k for k in arg_slots if k not in last and k not in returned]
     if dead_args:
         lines.append(f"    del {', '.join(f's{k}' for k in dead_args)}")
-    for i, (fn, refs, outs, _kind) in enumerate(steps):
-        inline = _inline_vjp(fn, refs, outs, consts)
+    for i, step in enumerate(steps):
+        fn, refs, outs, _kind = step
+        inline = _inline_vjp(step, consts)
         if isinstance(fn, Variable):
             ns[f"V{i}"] = fn
             lines.append(f"    s{outs} = V{i}._data")
@@ -102,8 +157,7 @@ def compile_replay(
             ns[f"f{i}"] = fn
             lhs = _lhs(outs)
             lines.append(f"    {lhs}f{i}({', '.join(_render(r) for r in refs)})")
-        produced = [outs] if isinstance(outs, int) else [o for o in outs or () if o is not None]
-        dead = [k for k in produced if k not in last and k not in returned]
+        dead = [k for k in _made(outs) if k not in last and k not in returned]
         if refs is not None:
             dead += sorted({k for k in _slots_in(refs) if last.get(k) == i and k not in returned})
         if dead:
@@ -131,30 +185,31 @@ def _template(name: str, needs: Any) -> tuple | None:
     return decl.fusable(list(needs).index(True))
 
 
-def _fusable(step: tuple, consts: list) -> tuple | None:
-    """(template, g slot, operand refs, out slot) for a fusable VJP step (gputape.expr), else None."""
-    fn, refs, outs, kind = step
-    if kind != "device" or not isinstance(outs, list) or len(refs) < 5:
+class _Link(NamedTuple):
+    """A VJP step that can join a fused chain: ``out = template(g, *operands)``."""
+
+    template: tuple  # (expression over g and a0.., the operand names it reads), gputape.expr's
+    g: int  # the cotangent's slot
+    operands: list  # refs of the operands, in the template's order
+    out: int  # the slot of the one cotangent it computes
+
+
+def _fusable(step: _Step, consts: list) -> _Link | None:
+    """The step as a :class:`_Link` of a fused chain (a VJP declared in gputape.expr), else None."""
+    v = _declared_vjp(step, consts)
+    if v is None or step.kind != "device" or v.needs[0] != "c" or v.g[0] != "s":
         return None
-    node = consts[refs[4][1]] if refs[4][0] == "c" else None
-    if not isinstance(node, Node) or fn is not node.prim.vjp or refs[3] != ("c", refs[3][1]):
+    template = _template(v.node.prim.name, tuple(consts[v.needs[1]]))
+    done = _made(step.outs)
+    if template is None or len(done) != 1:
         return None
-    needs = tuple(consts[refs[2][1]]) if refs[2][0] == "c" else None
-    nb = consts[refs[3][1]]
-    template = _template(node.prim.name, needs)
-    if template is None or nb != 0 or refs[1][0] != "s" or fn is not _expr.DERIVATIVES[node.prim.name].vjp:
-        return None
-    done = [o for o in outs if o is not None]
-    if len(done) != 1:
-        return None
-    saved = refs[5:]
     operands = []
     for name in template[1]:
-        r = saved[int(name[1:])]
+        r = v.saved[int(name[1:])]
         if r[0] == "c" and not isinstance(consts[r[1]], (int, float)):
             return None  # an array constant: keep kernels to slots and Python numbers
         operands.append(r)
-    return template, refs[1][1], operands, done[0]
+    return _Link(template, v.g[1], operands, done[0])
 
 
 def compose(templates: list[tuple]) -> tuple[_expr.Expr, int]:

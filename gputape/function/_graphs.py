@@ -16,7 +16,7 @@ from .. import backend
 from .. import expr as _expr
 from .. import tape as _tape
 from ..tensor import Variable
-from ._codegen import _fusable, _slots_in, compose, fused_kernel_source
+from ._codegen import _fusable, _last_reads, _Link, _made, _slots_in, _Step, compose, fused_kernel_source
 from ._trace import _Trace
 
 _log = logging.getLogger("gputape")
@@ -57,7 +57,7 @@ class _GraphRunner:
         gemm = getattr(backend_, "gemm", None)
         if gemm is not None:
             self._capturable_gemms(gemm)
-        self.fused_chains: list[list[str]] = []
+        self.fused_chains: list[list[tuple]] = []  # the templates of each fused chain
         if getattr(backend_, "fuse", False):
             self._fuse_backward(arg_slots, out_refs)
         self.nslots = trace.nslots
@@ -65,20 +65,15 @@ class _GraphRunner:
         self.out_refs = out_refs
         self.calls = 0
         self.transfers: list[int] | None = None  # host<->device copies of the latest call
-        self.host_only: set[int] = {i for i, st in enumerate(self.steps) if st[3] != "device"}
+        self.host_only: set[int] = {i for i, st in enumerate(self.steps) if st.kind != "device"}
         self.returned = set(_slots_in(out_refs))
         n = len(self.steps)
-        self.last: dict[int, int] = {}
-        for i, st in enumerate(self.steps):
-            if st[1] is not None:
-                for k in _slots_in(st[1]):
-                    self.last[k] = i
+        self.last = _last_reads(self.steps)
         for k in self.returned:
             self.last[k] = n
         self.dead_after: list[list[int]] = [[] for _ in range(n)]
         for i, st in enumerate(self.steps):
-            made = [st[2]] if isinstance(st[2], int) else [o for o in st[2] or () if o is not None]
-            for k in made:
+            for k in _made(st.outs):
                 if k not in self.last:
                     self.dead_after[i].append(k)
         for k, i in self.last.items():
@@ -99,15 +94,15 @@ class _GraphRunner:
             if kind != "host:matmul":
                 continue
             if isinstance(fn, functools.partial) and fn.func is _matmul.fwd:
-                self.steps[i] = (gemm.matmul, refs, outs, "device")
-            elif fn is _matmul.vjp and refs[0][0] == "c":
+                self.steps[i] = _Step(gemm.matmul, refs, outs, "device")
+            elif fn is _matmul.vjp and refs[0][0] == "c":  # refs[0]: the VJP's F (see _Trace._vjp)
                 F = self.consts[refs[0][1]]
                 if id(F) not in F_gemm:
                     ns = types.SimpleNamespace(**vars(F))
                     ns.matmul = gemm.matmul
                     self.consts.append(ns)
                     F_gemm[id(F)] = ("c", len(self.consts) - 1)
-                self.steps[i] = (fn, [F_gemm[id(F)], *refs[1:]], outs, "device")
+                self.steps[i] = _Step(fn, [F_gemm[id(F)], *refs[1:]], outs, "device")
 
     def _fuse_backward(self, arg_slots: list[int], out_refs: list[Any]) -> None:
         """Chains of elementwise VJP steps, each feeding only the next, become one generated kernel.
@@ -120,19 +115,19 @@ class _GraphRunner:
         steps = self.steps
         readers: dict[int, list[int]] = {}
         for i, st in enumerate(steps):
-            for k in _slots_in(st[1] or ()):
+            for k in _slots_in(st.refs or ()):
                 readers.setdefault(k, []).append(i)
         for k in _slots_in(out_refs):
             readers.setdefault(k, []).append(len(steps))
-        links: dict[int, tuple] = {}  # step -> (template, g slot, operands, out slot)
+        links: dict[int, _Link] = {}
         for i, st in enumerate(steps):
             link = _fusable(st, self.consts)
             if link is not None:
                 links[i] = link
         nxt: dict[int, int] = {}  # link -> the link that alone reads its cotangent
-        for i, (_t, _g, _ops, out) in links.items():
-            r = readers.get(out, [])
-            if len(r) == 1 and r[0] in links and links[r[0]][1] == out:
+        for i, link in links.items():
+            r = readers.get(link.out, [])
+            if len(r) == 1 and r[0] in links and links[r[0]].g == link.out:
                 nxt[i] = r[0]
         heads = sorted(set(nxt) - set(nxt.values()))
         drop: set[int] = set()
@@ -144,19 +139,18 @@ class _GraphRunner:
                 part = chain[start : start + _FUSE_MAX]
                 if len(part) < 2:
                     continue
-                fn, refs, names = self._fused_step(part)
-                steps[part[-1]] = (fn, refs, links[part[-1]][3], "device")
+                fn, refs, names = self._fused_step([links[i] for i in part])
+                steps[part[-1]] = _Step(fn, refs, links[part[-1]].out, "device")
                 drop.update(part[:-1])
                 self.fused_chains.append(names)
         if drop:
             self.steps = [st for i, st in enumerate(steps) if i not in drop]
 
-    def _fused_step(self, part: list[int]) -> tuple[Any, list, list[str]]:
-        links = [_fusable(self.steps[i], self.consts) for i in part]
-        expr, nparams = compose([t for t, _g, _ops, _out in links])
-        params = [r for _t, _g, ops, _out in links for r in ops]  # the kernel's inputs after g
+    def _fused_step(self, links: list[_Link]) -> tuple[Any, list, list[tuple]]:
+        expr, nparams = compose([link.template for link in links])
+        params = [r for link in links for r in link.operands]  # the kernel's inputs after g
         kernel = self.backend.elementwise(expr, nparams)
-        return kernel, [("s", links[0][1]), *params], [t for t, *_ in links]
+        return kernel, [("s", links[0].g), *params], [link.template for link in links]
 
     # planning
     def _plan(self) -> None:
@@ -165,27 +159,25 @@ class _GraphRunner:
             # A variable read launches nothing and no device step changes a variable, so a
             # read inside a run of device steps is done before that run's graph: it does not
             # cut the graph in two.
-            cap = i not in self.host_only or (st[3] == "var" and bool(segs) and segs[-1].capture)
+            cap = i not in self.host_only or (st.kind == "var" and bool(segs) and segs[-1].capture)
             if segs and segs[-1].capture == cap:
                 segs[-1].end = i + 1
             else:
                 segs.append(_Segment(i, i + 1, cap))
-            if cap and st[3] == "var":
-                segs[-1].var_reads.append((st[2], st[0]))
+            if cap and st.kind == "var":
+                segs[-1].var_reads.append((st.outs, st.fn))
         made_in: dict[int, int] = {k: -1 for k in self.arg_slots}
         for si, seg in enumerate(segs):
             for i in range(seg.start, seg.end):
                 st = self.steps[i]
-                made = [st[2]] if isinstance(st[2], int) else [o for o in st[2] or () if o is not None]
-                for k in made:
-                    made_in[k] = -1 if st[3] == "var" and seg.capture else si
+                for k in _made(st.outs):
+                    made_in[k] = -1 if st.kind == "var" and seg.capture else si
         for si, seg in enumerate(segs):
             if not seg.capture:
                 continue
             ins: set[int] = set()
             for i in range(seg.start, seg.end):
-                refs = self.steps[i][1]
-                for k in _slots_in(refs or ()):
+                for k in _slots_in(self.steps[i].refs or ()):
                     if made_in.get(k, -1) != si:
                         ins.add(k)
             seg.ins = sorted(ins)
@@ -288,7 +280,7 @@ class _GraphRunner:
             seg.graph = b.capture(lambda: self._exec(seg, env, capturing=True, graph=True), self, seg)
         except Exception as exc:
             bad = self._current
-            self.failures.append(f"step {bad} ({_step_name(self.steps[bad][0])}): {type(exc).__name__}: {exc}")
+            self.failures.append(f"step {bad} ({_step_name(self.steps[bad].fn)}): {type(exc).__name__}: {exc}")
             _log.debug("gt.function: CUDA graph capture refused %s", self.failures[-1])
             self.host_only.add(bad)
             for k, v in ins:

@@ -12,7 +12,7 @@ from .. import _state, backend
 from .. import tape as _tape
 from ..tape import Node, _where
 from ..tensor import Tensor, Variable, _new, _wrap
-from ._codegen import compile_replay
+from ._codegen import _Step, compile_replay
 
 
 class TracingError(TypeError):
@@ -37,8 +37,7 @@ class _Trace(_state.Scope):
         self.name = name
         self.slot_of: dict[int, int] = {}
         self.keep: list[Any] = []
-        # (fn | Variable, refs, outs, kind): kind says whether a CUDA graph may capture the step
-        self.steps: list[tuple[Any, Any, Any, str]] = []
+        self.steps: list[_Step] = []
         self.nslots = 0
         self.consts: list[Any] = []
         self.paused = 0
@@ -78,14 +77,14 @@ class _Trace(_state.Scope):
         return self._slot(out._data if isinstance(out, Tensor) else out)
 
     def _step(self, fn: Any, refs: list, out: Any, kind: str = "host") -> None:
-        self.steps.append((fn, refs, self.outs(out), kind))
+        self.steps.append(_Step(fn, refs, self.outs(out), kind))
 
     # hooks called by the tape, tensors, optimizers and random draws
     def read_variable(self, var: Variable) -> int:
         if not self.owned():
             return -1
         k = self._slot(var._data)
-        self.steps.append((var, None, k, "var"))
+        self.steps.append(_Step(var, None, k, "var"))
         return k
 
     def forward(self, prim: Any, args: tuple, params: dict, datas: list | None, res: Any) -> None:
@@ -146,6 +145,7 @@ class _Trace(_state.Scope):
         static.saved = None
         nb = len(lead)
         # vjp(F, g, needs, nb, node, *saved), called from the replay's code with no wrapper
+        # (the layout _codegen._declared_vjp decodes)
         fn = _unbatched if nb and not node.prim.batchable else node.prim.vjp
         refs = [self.const(F), self.ref(g), self.const(needs), self.const(nb if fn is not _unbatched else lead)]
         refs += [self.const(static)] + [self.ref(s) for s in saved]
