@@ -83,7 +83,18 @@ from ..tensor import Tensor, Variable, _wrap
 
 # The rest of the former single module's names, so that code written against
 # gputape.function.<name> keeps working (patch a switch where its reader lives, though).
-from ._codegen import _TOKEN, _fusable, _inline_vjp, _lhs, _render, _slots_in, _template, compose, fused_kernel_source
+from ._codegen import (
+    _TOKEN,
+    _fusable,
+    _inline_vjp,
+    _lhs,
+    _render,
+    _Slot,
+    _slots_in,
+    _template,
+    compose,
+    fused_kernel_source,
+)
 from ._graphs import (
     _FUSE_MAX,
     _FUSED_KERNELS,
@@ -316,7 +327,7 @@ class Function:
         scalar_outs = tuple(
             i
             for i, (x, r) in enumerate(zip(out_leaves, out_refs))
-            if r[0] == "s" and isinstance(x, Tensor) and x.ndim == 0
+            if type(r) is _Slot and isinstance(x, Tensor) and x.ndim == 0
         )
         self._cache[key] = _Concrete(replay, src, positions, out_spec, scalar_outs)
         self._keys.append(key)

@@ -18,10 +18,37 @@ from ..tape import Node
 from ..tensor import Variable
 
 
-class _Step(NamedTuple):
-    """One recorded step, ``outs = fn(*refs)`` over slots ``s<k>`` and constants ``c<k>``.
+class _Slot:
+    """A step's argument that is slot ``k``: an array value of the record (``s<k>`` in a replay)."""
 
-    A ref is ``("s", k)``, ``("c", k)`` or ``("l", [refs])`` (a list argument); ``outs``
+    __slots__ = ("k",)
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+
+class _Const:
+    """A step's argument that is the record's constant ``k`` (``c<k>`` in a replay)."""
+
+    __slots__ = ("k",)
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+
+class _List:
+    """A step's argument that is a Python list of arguments (``None`` entries kept)."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: list) -> None:
+        self.items = items
+
+
+class _Step(NamedTuple):
+    """One recorded step, ``outs = fn(*refs)``.
+
+    Each ref is a :class:`_Slot`, :class:`_Const` or :class:`_List`; ``outs``
     is a slot, a list of slots (``None`` where a result is unused) or ``None``.
     ``kind``: ``"device"`` when a CUDA graph may capture the step, ``"host"`` or
     ``"host:<primitive>"`` when not, ``"var"`` for a variable read (``fn`` is the
@@ -70,10 +97,10 @@ def _declared_vjp(step: _Step, consts: list) -> _DeclaredVjp | None:
     if refs is None or not isinstance(outs, list) or len(refs) < 5:
         return None
     F, g, needs, nb, node_ref, *saved = refs
-    if node_ref[0] != "c" or nb[0] != "c":
+    if type(node_ref) is not _Const or type(nb) is not _Const:
         return None
-    node = consts[node_ref[1]]
-    if not isinstance(node, Node) or fn is not node.prim.vjp or consts[nb[1]] != 0:
+    node = consts[node_ref.k]
+    if not isinstance(node, Node) or fn is not node.prim.vjp or consts[nb.k] != 0:
         return None
     decl = _expr.DERIVATIVES.get(node.prim.name)
     if decl is None or decl.vjp is not fn:
@@ -92,7 +119,7 @@ _TOKEN = re.compile(r"\b(g|a[0-9]+|F|node)\b")
 def _inline_vjp(step: _Step, consts: list) -> list[str] | None:
     """Source lines for a VJP step of a primitive declared in gputape.expr on numpy arrays, else None."""
     v = _declared_vjp(step, consts)
-    if v is None or v.F[0] != "c" or getattr(consts[v.F[1]], "xp", None) is not np:
+    if v is None or type(v.F) is not _Const or getattr(consts[v.F.k], "xp", None) is not np:
         return None
     names = {"g": _render(v.g), "F": _render(v.F), "node": _render(v.node_ref)}
     names |= {f"a{j}": _render(r) for j, r in enumerate(v.saved)}
@@ -106,23 +133,21 @@ def _inline_vjp(step: _Step, consts: list) -> list[str] | None:
 def _slots_in(refs: Any) -> list[int]:
     out = []
     for r in refs:
-        if r is None:
-            continue
-        if r[0] == "s":
-            out.append(r[1])
-        elif r[0] == "l":
-            out.extend(_slots_in(r[1]))
+        if type(r) is _Slot:
+            out.append(r.k)
+        elif type(r) is _List:
+            out.extend(_slots_in(r.items))
     return out
 
 
 def _render(r: Any) -> str:
     if r is None:
         return "None"
-    if r[0] == "s":
-        return f"s{r[1]}"
-    if r[0] == "c":
-        return f"c{r[1]}"
-    return "[" + ", ".join(_render(e) for e in r[1]) + "]"
+    if type(r) is _Slot:
+        return f"s{r.k}"
+    if type(r) is _Const:
+        return f"c{r.k}"
+    return "[" + ", ".join(_render(e) for e in r.items) + "]"
 
 
 def _lhs(outs: Any) -> str:
@@ -197,19 +222,19 @@ class _Link(NamedTuple):
 def _fusable(step: _Step, consts: list) -> _Link | None:
     """The step as a :class:`_Link` of a fused chain (a VJP declared in gputape.expr), else None."""
     v = _declared_vjp(step, consts)
-    if v is None or step.kind != "device" or v.needs[0] != "c" or v.g[0] != "s":
+    if v is None or step.kind != "device" or type(v.needs) is not _Const or type(v.g) is not _Slot:
         return None
-    template = _template(v.node.prim.name, tuple(consts[v.needs[1]]))
+    template = _template(v.node.prim.name, tuple(consts[v.needs.k]))
     done = _made(step.outs)
     if template is None or len(done) != 1:
         return None
     operands = []
     for name in template[1]:
         r = v.saved[int(name[1:])]
-        if r[0] == "c" and not isinstance(consts[r[1]], (int, float)):
+        if type(r) is _Const and not isinstance(consts[r.k], (int, float)):
             return None  # an array constant: keep kernels to slots and Python numbers
         operands.append(r)
-    return _Link(template, v.g[1], operands, done[0])
+    return _Link(template, v.g.k, operands, done[0])
 
 
 def compose(templates: list[tuple]) -> tuple[_expr.Expr, int]:

@@ -16,7 +16,18 @@ from .. import backend
 from .. import expr as _expr
 from .. import tape as _tape
 from ..tensor import Variable
-from ._codegen import _fusable, _last_reads, _Link, _made, _slots_in, _Step, compose, fused_kernel_source
+from ._codegen import (
+    _Const,
+    _fusable,
+    _last_reads,
+    _Link,
+    _made,
+    _Slot,
+    _slots_in,
+    _Step,
+    compose,
+    fused_kernel_source,
+)
 from ._trace import _Trace
 
 _log = logging.getLogger("gputape")
@@ -95,13 +106,13 @@ class _GraphRunner:
                 continue
             if isinstance(fn, functools.partial) and fn.func is _matmul.fwd:
                 self.steps[i] = _Step(gemm.matmul, refs, outs, "device")
-            elif fn is _matmul.vjp and refs[0][0] == "c":  # refs[0]: the VJP's F (see _Trace._vjp)
-                F = self.consts[refs[0][1]]
+            elif fn is _matmul.vjp and type(refs[0]) is _Const:  # refs[0]: the VJP's F (see _Trace._vjp)
+                F = self.consts[refs[0].k]
                 if id(F) not in F_gemm:
                     ns = types.SimpleNamespace(**vars(F))
                     ns.matmul = gemm.matmul
                     self.consts.append(ns)
-                    F_gemm[id(F)] = ("c", len(self.consts) - 1)
+                    F_gemm[id(F)] = _Const(len(self.consts) - 1)
                 self.steps[i] = _Step(fn, [F_gemm[id(F)], *refs[1:]], outs, "device")
 
     def _fuse_backward(self, arg_slots: list[int], out_refs: list[Any]) -> None:
@@ -150,7 +161,7 @@ class _GraphRunner:
         expr, nparams = compose([link.template for link in links])
         params = [r for link in links for r in link.operands]  # the kernel's inputs after g
         kernel = self.backend.elementwise(expr, nparams)
-        return kernel, [("s", links[0].g), *params], [link.template for link in links]
+        return kernel, [_Slot(links[0].g), *params], [link.template for link in links]
 
     # planning
     def _plan(self) -> None:
@@ -187,13 +198,14 @@ class _GraphRunner:
 
     # running
     def _resolve(self, r: Any, env: list) -> Any:
+        t = type(r)
+        if t is _Slot:
+            return env[r.k]
+        if t is _Const:
+            return self.consts[r.k]
         if r is None:
             return None
-        if r[0] == "s":
-            return env[r[1]]
-        if r[0] == "c":
-            return self.consts[r[1]]
-        return [self._resolve(e, env) for e in r[1]]
+        return [self._resolve(e, env) for e in r.items]
 
     def _exec(self, seg: _Segment, env: list, capturing: bool = False, graph: bool = False) -> None:
         """Run the segment's steps; ``graph``: as a graph does (variables were read before it)."""
@@ -265,7 +277,7 @@ class _GraphRunner:
             out = []
             for r in self.out_refs:
                 v = self._resolve(r, env)
-                if r is not None and r[0] == "s" and static.get(r[1]) is v:
+                if type(r) is _Slot and static.get(r.k) is v:
                     v = b.own(v)  # the next call overwrites the graph's buffer
                 out.append(v)
         if replan:

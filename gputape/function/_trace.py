@@ -12,7 +12,7 @@ from .. import _state, backend
 from .. import tape as _tape
 from ..tape import Node, _where
 from ..tensor import Tensor, Variable, _new, _wrap
-from ._codegen import _Step, compile_replay
+from ._codegen import _Const, _List, _Slot, _Step, compile_replay
 
 
 class TracingError(TypeError):
@@ -53,20 +53,20 @@ class _Trace(_state.Scope):
         self.keep.append(arr)
         return k
 
-    def const(self, obj: Any) -> tuple[str, int]:
+    def const(self, obj: Any) -> _Const:
         self.consts.append(obj)
-        return ("c", len(self.consts) - 1)
+        return _Const(len(self.consts) - 1)
 
     def ref(self, x: Any) -> Any:
         if isinstance(x, Variable):
-            return ("s", self.read_variable(x))
+            return _Slot(self.read_variable(x))
         if isinstance(x, Tensor):
             x = x._data
         k = self.slot_of.get(id(x))
         if k is not None:
-            return ("s", k)
+            return _Slot(k)
         if type(x) is list:
-            return ("l", [None if e is None else self.ref(e) for e in x])
+            return _List([None if e is None else self.ref(e) for e in x])
         return self.const(x)
 
     def outs(self, out: Any) -> Any:
