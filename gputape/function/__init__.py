@@ -81,8 +81,9 @@ from .._nest import flatten, unflatten
 from ..tape import GputapeWarning
 from ..tensor import Tensor, Variable, _wrap
 
-# The rest of the former single module's names, so that code written against
-# gputape.function.<name> keeps working (patch a switch where its reader lives, though).
+# Every name of the former single module stays reachable as gputape.function.<name> (tests and
+# other modules use private ones too). The switches Function reads (FUSE_BACKWARD, CAPTURE_GEMM)
+# live below, so monkeypatching them here takes effect.
 from ._codegen import (
     _TOKEN,
     _fusable,
