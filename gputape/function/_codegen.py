@@ -1,0 +1,250 @@
+"""Code generation for ``gt.function``: the CPU replay's Python source and the fused backward kernels.
+
+A record's steps become one straight-line function (VJPs of primitives declared in
+:mod:`gputape.expr` written inline); chains of such VJPs become one expression that
+the CUDA-graph runner turns into a generated kernel.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .. import expr as _expr
+from ..tape import Node
+from ..tensor import Variable
+
+
+class _Slot:
+    """A step's argument that is slot ``k``: an array value of the record (``s<k>`` in a replay)."""
+
+    __slots__ = ("k",)
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+
+class _Const:
+    """A step's argument that is the record's constant ``k`` (``c<k>`` in a replay)."""
+
+    __slots__ = ("k",)
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+
+class _List:
+    """A step's argument that is a Python list of arguments (``None`` entries kept)."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: list) -> None:
+        self.items = items
+
+
+class _Step(NamedTuple):
+    """One recorded step, ``outs = fn(*refs)``.
+
+    Each ref is a :class:`_Slot`, :class:`_Const` or :class:`_List`; ``outs``
+    is a slot, a list of slots (``None`` where a result is unused) or ``None``.
+    ``kind``: ``"device"`` when a CUDA graph may capture the step, ``"host"`` or
+    ``"host:<primitive>"`` when not, ``"var"`` for a variable read (``fn`` is the
+    Variable, ``refs`` None, ``outs`` the slot its value goes to).
+    """
+
+    fn: Any
+    refs: list | None
+    outs: Any
+    kind: str
+
+
+def _made(outs: Any) -> list[int]:
+    """The slots a step's ``outs`` writes."""
+    if isinstance(outs, int):
+        return [outs]
+    return [o for o in outs or () if o is not None]
+
+
+def _last_reads(steps: list[_Step]) -> dict[int, int]:
+    """Each slot's last reader: slot -> step index."""
+    last: dict[int, int] = {}
+    for i, st in enumerate(steps):
+        if st.refs is not None:
+            for k in _slots_in(st.refs):
+                last[k] = i
+    return last
+
+
+class _DeclaredVjp(NamedTuple):
+    """A recorded VJP step of a primitive declared in gputape.expr, unbatched: its call is
+    ``vjp(F, g, needs, 0, node, *saved)`` (the layout ``_Trace._vjp`` records), decoded once here."""
+
+    decl: Any  # the primitive's gputape.expr declaration
+    node: Node  # the node, without its residuals
+    F: Any  # refs: the VJP's namespace, the cotangent, needs, the node, the residuals
+    g: Any
+    needs: Any
+    node_ref: Any
+    saved: list
+
+
+def _declared_vjp(step: _Step, consts: list) -> _DeclaredVjp | None:
+    """The step as a :class:`_DeclaredVjp`, or None when it is anything else."""
+    fn, refs, outs, _kind = step
+    if refs is None or not isinstance(outs, list) or len(refs) < 5:
+        return None
+    F, g, needs, nb, node_ref, *saved = refs
+    if type(node_ref) is not _Const or type(nb) is not _Const:
+        return None
+    node = consts[node_ref.k]
+    if not isinstance(node, Node) or fn is not node.prim.vjp or consts[nb.k] != 0:
+        return None
+    decl = _expr.DERIVATIVES.get(node.prim.name)
+    if decl is None or decl.vjp is not fn:
+        return None
+    return _DeclaredVjp(decl, node, F, g, needs, node_ref, saved)
+
+
+# The CPU replay writes the VJPs of primitives declared in gputape.expr as expressions in its
+# own code instead of calling them: per output, the very text the generated VJP evaluates on
+# numpy arrays (same operations in the same order, so the same bits), over g the cotangent,
+# a0/a1 the saved operands, F the VJP's namespace and node its node. A Python call per
+# backward op is most of what a compiled elementwise chain pays over numpy.
+_TOKEN = re.compile(r"\b(g|a[0-9]+|F|node)\b")
+
+
+def _inline_vjp(step: _Step, consts: list) -> list[str] | None:
+    """Source lines for a VJP step of a primitive declared in gputape.expr on numpy arrays, else None."""
+    v = _declared_vjp(step, consts)
+    if v is None or type(v.F) is not _Const or getattr(consts[v.F.k], "xp", None) is not np:
+        return None
+    names = {"g": _render(v.g), "F": _render(v.F), "node": _render(v.node_ref)}
+    names |= {f"a{j}": _render(r) for j, r in enumerate(v.saved)}
+    lines = []
+    for k, o in enumerate(step.outs):
+        if o is not None:
+            lines.append(f"s{o} = " + _TOKEN.sub(lambda m: names[m.group(1)], v.decl.python(k)))
+    return lines
+
+
+def _slots_in(refs: Any) -> list[int]:
+    out = []
+    for r in refs:
+        if type(r) is _Slot:
+            out.append(r.k)
+        elif type(r) is _List:
+            out.extend(_slots_in(r.items))
+    return out
+
+
+def _render(r: Any) -> str:
+    if r is None:
+        return "None"
+    if type(r) is _Slot:
+        return f"s{r.k}"
+    if type(r) is _Const:
+        return f"c{r.k}"
+    return "[" + ", ".join(_render(e) for e in r.items) + "]"
+
+
+def _lhs(outs: Any) -> str:
+    if outs is None:
+        return ""
+    if isinstance(outs, int):
+        return f"s{outs} = "
+    names = ["_" if o is None else f"s{o}" for o in outs]
+    return ", ".join(names) + (", = " if len(names) == 1 else " = ")
+
+
+def compile_replay(
+    name: str, steps: list[_Step], consts: list, arg_slots: list[int], out_refs: list[Any]
+) -> tuple[Callable[..., Any], str]:
+    """Straight-line Python source for the record; each slot deleted after its last use."""
+    last = _last_reads(steps)
+    returned = set(_slots_in(out_refs))
+    ns: dict[str, Any] = {}
+    lines = [f"def replay({', '.join(f's{k}' for k in arg_slots)}):"]
+    dead_args = [k for k in arg_slots if k not in last and k not in returned]
+    if dead_args:
+        lines.append(f"    del {', '.join(f's{k}' for k in dead_args)}")
+    for i, step in enumerate(steps):
+        fn, refs, outs, _kind = step
+        inline = _inline_vjp(step, consts)
+        if isinstance(fn, Variable):
+            ns[f"V{i}"] = fn
+            lines.append(f"    s{outs} = V{i}._data")
+        elif inline is not None:
+            lines.extend(f"    {line}" for line in inline)
+        else:
+            ns[f"f{i}"] = fn
+            lhs = _lhs(outs)
+            lines.append(f"    {lhs}f{i}({', '.join(_render(r) for r in refs)})")
+        dead = [k for k in _made(outs) if k not in last and k not in returned]
+        if refs is not None:
+            dead += sorted({k for k in _slots_in(refs) if last.get(k) == i and k not in returned})
+        if dead:
+            lines.append(f"    del {', '.join(f's{k}' for k in dead)}")
+    lines.append(f"    return ({''.join(_render(r) + ', ' for r in out_refs)})")
+    for j, c in enumerate(consts):
+        ns[f"c{j}"] = c
+    ns["np"] = np
+    src = "\n".join(lines) + "\n"
+    exec(compile(src, f"<gt.function {name}>", "exec"), ns)
+    return ns["replay"], src
+
+
+def fused_kernel_source(expr: _expr.Expr, nparams: int, serial: int = 0) -> tuple[str, str, str, str]:
+    """``cupy.ElementwiseKernel`` arguments for ``out = expr`` over ``g`` and ``p0..p{n-1}``
+    (with :data:`gputape.expr.CUDA_PRELUDE` as the preamble)."""
+    return _expr.kernel_source(expr, nparams, f"gputape_fused_vjp_{serial}")
+
+
+def _template(name: str, needs: Any) -> tuple | None:
+    """(expression over g and a0.., operand names) of the one cotangent a VJP step computes, else None."""
+    decl = _expr.DERIVATIVES.get(name)
+    if decl is None or needs is None or list(needs).count(True) != 1:
+        return None
+    return decl.fusable(list(needs).index(True))
+
+
+class _Link(NamedTuple):
+    """A VJP step that can join a fused chain: ``out = template(g, *operands)``."""
+
+    template: tuple  # (expression over g and a0.., the operand names it reads), gputape.expr's
+    g: int  # the cotangent's slot
+    operands: list  # refs of the operands, in the template's order
+    out: int  # the slot of the one cotangent it computes
+
+
+def _fusable(step: _Step, consts: list) -> _Link | None:
+    """The step as a :class:`_Link` of a fused chain (a VJP declared in gputape.expr), else None."""
+    v = _declared_vjp(step, consts)
+    if v is None or step.kind != "device" or type(v.needs) is not _Const or type(v.g) is not _Slot:
+        return None
+    template = _template(v.node.prim.name, tuple(consts[v.needs.k]))
+    done = _made(step.outs)
+    if template is None or len(done) != 1:
+        return None
+    operands = []
+    for name in template[1]:
+        r = v.saved[int(name[1:])]
+        if type(r) is _Const and not isinstance(consts[r.k], (int, float)):
+            return None  # an array constant: keep kernels to slots and Python numbers
+        operands.append(r)
+    return _Link(template, v.g.k, operands, done[0])
+
+
+def compose(templates: list[tuple]) -> tuple[_expr.Expr, int]:
+    """One expression for a chain of VJP templates, first applied first: (expr, parameter count).
+
+    Each template's operands become the next free ``p{i}``, in the order the chain
+    passes them; ``g`` is the chain's incoming cotangent.
+
+    >>> e, n = compose([_template("tanh", (True,)), _template("multiply", (True, False))])
+    >>> _expr.python(e), n
+    ('g * (1 - p0 * p0) * p1', 2)
+    """
+    return _expr.compose(templates)

@@ -1,0 +1,283 @@
+"""The record of a ``gt.function`` trace: every array computation of one call, as numbered slots and steps."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .. import _state, backend
+from .. import tape as _tape
+from ..tape import Node, _where
+from ..tensor import Tensor, Variable, _new, _wrap
+from ._codegen import _Const, _List, _Slot, _Step, compile_replay
+
+
+class TracingError(TypeError):
+    """A traced function needed a tensor's value in Python (raised at trace time by ``gt.function``)."""
+
+    __module__ = "gputape.function"  # its public home (reprs, tracebacks, pickles)
+
+
+class _Trace(_state.Scope):
+    """The record of one traced call: steps over numbered slots, each slot one array value.
+
+    Arrays are recognised by identity; every array the record refers to is kept
+    alive until the record is compiled, so no id is reused while tracing. While the
+    traced function runs, the trace is on its thread's observer stack (``with trace:``),
+    so it sees that thread's ops only.
+    """
+
+    observes = "trace"
+    _guarded = False  # Function._trace guards the pop with try/finally
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.slot_of: dict[int, int] = {}
+        self.keep: list[Any] = []
+        self.steps: list[_Step] = []
+        self.nslots = 0
+        self.consts: list[Any] = []
+        self.paused = 0
+
+    def owned(self) -> bool:
+        return self.paused == 0
+
+    # references
+    def _slot(self, arr: Any) -> int:
+        k = self.nslots
+        self.nslots += 1
+        self.slot_of[id(arr)] = k
+        self.keep.append(arr)
+        return k
+
+    def const(self, obj: Any) -> _Const:
+        self.consts.append(obj)
+        return _Const(len(self.consts) - 1)
+
+    def ref(self, x: Any) -> Any:
+        if isinstance(x, Variable):
+            return _Slot(self.read_variable(x))
+        if isinstance(x, Tensor):
+            x = x._data
+        k = self.slot_of.get(id(x))
+        if k is not None:
+            return _Slot(k)
+        if type(x) is list:
+            return _List([None if e is None else self.ref(e) for e in x])
+        return self.const(x)
+
+    def outs(self, out: Any) -> Any:
+        if out is None:
+            return None
+        if isinstance(out, (list, tuple)):
+            return [None if o is None else self._slot(o._data if isinstance(o, Tensor) else o) for o in out]
+        return self._slot(out._data if isinstance(out, Tensor) else out)
+
+    def _step(self, fn: Any, refs: list, out: Any, kind: str = "host") -> None:
+        self.steps.append(_Step(fn, refs, self.outs(out), kind))
+
+    # hooks called by the tape, tensors, optimizers and random draws
+    def read_variable(self, var: Variable) -> int:
+        if not self.owned():
+            return -1
+        k = self._slot(var._data)
+        self.steps.append(_Step(var, None, k, "var"))
+        return k
+
+    def forward(self, prim: Any, args: tuple, params: dict, datas: list | None, res: Any) -> None:
+        if not self.owned() or prim.fwd is _tape._custom_fwd:  # (custom: its inner ops were recorded)
+            return
+        first = next(a._data for a in args if isinstance(a, Tensor))
+        xp = np if type(first) is np.ndarray else backend.xp_of(first)
+        fn: Any = functools.partial(prim.fwd, xp, **params)
+        consts = datas if datas is not None else args
+        refs = []
+        for a, c in zip(args, consts):
+            if c is a or (isinstance(a, Tensor) and c is a._data):
+                refs.append(self.ref(a))  # raw arrays too: an argument's array is a slot
+            elif isinstance(a, Tensor) or id(a) in self.slot_of:  # a host tensor or array moved to the GPU
+                dev = backend.device_of(c)
+                self._step(functools.partial(_to_device, dev=dev), [self.ref(a)], c, "host")
+                refs.append(self.ref(c))
+            else:
+                refs.append(self.const(c))
+        if prim.nout == 1:
+            if res._data.ndim == 0:
+                fn = _fixed(fn)
+        else:
+            fn = _fixed_multi(fn)
+        self._step(fn, refs, res, _kind(prim))
+
+    def forward1(self, prim: Any, args: tuple, res: Tensor) -> None:
+        """The ops' fast paths: one or two operands, no parameters, ``prim.cpu`` on host arrays."""
+        if not self.owned():
+            return
+        d = next(a._data for a in args if isinstance(a, Tensor))
+        fn: Any
+        if type(d) is np.ndarray and prim.cpu is not None:
+            fn = prim.cpu
+        else:
+            fn = functools.partial(prim.fwd, np if type(d) is np.ndarray else backend.xp_of(d))
+        if res._data.ndim == 0:
+            fn = _fixed(fn)
+        self._step(fn, [self.ref(a) if isinstance(a, Tensor) else self.const(a) for a in args], res, _kind(prim))
+
+    def node_grads(self, F: Any, node: Node, needs: Any, lead: tuple, g: Any, saved: Any) -> list:
+        """A node's backward step, run now and recorded: the VJP as one call, then a reduce/cast per input."""
+        own = self.owned()
+        self.paused += 1  # a custom gradient's own ops are inside this one step
+        try:
+            raw = _tape._vjp_raw(F, node, needs, lead, g, saved)
+            out = _tape._fit_all(F, node, needs, lead, raw)
+        finally:
+            self.paused -= 1
+        if own:
+            self._vjp(F, node, needs, lead, g, saved, raw, out)
+        return out
+
+    def _vjp(self, F: Any, node: Node, needs: Any, lead: tuple, g: Any, saved: Any, raw: Any, out: list) -> None:
+        static = _new(Node)  # the node without its residuals: the replay passes its own
+        for name in Node.__slots__:
+            setattr(static, name, getattr(node, name, None))
+        static.saved = None
+        nb = len(lead)
+        # vjp(F, g, needs, nb, node, *saved), called from the replay's code with no wrapper
+        # (the layout _codegen._declared_vjp decodes)
+        fn = _unbatched if nb and not node.prim.batchable else node.prim.vjp
+        refs = [self.const(F), self.ref(g), self.const(needs), self.const(nb if fn is not _unbatched else lead)]
+        refs += [self.const(static)] + [self.ref(s) for s in saved]
+        # unused results are bound to nothing, so their arrays die at once
+        kept = [r if (n and r is not None) else None for r, n in zip(raw, needs)]
+        self._step(fn, refs, kept, _kind(node.prim))
+        casts = node.casts
+        for k, (r, o) in enumerate(zip(kept, out)):
+            if r is not None and o is not r:
+                shape = node.shapes[k] if not nb else lead + node.shapes[k]
+                fit = functools.partial(_tape._fit, F, shape=shape, nb=nb, cast=None if casts is None else casts[k])
+                self._step(fit, [self.ref(r)], o, "device")
+
+    def call(self, fn: Callable[..., Any], args: tuple, out: Any, pure: bool = False) -> None:
+        """``out = fn(*args)`` ran; ``pure``: array work only (no host state, no transfers)."""
+        if not self.owned():
+            return
+        self._step(fn, [self.ref(a) for a in args], out, "device" if pure else "host")
+
+    def assign(self, var: Variable, op: str, arr: Any) -> None:
+        if not self.owned():
+            return
+        self._step(functools.partial(_replay_assign, var, op), [self.ref(arr)], var._data)
+
+    def optimizer_step(self, opt: Any, live: list) -> int:
+        self.paused += 1
+        try:
+            n = opt._apply_live(live)
+        finally:
+            self.paused -= 1
+        variables = [v for _, v in live]
+        self._step(_OptimizerStep(opt, variables), [self.ref(g) for g, _ in live], [v._data for v in variables])
+        return n
+
+    def python_step(self, fn: Callable[..., Any], args: tuple, wrap: bool = True) -> None:
+        """Run host-side Python ``fn(*args)`` now and again on every replay with that call's values.
+
+        For stateful Python that reads tensor values (running metrics): arrays
+        reach ``fn`` as tensors (raw arrays with ``wrap=False``), other arguments
+        as they were.
+        """
+        self.paused += 1
+        try:
+            fn(*args)
+        finally:
+            self.paused -= 1
+        self._step(_PythonStep(fn) if wrap else fn, [self.ref(a) for a in args], None)
+
+    def exported(self, t: Tensor) -> None:
+        if not self.owned():
+            return
+        if isinstance(t, Variable) or id(t._data) in self.slot_of:
+            where = _where()
+            raise TracingError(
+                f"gt.function({self.name}): a traced tensor's value was needed in Python "
+                f"(bool(), float(), int(), .numpy(), np.asarray() or .item()){f' at {where}' if where else ''}. "
+                "While tracing, a tensor stands for the value of every future call, so a Python branch or "
+                "number taken from it would be frozen at the first call's value. Use tensor ops instead "
+                "(gt.where, gt.maximum, gt.cast), return the value and inspect it outside the function, or "
+                "call the function without gt.function."
+            )
+
+    def compile(self, arg_slots: list[int], out_refs: list[Any]) -> tuple[Callable[..., Any], str]:
+        """Straight-line Python source for the record; each slot deleted after its last use."""
+        return compile_replay(self.name, self.steps, self.consts, arg_slots, out_refs)
+
+
+# Primitives whose forward or VJP calls cuBLAS/cuSOLVER: CuPy refuses those during stream
+# capture (measured: "calling cuBLAS API during stream capture is currently unsupported").
+_HOST_PRIMS = {"matmul", "einsum", "tensordot", "dot", "inner", "solve", "inv", "det", "cholesky", "svd", "qr"}
+
+
+def _kind(prim: Any) -> str:
+    """'device' when a CUDA graph may capture the primitive's work; 'host...' otherwise."""
+    if prim.fwd is _tape._custom_fwd:
+        return "host"  # custom gradients run user Python
+    if prim.name in _HOST_PRIMS:
+        return f"host:{prim.name}"  # (matmul: capturable through gputape.cublas, see _GraphRunner)
+    return "device"
+
+
+def _fixed(fn: Callable[..., Any]) -> Callable[..., Any]:
+    # numpy hands back scalars for 0-d results; a replay keeps arrays, as eager tensors do
+    def call(*args: Any) -> Any:
+        r = fn(*args)
+        return np.asarray(r) if isinstance(r, np.generic) else r
+
+    return call
+
+
+def _fixed_multi(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def call(*args: Any) -> Any:
+        return [np.asarray(r) if isinstance(r, np.generic) else r for r in fn(*args)]
+
+    return call
+
+
+def _unbatched(F: Any, g: Any, needs: Any, lead: tuple, node: Node, *saved: Any) -> list:
+    return _tape._unbatched_vjp(F, g, needs, node, list(saved), lead)
+
+
+def _to_device(a: Any, dev: str) -> Any:
+    return backend.to_device(a, dev)
+
+
+def _replay_assign(var: Variable, op: str, arr: Any) -> Any:
+    getattr(var, op)(arr)
+    return var._data
+
+
+class _PythonStep:
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+
+    def __call__(self, *args: Any) -> None:
+        self.fn(*[_wrap(a) if _is_array(a) else a for a in args])
+
+
+class _OptimizerStep:
+    """An optimizer update as one replay step: the schedule and step count run at replay time."""
+
+    def __init__(self, opt: Any, variables: list[Variable]) -> None:
+        self.opt = opt
+        self.variables = variables
+
+    def __call__(self, *grads: Any) -> list[Any]:
+        variables = self.variables
+        self.opt._apply_live(
+            [(_wrap(np.asarray(g) if isinstance(g, np.generic) else g), v) for g, v in zip(grads, variables)]
+        )
+        return [v._data for v in variables]
+
+
+def _is_array(x: Any) -> bool:
+    return type(x) is np.ndarray or backend.is_gpu_array(x)
