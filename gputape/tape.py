@@ -909,10 +909,10 @@ class _CustomForward(_state.Scope):
         self.watched: dict[int, Variable] = {}
 
 
-# The names below moved to the layers under this module (primitive, recording, dispatch,
-# backward); consumers written against ``gputape.tape`` keep working.
+# The extension API (declaring primitives) moved to the layers under this module; code written
+# against ``gputape.tape.primitive`` / ``REGISTRY`` keeps working.
 from .backward import _fit, _fit_all, _unbatched_vjp, _vjp_raw  # noqa: E402, F401
-from .dispatch import _const_array, _op_error, apply, binary_op, primitive, unary_op  # noqa: E402, F401
+from .dispatch import apply, binary_op, primitive, unary_op  # noqa: E402, F401
 from .ops import raw_namespace as _RAW_F  # noqa: E402, F401, N812
 from .primitive import COMPLEX_DIRECT, HOLOMORPHIC, REGISTRY  # noqa: E402, F401
 from .recording import note_nondiff  # noqa: E402, F401

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import expr as _expr
-from ..tape import Node
+from ..primitive import Node
 from ..tensor import Variable
 
 

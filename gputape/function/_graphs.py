@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import backend
 from .. import expr as _expr
-from .. import tape as _tape
+from ..ops import raw_namespace
 from ..tensor import Variable
 from ._codegen import (
     _Const,
@@ -402,7 +402,7 @@ class _EmulatedGraphs:
     def elementwise(self, expr: _expr.Expr, nparams: int) -> Any:
         # the same expression the CUDA kernel computes, evaluated with numpy
         code = compile(_expr.python(expr), "<fused vjp>", "eval")
-        F = _tape._RAW_F(np)
+        F = raw_namespace(np)
 
         def run(g: Any, *ps: Any) -> Any:
             env = {"F": F, "g": g, **{f"p{i}": p for i, p in enumerate(ps)}}

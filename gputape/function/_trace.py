@@ -9,8 +9,10 @@ from typing import Any
 import numpy as np
 
 from .. import _state, backend
-from .. import tape as _tape
-from ..tape import Node, _where
+from ..backward import _fit, _fit_all, _unbatched_vjp, _vjp_raw
+from ..primitive import Node
+from ..recording import _where
+from ..tape import _custom_fwd
 from ..tensor import Tensor, Variable, _new, _wrap
 from ._codegen import _Const, _List, _Slot, _Step, compile_replay
 
@@ -88,7 +90,7 @@ class _Trace(_state.Scope):
         return k
 
     def forward(self, prim: Any, args: tuple, params: dict, datas: list | None, res: Any) -> None:
-        if not self.owned() or prim.fwd is _tape._custom_fwd:  # (custom: its inner ops were recorded)
+        if not self.owned() or prim.fwd is _custom_fwd:  # (custom: its inner ops were recorded)
             return
         first = next(a._data for a in args if isinstance(a, Tensor))
         xp = np if type(first) is np.ndarray else backend.xp_of(first)
@@ -130,8 +132,8 @@ class _Trace(_state.Scope):
         own = self.owned()
         self.paused += 1  # a custom gradient's own ops are inside this one step
         try:
-            raw = _tape._vjp_raw(F, node, needs, lead, g, saved)
-            out = _tape._fit_all(F, node, needs, lead, raw)
+            raw = _vjp_raw(F, node, needs, lead, g, saved)
+            out = _fit_all(F, node, needs, lead, raw)
         finally:
             self.paused -= 1
         if own:
@@ -156,7 +158,7 @@ class _Trace(_state.Scope):
         for k, (r, o) in enumerate(zip(kept, out)):
             if r is not None and o is not r:
                 shape = node.shapes[k] if not nb else lead + node.shapes[k]
-                fit = functools.partial(_tape._fit, F, shape=shape, nb=nb, cast=None if casts is None else casts[k])
+                fit = functools.partial(_fit, F, shape=shape, nb=nb, cast=None if casts is None else casts[k])
                 self._step(fit, [self.ref(r)], o, "device")
 
     def call(self, fn: Callable[..., Any], args: tuple, out: Any, pure: bool = False) -> None:
@@ -220,7 +222,7 @@ _HOST_PRIMS = {"matmul", "einsum", "tensordot", "dot", "inner", "solve", "inv", 
 
 def _kind(prim: Any) -> str:
     """'device' when a CUDA graph may capture the primitive's work; 'host...' otherwise."""
-    if prim.fwd is _tape._custom_fwd:
+    if prim.fwd is _custom_fwd:
         return "host"  # custom gradients run user Python
     if prim.name in _HOST_PRIMS:
         return f"host:{prim.name}"  # (matmul: capturable through gputape.cublas, see _GraphRunner)
@@ -244,7 +246,7 @@ def _fixed_multi(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _unbatched(F: Any, g: Any, needs: Any, lead: tuple, node: Node, *saved: Any) -> list:
-    return _tape._unbatched_vjp(F, g, needs, node, list(saved), lead)
+    return _unbatched_vjp(F, g, needs, node, list(saved), lead)
 
 
 def _to_device(a: Any, dev: str) -> Any:

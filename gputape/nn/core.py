@@ -15,8 +15,8 @@ import numpy as np
 
 from .. import backend
 from .. import random as _random
-from .. import tape as _tape
 from ..ops import concatenate, matmul, reshape, take
+from ..recording import traced
 from ..tensor import FLOAT_DTYPES, Tensor, _wrap, as_tensor
 from . import activations, initializers
 from .base_layer import Layer
@@ -118,7 +118,7 @@ class Dropout(Layer):
         dtype = x.dtype if x.dtype in FLOAT_DTYPES else np.dtype(np.float32)
         mask = self._mask(x.shape, dtype, x.device)
         # a gt.function replay draws a fresh mask every call
-        _tape.traced(self._mask, (x.shape, dtype, x.device), mask)
+        traced(self._mask, (x.shape, dtype, x.device), mask)
         return x * _wrap(mask)
 
     def _mask(self, shape: tuple, dtype: Any, device: str) -> Any:
