@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("dispatch", ["gputape.dispatch"]),
     ("backward sweep and its explanations", ["gputape.backward", "gputape.explain"]),
     ("ops", ["gputape.ops*", "gputape.random", "gputape.linalg*", "gputape.fft"]),
-    ("tape", ["gputape.tape"]),
+    ("tape", ["gputape.tape", "gputape._custom"]),
     (
         "consumers",
         [
