@@ -40,6 +40,7 @@ import numpy as np
 
 from . import _errors, _state, backend
 from . import tensor as _tensor_mod
+from ._backward_compile import gradients as _compiled_gradients
 from ._nest import flatten as _flatten
 from ._nest import unflatten as _unflatten
 from ._state import tls as _tls
@@ -1127,12 +1128,20 @@ class GradientTape(_state.Scope):
 
     A non-persistent tape computes one set of gradients and frees each op's
     saved values as soon as its VJP has run; ``persistent=True`` keeps them
-    until :meth:`release` or ``del tape``.
+    until :meth:`release` or ``del tape``. ``compile=False`` keeps :meth:`gradient` on the
+    per-node sweep even for a structure seen before (README, "Compiled backward").
     """
 
     observes = "tape"  # its role on the thread's observer stack (gputape._state)
+    _compile = True
 
-    def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True) -> None:
+    def __init__(
+        self,
+        persistent: bool = False,
+        watch_accessed_variables: bool = True,
+        compile: bool = True,  # noqa: A002 (the option's name: GradientTape(compile=False))
+    ) -> None:
+        self._compile = bool(compile)
         self._persistent = bool(persistent)
         self._auto = bool(watch_accessed_variables)
         self._tensors: set[int] | None = None  # ids this tape tracks (watched or recorded)
@@ -1450,7 +1459,8 @@ class GradientTape(_state.Scope):
         seeds = _seeds(flat_t, flat_og, diff, lead=None)
         try:
             with _quiet():
-                grads = _sweep(self, seeds, [s._id for s in flat_s], diff) if seeds else {}
+                # the sweep, or code compiled for a structure seen before (gputape._backward_compile)
+                grads = _compiled_gradients(self, seeds, [s._id for s in flat_s], diff, _sweep, _RAW_F) if seeds else {}
             out = [_result(grads.get(s._id), s, unconnected, diff, None) for s in flat_s]
             if unconnected is UnconnectedGradients.RAISE:
                 self._raise_unconnected(flat_t, flat_s, out)
