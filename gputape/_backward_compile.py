@@ -38,6 +38,7 @@ out, the tape was already swept, no source was recorded, a tape of over :data:`M
 ``jacobian``/``batch_jacobian`` always use the sweep.
 
 >>> import gputape as gt
+>>> was = gt.config.get_backward_compilation(); gt.config.set_backward_compilation(True)
 >>> gt.debug.clear_backward_cache()
 >>> x = gt.constant([1.0, 2.0])
 >>> for _ in range(3):
@@ -48,6 +49,7 @@ out, the tape was already swept, no source was recorded, a tape of over :data:`M
 >>> r = gt.debug.backward_cache_report()
 >>> r["misses"], r["compiles"], r["hits"]
 (2, 1, 1)
+>>> gt.config.set_backward_compilation(was)
 """
 
 from __future__ import annotations
@@ -197,20 +199,14 @@ def _structure(tape: Any, seeds: dict, source_ids: list, xp: Any) -> tuple | str
         c = n.casts
         if c is not None:
             ap(tuple(c))  # (a tuple where the next node starts with an int)
-    ap("seeds")
-    for i in seeds:
-        s = get(i)
-        if s is None:
-            s = slot[i] = nxt
-            nxt += 1
-        ap(s)
-    ap("sources")
-    for i in source_ids:
-        s = get(i)
-        if s is None:
-            s = slot[i] = nxt
-            nxt += 1
-        ap(s)
+    for marker, ids in (("seeds", seeds), ("sources", source_ids)):
+        ap(marker)
+        for i in ids:
+            s = get(i)
+            if s is None:
+                s = slot[i] = nxt
+                nxt += 1
+            ap(s)
     return tuple(key), slot, rel
 
 
@@ -273,7 +269,7 @@ def _generate(tape: Any, seeds: dict, source_ids: list, F: Any, slot: dict, rel:
             continue  # no cotangent reaches the node
         dead = [s for s in oslots if s not in keep and w.state.get(s, _ABSENT) != _ABSENT]
         if any(o in rel for o in outs):
-            _node(w, p, n, outs, oslots, states, rel, slot, persistent, inline_ok, F)
+            _node(w, p, n, outs, oslots, states, rel, slot, persistent, inline_ok)
         for s in dead:  # the sweep pops the cotangents it consumed (those of sources it keeps)
             w.emit(f"del g{s}")
             w.state[s] = _ABSENT
@@ -301,7 +297,6 @@ def _node(
     slot: dict,
     persistent: bool,
     inline_ok: bool,
-    F: Any,
 ) -> None:
     """One node's step of the sweep: skeleton, needs, VJP, fit and accumulation."""
     ids = n.ids

@@ -23,7 +23,8 @@ report = gt.debug.backward_cache_report
 
 
 @pytest.fixture(autouse=True)
-def fresh_cache():
+def fresh_cache(monkeypatch):
+    monkeypatch.setattr(gt.config, "_compile_backward", True)  # whatever GPUTAPE_COMPILE_BACKWARD says
     gt.debug.clear_backward_cache()
     yield
     gt.debug.clear_backward_cache()
@@ -722,3 +723,12 @@ def test_compiled_equals_sweep_on_gpu():
         for a, b in zip(got, want):
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-7)
     assert report()["hits"] >= 2
+
+
+def test_the_benchmark_measures_the_compiled_path():
+    from benchmarks import compiled_backward
+
+    m = compiled_backward.measure(compiled_backward.chain_recorder(), rounds=2, block=2)
+    assert m["nodes"] == 251 and m["sweep_us"] > 0 and m["compiled_us"] > 0 and m["key_us"] > 0
+    r = report()
+    assert r["compiles"] == 1 and r["hits"] >= 2 * 2 + 1 and r["fallbacks"]["opted_out"] >= 2 * 2 + 1
