@@ -23,13 +23,15 @@ takes from the structure already taken:
 
 The key holds exactly what the generated text depends on: each node's VJP function (so the
 profiler's timing wrappers, or a complex node's VJP, give another key), input shapes (baked into
-the ``sum_to`` tests), casts, output shapes and dtypes, the wiring as positions (each tensor id
-replaced by the order of its first appearance) with each position's relevance (does a cotangent
-flow to it: the sweep's ``rel``), the seeds' and sources' positions, the array namespace
-(device kind) and ``persistent``. Parameters are not in it: the generated code reads them from
-the node at run time, as the VJPs do (so ``custom_gradient``'s per-call ``grad_fn`` does not
-defeat the cache). Nor is the aliasing of residual arrays (the same array saved by two nodes):
-each node's own residuals are passed to its VJP, whatever they alias.
+the ``sum_to`` tests), casts (the dtypes cotangents are converted to), the wiring as positions
+(each tensor id replaced by the order of its first appearance) with each position's relevance
+(does a cotangent flow to it: the sweep's ``rel``), the seeds' and sources' positions, the array
+module (device kind) and ``persistent``. Nothing else is: the generated code reads parameters
+from the node at run time, as the VJPs do (so ``custom_gradient``'s per-call ``grad_fn`` does not
+defeat the cache); it holds no dtype but the casts' (a float32 and a float64 run of one structure
+run the same text, as they run the same VJPs); and each node's own residuals are passed to its
+VJP, whatever they alias (the same array saved by two nodes, or two equal arrays). A CUDA-graph
+form would have to add dtypes and the residuals' addresses.
 
 Falls back to the sweep whenever the compiled form is not known to be identical, counted by
 reason in :func:`backward_cache_report`: a tape records the gradient computation (higher order),

@@ -732,3 +732,28 @@ def test_the_benchmark_measures_the_compiled_path():
     assert m["nodes"] == 251 and m["sweep_us"] > 0 and m["compiled_us"] > 0 and m["key_us"] > 0
     r = report()
     assert r["compiles"] == 1 and r["hits"] >= 2 * 2 + 1 and r["fallbacks"]["opted_out"] >= 2 * 2 + 1
+
+
+def test_threads_share_the_cache():
+    import threading
+
+    xs = [gt.constant(np.linspace(-1, 1, 8) + k) for k in range(4)]
+    want = [numpy_of(run(lambda tape, x=x: (tape.watch(x), gt.sum(gt.tanh(x) * x))[1:] + ([x],), False))[0] for x in xs]
+    errors = []
+
+    def work(k):
+        x = xs[k]
+        try:
+            for _ in range(30):
+                got = run(lambda tape: (tape.watch(x), gt.sum(gt.tanh(x) * x))[1:] + ([x],), True)
+                same_bits(got[0].numpy(), want[k])
+        except Exception as exc:  # reported below: an assertion in a thread would be lost
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert report()["hits"] >= 100 and report()["cached"] == 1
