@@ -71,16 +71,17 @@ _compile_backward = os.environ.get("GPUTAPE_COMPILE_BACKWARD", "1").strip().lowe
 def set_backward_compilation(enabled: bool) -> None:
     """Turn the compiled backward on (the default) or off for every tape in the process.
 
-    On, ``GradientTape.gradient`` on a tape whose structure (ops, shapes, dtypes, wiring) it has
+    On, ``GradientTape.gradient`` on a tape whose structure (ops, shapes, casts, wiring) it has
     seen before runs code generated for that structure instead of the per-node sweep, with the
     same result bit for bit; ``GradientTape(compile=False)`` opts one tape out, and the
     environment variable ``GPUTAPE_COMPILE_BACKWARD=0`` sets the default to off. Counters:
     ``gt.debug.backward_cache_report()``.
 
     >>> import gputape as gt
+    >>> was = gt.config.get_backward_compilation()
     >>> gt.config.set_backward_compilation(False); gt.config.get_backward_compilation()
     False
-    >>> gt.config.set_backward_compilation(True)
+    >>> gt.config.set_backward_compilation(was)
     """
     global _compile_backward
     if not isinstance(enabled, (bool, int)):
