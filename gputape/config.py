@@ -22,6 +22,7 @@ True
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
 from . import backend
@@ -29,9 +30,11 @@ from . import backend
 __all__ = [
     "LogicalDevice",
     "PhysicalDevice",
+    "get_backward_compilation",
     "get_soft_device_placement",
     "list_logical_devices",
     "list_physical_devices",
+    "set_backward_compilation",
     "set_soft_device_placement",
 ]
 
@@ -58,6 +61,42 @@ def get_soft_device_placement() -> bool:
     False
     """
     return _soft_placement
+
+
+# The compiled backward (gputape._backward_compile): GradientTape.gradient on a tape whose structure
+# was seen before runs generated straight-line code instead of the per-node sweep (same bits).
+_compile_backward = os.environ.get("GPUTAPE_COMPILE_BACKWARD", "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def set_backward_compilation(enabled: bool) -> None:
+    """Turn the compiled backward on (the default) or off for every tape in the process.
+
+    On, ``GradientTape.gradient`` on a tape whose structure (ops, shapes, casts, wiring) it has
+    seen before runs code generated for that structure instead of the per-node sweep, with the
+    same result bit for bit; ``GradientTape(compile=False)`` opts one tape out, and the
+    environment variable ``GPUTAPE_COMPILE_BACKWARD=0`` sets the default to off. Counters:
+    ``gt.debug.backward_cache_report()``.
+
+    >>> import gputape as gt
+    >>> was = gt.config.get_backward_compilation()
+    >>> gt.config.set_backward_compilation(False); gt.config.get_backward_compilation()
+    False
+    >>> gt.config.set_backward_compilation(was)
+    """
+    global _compile_backward
+    if not isinstance(enabled, (bool, int)):
+        raise TypeError(f"gt.config.set_backward_compilation: enabled must be a bool, got {enabled!r}")
+    _compile_backward = bool(enabled)
+
+
+def get_backward_compilation() -> bool:
+    """Whether ``GradientTape.gradient`` may run compiled backwards (see :func:`set_backward_compilation`).
+
+    >>> import gputape as gt
+    >>> isinstance(gt.config.get_backward_compilation(), bool)
+    True
+    """
+    return _compile_backward
 
 
 class PhysicalDevice(NamedTuple):

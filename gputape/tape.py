@@ -23,6 +23,7 @@ import numpy as np
 
 from . import _state, backend
 from . import tensor as _tensor_mod
+from ._backward_compile import gradients as _compiled_gradients
 from ._nest import flatten as _flatten
 from ._nest import unflatten as _unflatten
 from ._state import tls as _tls
@@ -135,12 +136,20 @@ class GradientTape(_state.Scope):
 
     A non-persistent tape computes one set of gradients and frees each op's
     saved values as soon as its VJP has run; ``persistent=True`` keeps them
-    until :meth:`release` or ``del tape``.
+    until :meth:`release` or ``del tape``. ``compile=False`` keeps :meth:`gradient` on the
+    per-node sweep even for a structure seen before (README, "Compiled backward").
     """
 
     observes = "tape"  # its role on the thread's observer stack (gputape._state)
+    _compile = True
 
-    def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True) -> None:
+    def __init__(
+        self,
+        persistent: bool = False,
+        watch_accessed_variables: bool = True,
+        compile: bool = True,  # noqa: A002 (the option's name: GradientTape(compile=False))
+    ) -> None:
+        self._compile = bool(compile)
         self._persistent = bool(persistent)
         self._auto = bool(watch_accessed_variables)
         self._tensors: set[int] | None = None  # ids this tape tracks (watched or recorded)
@@ -453,7 +462,9 @@ class GradientTape(_state.Scope):
         seeds = _seeds(flat_t, flat_og, diff, lead=None)
         try:
             with _quiet():
-                grads = _sweep(self, seeds, [s._id for s in flat_s], diff, _namespace(diff, seeds)) if seeds else {}
+                # the sweep, or code compiled for a structure seen before (gputape._backward_compile)
+                F = _namespace(diff, seeds) if seeds else None
+                grads = _compiled_gradients(self, seeds, [s._id for s in flat_s], diff, F) if seeds else {}
             out = [_result(grads.get(s._id), s, unconnected, diff, None) for s in flat_s]
             if unconnected is UnconnectedGradients.RAISE:
                 self._raise_unconnected(flat_t, flat_s, out)
@@ -464,7 +475,7 @@ class GradientTape(_state.Scope):
     def _raise_unconnected(self, flat_t: list, flat_s: list, out: list) -> None:
         for s, g in zip(flat_s, out):
             if g is None:
-                        # the first target that is a tensor explains it (a nested target is their sum)
+                # the first target that is a tensor explains it (a nested target is their sum)
                 e = _explain(self, next(t for t in flat_t if isinstance(t, Tensor)), s)
                 raise UnconnectedGradientError(f"GradientTape.gradient: the gradient is None: {e}", e)
 
@@ -702,8 +713,6 @@ from ._custom import _custom_forward, _custom_fwd, _custom_vjp, custom_gradient,
 
 # The extension API (declaring primitives) moved to the layers under this module; code written
 # against ``gputape.tape.primitive`` / ``REGISTRY`` keeps working.
-from .backward import _fit, _fit_all, _unbatched_vjp, _vjp_raw  # noqa: E402, F401
 from .dispatch import apply, binary_op, primitive, unary_op  # noqa: E402, F401
-from .ops import raw_namespace as _RAW_F  # noqa: E402, F401, N812
 from .primitive import COMPLEX_DIRECT, HOLOMORPHIC, REGISTRY  # noqa: E402, F401
 from .recording import note_nondiff  # noqa: E402, F401

@@ -26,7 +26,10 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("primitive registry and expression language", ["gputape.primitive", "gputape.expr", "gputape.expr_forward"]),
     ("recording", ["gputape.recording"]),
     ("dispatch", ["gputape.dispatch"]),
-    ("backward sweep and its explanations", ["gputape.backward", "gputape.explain"]),
+    (
+        "backward sweep, its compiled form and its explanations",
+        ["gputape.backward", "gputape._backward_compile", "gputape.explain"],
+    ),
     ("ops", ["gputape.ops*", "gputape.random", "gputape.linalg*", "gputape.fft"]),
     ("tape", ["gputape.tape", "gputape._custom"]),
     (

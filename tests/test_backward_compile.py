@@ -1,0 +1,766 @@
+"""The compiled backward (gputape._backward_compile) equals the sweep, bit for bit, and is really taken.
+
+Every comparison runs the same recording twice: with ``GradientTape(compile=False)`` (the sweep)
+and with compilation on, three times (first sight: the sweep; second: compile and run; third: a
+cache hit), and asserts through the counters that the compiled code produced the compared result.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import weakref
+
+import numpy as np
+import pytest
+from test_grad_registry import ALL, COMPOSITES, _flat
+
+import gputape as gt
+from gputape import _backward_compile as bc
+from gputape.tensor import _wrap
+
+report = gt.debug.backward_cache_report
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(monkeypatch):
+    monkeypatch.setattr(gt.config, "_compile_backward", True)  # whatever GPUTAPE_COMPILE_BACKWARD says
+    gt.debug.clear_backward_cache()
+    yield
+    gt.debug.clear_backward_cache()
+
+
+def same_bits(a, b, what=""):
+    if a is None or b is None:
+        assert a is None and b is None, what
+        return
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype and a.shape == b.shape, (what, a.dtype, b.dtype, a.shape, b.shape)
+    assert a.tobytes() == b.tobytes(), (what, a, b)
+
+
+def numpy_of(gs):
+    return [None if g is None else g.numpy() for g in gs]
+
+
+def run(record, comp, n=1, **kw):
+    """Record with ``record(tape)`` (returns (target, sources)) ``n`` times; the last gradients."""
+    out = None
+    for _ in range(n):
+        with gt.GradientTape(compile=comp, **{k: v for k, v in kw.items() if k == "persistent"}) as tape:
+            target, sources = record(tape)
+        out = tape.gradient(target, sources, **{k: v for k, v in kw.items() if k != "persistent"})
+    return out
+
+
+def check_compiled(record, **kw):
+    """The sweep's gradients, then three compiled-enabled runs: the third must be a hit, all equal."""
+    want = numpy_of(run(record, False, **kw))
+    h0, c0 = report()["hits"], report()["compiles"]
+    got = [numpy_of(run(record, True, **kw)) for _ in range(3)]
+    r = report()
+    # the second run compiled and ran the code, the third hit the cache
+    assert (r["compiles"] - c0, r["hits"] - h0) == (1, 1), r
+    assert "compile_error" not in r["fallbacks"], r
+    for g in got:
+        for k, (a, b) in enumerate(zip(g, want)):
+            same_bits(a, b, f"source {k}")
+    return want
+
+
+# -- every primitive ---------------------------------------------------------------------------
+
+_RNG = np.random.default_rng(7)
+
+
+def _case_record(f, args, dtype):
+    xs = [gt.constant(np.asarray(a, dtype)) for a in args]
+    with gt.GradientTape(compile=False) as probe:
+        probe.watch(xs)
+        y0 = _flat(f(*xs))
+    w = _RNG.standard_normal(y0.shape).astype(dtype if y0.dtype.kind != "c" else y0.dtype)
+
+    def record(tape):
+        tape.watch(xs)
+        y = _flat(f(*xs))
+        return gt.sum(y * w), xs
+
+    return record
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize(("name", "i", "f", "args"), ALL, ids=[f"{n}-{i}" for n, i, _, _ in ALL])
+def test_every_primitive_compiled_equals_sweep(name, i, f, args, dtype):
+    check_compiled(_case_record(f, args, dtype), unconnected_gradients="zero")
+
+
+@pytest.mark.parametrize(("name", "f", "args"), COMPOSITES, ids=[c[0] for c in COMPOSITES])
+def test_composites_compiled_equal_sweep(name, f, args):
+    check_compiled(_case_record(f, args, "float64"), unconnected_gradients="zero")
+
+
+def test_the_cases_cover_the_registry():
+    assert set(gt.REGISTRY) <= {n for n, _, _, _ in ALL}
+
+
+def test_declared_vjps_are_written_inline():
+    """Elementwise primitives declared in gputape.expr do not call their VJP: their text is inline."""
+    x = gt.constant(np.linspace(-1, 1, 5))
+
+    def record(tape):
+        tape.watch(x)
+        return gt.sum(gt.tanh(x) * gt.exp(x)), [x]
+
+    check_compiled(record)
+    (fn,) = bc._cache.values()
+    assert "(1 - a0 * a0)" in fn.source  # tanh's derivative, over its saved output
+    assert "V" not in fn.source.split("V", 1)[0] and " = V" in fn.source  # sum's VJP is called
+    assert fn.source.count(" = V") == 1
+
+
+# -- the training-loop shapes: MLP step, a chain -----------------------------------------------
+
+
+def test_mlp_step_with_variables():
+    rng = np.random.default_rng(0)
+    w1 = gt.Variable(rng.standard_normal((6, 5)).astype(np.float32))
+    b1 = gt.Variable(np.zeros(5, np.float32))
+    w2 = gt.Variable(rng.standard_normal((5, 3)).astype(np.float32))
+    x = gt.constant(rng.standard_normal((4, 6)).astype(np.float32))
+    labels = np.array([0, 2, 1, 2])
+
+    def record(tape):
+        h = gt.nn.relu(x @ w1 + b1)
+        logp = gt.nn.log_softmax(h @ w2)
+        return -gt.mean(logp[np.arange(4), labels]), [w1, b1, w2]
+
+    check_compiled(record)
+
+
+def test_long_chain():
+    x = gt.constant(np.linspace(-1, 1, 16).astype(np.float32))
+
+    def record(tape):
+        tape.watch(x)
+        y = x
+        for i in range(40):
+            y = gt.tanh(y) * 1.01 if i % 2 else y * y * 0.5 + 0.1
+        return gt.sum(y), [x]
+
+    check_compiled(record)
+
+
+# -- persistent and nested tapes -----------------------------------------------------------------
+
+
+def test_persistent_tape_repeated_gradients_keep_residuals():
+    x = gt.constant(np.array([0.5, -1.0, 2.0]))
+    b = gt.constant(np.array(0.25))
+    with gt.GradientTape(persistent=True, compile=False) as ref:
+        ref.watch([x, b])
+        y = gt.sum(gt.sin(x) * x + b)
+    want = numpy_of(ref.gradient(y, [x, b]))
+    with gt.GradientTape(persistent=True) as tape:
+        tape.watch([x, b])
+        y = gt.sum(gt.sin(x) * x + b)
+    held = tape.saved_bytes
+    nodes = list(tape._nodes)
+    for _ in range(4):  # the same tape: seen, compiled, hit, hit
+        for a, w in zip(numpy_of(tape.gradient(y, [x, b])), want):
+            same_bits(a, w)
+        assert tape.saved_bytes == held  # nothing freed, nothing swapped for a skeleton
+        assert tape._nodes == nodes
+    assert report()["hits"] == 2 and report()["compiles"] == 1
+
+
+def test_nested_tapes_first_and_second_order():
+    x = gt.constant(np.array([0.3, -0.7]))
+
+    def grads(comp):
+        with gt.GradientTape(compile=comp) as outer:
+            outer.watch(x)
+            with gt.GradientTape(compile=comp) as inner:
+                inner.watch(x)
+                y = gt.sum(gt.tanh(x) * x)
+            g1 = inner.gradient(y, x)  # outer records this: higher order, the sweep's job
+        return g1.numpy(), outer.gradient(g1, x).numpy()
+
+    want = grads(False)
+    for _ in range(3):
+        got = grads(True)
+        same_bits(got[0], want[0])
+        same_bits(got[1], want[1])
+    r = report()
+    assert r["fallbacks"]["recording_gradient"] == 3  # the inner gradients, recorded by the outer tape
+    assert r["hits"] == 1 and r["compiles"] == 1  # the outer (second-order) gradients: seen, compiled, hit
+
+
+def test_nested_tapes_sharing_nodes():
+    """Two tapes that recorded the same nodes: the inner one's skeleton must not touch the outer's list."""
+    x = gt.constant(np.array([0.3, -0.7, 1.1]))
+
+    def grads(comp):
+        with gt.GradientTape(compile=comp) as outer:
+            outer.watch(x)
+            with gt.GradientTape(compile=comp) as inner:
+                inner.watch(x)
+                y = gt.sum(gt.exp(x) * x)
+            z = y * y
+        return inner.gradient(y, x).numpy(), outer.gradient(z, x).numpy()
+
+    want = grads(False)
+    for _ in range(3):
+        for a, w in zip(grads(True), want):
+            same_bits(a, w)
+    assert report()["hits"] == 2 and report()["compiles"] == 2
+
+
+# -- structures that change ----------------------------------------------------------------------
+
+
+def test_changing_shapes_compile_again_and_stay_right():
+    xs = {n: gt.constant(np.linspace(-2, 2, n)) for n in (4, 7)}
+    b = gt.constant(np.array([0.5]))
+
+    def record_for(n):
+        def record(tape):
+            tape.watch([xs[n], b])
+            return gt.sum(gt.tanh(xs[n] * 2.0 + b)), [xs[n], b]
+
+        return record
+
+    want = {n: numpy_of(run(record_for(n), False)) for n in xs}
+    for _ in range(3):
+        for n in xs:  # alternate: each shape is its own key
+            for a, w in zip(numpy_of(run(record_for(n), True)), want[n]):
+                same_bits(a, w)
+    r = report()
+    assert r["compiles"] == 2 and r["hits"] == 2 and r["misses"] == 4 and r["cached"] == 2
+
+
+def test_broadcasting_and_casts():
+    x = gt.constant(np.arange(12, dtype=np.float32).reshape(3, 4) / 10)
+    b = gt.constant(np.array([0.5, -0.5, 1.0, 2.0]))  # float64: x's cotangent is cast back to float32
+    c = gt.constant(np.array([[1.5], [0.5], [-1.0]], np.float32))
+
+    def record(tape):
+        tape.watch([x, b, c])
+        y = gt.exp(x * c) + b
+        return gt.sum(y * y), [x, b, c]
+
+    g = check_compiled(record)
+    assert g[0].dtype == np.float32 and g[1].dtype == np.float64 and g[2].shape == (3, 1)
+    (fn,) = bc._cache.values()
+    assert ".astype(" in fn.source and "F.sum_to(" in fn.source
+
+
+def test_repeated_and_intermediate_sources():
+    x = gt.constant(np.array([1.0, 2.0, -0.5]))
+    holder = {}
+
+    def record(tape):
+        tape.watch(x)
+        h = gt.sin(x)
+        holder["h"] = h
+        return gt.sum(h * x), [x, h, x, h]
+
+    g = check_compiled(record)
+    same_bits(g[0], g[2])
+    np.testing.assert_allclose(g[1], holder["h"].numpy() * 0 + np.array([1.0, 2.0, -0.5]))
+
+
+@pytest.mark.parametrize("mode", ["none", "zero"])
+def test_unconnected_sources(mode):
+    x = gt.constant(np.array([1.0, 2.0]))
+    u = gt.constant(np.array([3.0]))
+    v = gt.Variable(np.array([4.0, 5.0]))  # read by no op
+
+    def record(tape):
+        tape.watch([x, u])
+        return gt.sum(x * x), [x, u, v]
+
+    g = check_compiled(record, unconnected_gradients=mode)
+    if mode == "none":
+        assert g[1] is None and g[2] is None
+    else:
+        same_bits(g[1], np.zeros(1))
+        same_bits(g[2], np.zeros(2))
+
+
+def test_a_target_that_is_a_source_and_output_gradients():
+    x = gt.constant(np.array([1.0, 2.0]))
+    og = np.array([0.5, -2.0])
+
+    def record(tape):
+        tape.watch(x)
+        y = gt.cos(x)
+        return [y, x], [x, y]
+
+    check_compiled(record, output_gradients=[og, og])
+
+
+def test_relevance_is_part_of_the_structure():
+    """Same ops and wiring, but a cotangent flows to different places: different code, each right."""
+    x = gt.constant(np.array([0.5, 1.5]))
+    c = gt.constant(np.array([2.0, -1.0]))
+
+    def leaf_watched(watch_c):  # c a watched leaf, or an untracked constant
+        def record(tape):
+            tape.watch([x, c] if watch_c else x)
+            return gt.sum(gt.sin(x) * c), [x, c]
+
+        return record
+
+    def intermediate_unwatched(unwatch):  # an op output dropped from the tape by unwatch()
+        def record(tape):
+            tape.watch(x)
+            h = gt.sin(x)
+            y = gt.sum(h * x)
+            if unwatch:
+                tape.unwatch(h)
+            return y, [x]
+
+        return record
+
+    def target_unwatched(unwatch):  # the target itself dropped
+        def record(tape):
+            tape.watch(x)
+            y = gt.sum(gt.sin(x))
+            if unwatch:
+                tape.unwatch(y)
+            return y, [x]
+
+        return record
+
+    for make in (leaf_watched, intermediate_unwatched, target_unwatched):
+        want = {k: numpy_of(run(make(k), False)) for k in (False, True)}
+        assert not all(
+            a is not None and b is not None and np.array_equal(a, b) for a, b in zip(want[False], want[True])
+        )
+        for _ in range(3):
+            for k in (False, True):
+                for a, w in zip(numpy_of(run(make(k), True)), want[k]):
+                    same_bits(a, w)
+    assert report()["compiles"] == 6
+
+
+def test_a_watched_leaf_that_is_not_a_source():
+    """The sweep's other relevance rule: a forward pass from the sources (not every watched value is one)."""
+    x = gt.constant(np.array([0.5, 1.5]))
+    c = gt.constant(np.array([2.0, -1.0]))
+
+    def record(tape):
+        tape.watch([x, c])
+        h = gt.exp(c) * 3.0  # depends on c only: its VJP never runs
+        return gt.sum(gt.sin(x) * h + x), [x]
+
+    check_compiled(record)
+    (fn,) = bc._cache.values()
+    assert fn.source.count("n = N[") == 4  # sum, add, multiply, sin: not exp or the multiply by 3
+
+
+def test_primitives_targets_and_persistence_are_part_of_the_structure():
+    x = gt.constant(np.array([0.5, 1.5]))
+    recs = {
+        "sin": lambda tape: (tape.watch(x), gt.sum(gt.sin(x)))[1:] + ([x],),
+        "cos": lambda tape: (tape.watch(x), gt.sum(gt.cos(x)))[1:] + ([x],),
+    }
+
+    def two_targets(first):
+        def record(tape):
+            tape.watch(x)
+            a, b = gt.sum(gt.exp(x)), gt.sum(gt.sin(x))
+            return (a if first else b), [x]
+
+        return record
+
+    recs["exp"] = two_targets(True)
+    recs["sin-of-two"] = two_targets(False)
+    want = {k: numpy_of(run(r, False)) for k, r in recs.items()}
+    for _ in range(3):
+        for k, r in recs.items():
+            same_bits(numpy_of(run(r, True))[0], want[k][0], k)
+    assert report()["compiles"] == 4
+    # a persistent and a non-persistent tape of one structure: a persistent one is never skeletonized
+    for _ in range(3):
+        for persistent in (False, True):
+            with gt.GradientTape(persistent=persistent) as tape:
+                tape.watch(x)
+                y = gt.sum(gt.tanh(x))
+            for _ in range(2 if persistent else 1):
+                same_bits(tape.gradient(y, x).numpy(), 1 - np.tanh(x.numpy()) ** 2)
+    assert report()["compiles"] == 6
+
+
+def test_consumed_cotangents_are_freed_during_the_backward():
+    x = gt.constant(np.linspace(0, 1, 10))
+    state = {}
+
+    @gt.custom_gradient
+    def late(a):
+        def grad(dy):
+            state["late"] = weakref.ref(dy._data)
+            return dy * 2.0
+
+        return a * 1.0, grad
+
+    @gt.custom_gradient
+    def early(a):
+        def grad(dy):
+            state["dead"].append(state["late"]() is None)  # the sweep popped it after late's VJP
+            return dy * 1.0
+
+        return a * 1.0, grad
+
+    state["dead"] = []
+    for comp in (False, True, True, True):
+        with gt.GradientTape(compile=comp) as tape:
+            tape.watch(x)
+            y = gt.sum(late(gt.exp(early(x))))
+        tape.gradient(y, x)
+    assert state["dead"] == [True] * 4 and report()["hits"] == 1
+
+
+def test_on_a_fake_gpu_the_vjps_are_called_not_inlined(monkeypatch):
+    from fake_gpu import FakeArray, FakeCupy
+
+    from gputape import backend, expr
+
+    def record_on(x):
+        def record(tape):
+            tape.watch(x)
+            return gt.sum(gt.tanh(x) * x), [x]
+
+        return record
+
+    check_compiled(record_on(gt.constant(np.linspace(-1, 1, 5))))  # the same structure on the CPU first
+    monkeypatch.setattr(backend, "_cupy", FakeCupy())
+    monkeypatch.setattr(backend, "_probed", {})
+    monkeypatch.setattr(expr, "launch_dtype", lambda dt: None)  # the fake runs no kernels
+    x = gt.constant(FakeCupy().asarray(np.linspace(-1, 1, 5)))
+    assert type(x._data) is FakeArray
+    check_compiled(record_on(x))
+    cpu, gpu = bc._cache.values()  # one structure, two devices: two keys
+    assert "a0 * a0" in cpu.source and cpu.source.count(" = V") == 1
+    assert "a0 * a0" not in gpu.source and gpu.source.count(" = V") == 3
+
+
+# -- residuals -------------------------------------------------------------------------------------
+
+
+def test_aliased_and_equal_residuals_share_the_structure():
+    """The same array saved by two nodes, or two equal arrays: the same key, and each right."""
+    arr = np.array([0.5, 1.5, -2.0])
+    x = gt.constant(np.array([1.0, -1.0, 0.5]))
+    one = _wrap(arr)
+    shared = (one, _wrap(arr))  # two tensors, one array: saved by two nodes, aliased
+    copies = (_wrap(arr.copy()), _wrap(arr.copy()))
+
+    def record_with(w):
+        def record(tape):
+            tape.watch(x)
+            return gt.sum(gt.exp(x * w[0]) * w[1]), [x]
+
+        return record
+
+    assert shared[0]._data is shared[1]._data and copies[0]._data is not copies[1]._data
+    want = numpy_of(run(record_with(shared), False))
+    for w in (shared, copies, shared, copies):
+        same_bits(numpy_of(run(record_with(w), True))[0], want[0])
+    r = report()
+    assert r["compiles"] == 1 and r["hits"] == 2 and r["cached"] == 1
+
+
+def test_non_persistent_tape_frees_residuals_and_keeps_the_skeleton():
+    x = gt.constant(np.linspace(0, 1, 1000))
+
+    def record(tape):
+        tape.watch(x)
+        return gt.sum(gt.exp(gt.sin(x))), x
+
+    skeletons = {}
+    for comp in (False, True, True, True):
+        with gt.GradientTape(compile=comp) as tape:
+            tape.watch(x)
+            h = gt.exp(x)
+            ref = weakref.ref(h._data)
+            y = gt.sum(gt.sin(h))
+        del h
+        assert ref() is not None  # saved by exp (its output) and sin (its input)
+        tape.gradient(y, x)
+        assert ref() is None  # freed with their nodes
+        assert tape.saved_bytes == 0
+        skeletons[comp] = [(n.prim.name, len(n.ids), type(n.out)) for n in tape._retired._nodes]
+        assert tape.explain(y, x).reason == "connected"
+    assert skeletons[True] == skeletons[False]
+    assert report()["hits"] == 1 and report()["compiles"] == 1
+
+
+def test_residuals_are_freed_during_the_backward_as_the_sweep_frees_them():
+    """When an early op's VJP runs, the later ops' residuals are gone already (peak memory)."""
+    x = gt.constant(np.linspace(0, 1, 100))
+    seen = []
+
+    @gt.custom_gradient
+    def first(a):
+        def grad(dy):
+            seen.append(ref() is None)  # exp's node, swept before this one, dropped its residual
+            return dy
+
+        return a * 1.0, grad
+
+    for comp in (False, True, True, True):
+        with gt.GradientTape(compile=comp) as tape:
+            tape.watch(x)
+            h = gt.exp(first(x))
+            ref = weakref.ref(h._data)
+            y = gt.sum(h)
+        del h
+        tape.gradient(y, x)
+    assert seen == [True] * 4
+    assert report()["hits"] == 1 and report()["compiles"] == 1
+
+
+def test_explain_after_gradient_matches_the_sweep():
+    x = gt.constant(np.array([1.0, 2.0]))
+    c = gt.constant(np.array([3.0, 4.0]))
+    answers = {}
+    for comp in (False, True, True, True):
+        with gt.GradientTape(compile=comp) as tape:
+            tape.watch(x)
+            y = gt.sum(x * gt.stop_gradient(x * c))
+        tape.gradient(y, [x, c])
+        e1, e2 = tape.explain(y, x), tape.explain(y, c)
+        answers.setdefault(comp, []).append((e1.reason, e2.reason, str(e1), str(e2)))
+    assert all(a == answers[False][0] for a in answers[True])
+    assert report()["hits"] == 1 and report()["compiles"] == 1
+
+
+# -- dynamic None: custom gradients ----------------------------------------------------------------
+
+
+def test_custom_gradient_whose_grad_fn_returns_none_on_some_calls():
+    x = gt.constant(np.array([1.0, 2.0]))
+    calls = []
+
+    @gt.custom_gradient
+    def f(a):
+        def grad(dy):
+            calls.append(1)
+            return None if len(calls) % 2 else dy * 3.0
+
+        return a * 2.0, grad
+
+    for _ in range(4):  # grad_fn alternates None / a gradient, whatever the cache holds
+        with gt.GradientTape(compile=False) as t0:
+            t0.watch(x)
+            y0 = gt.sum(f(x) * x)
+        want = t0.gradient(y0, x).numpy()
+        with gt.GradientTape() as t1:
+            t1.watch(x)
+            y1 = gt.sum(f(x) * x)
+        del calls[-1]  # the compiled run sees grad_fn in the same state as the sweep did
+        same_bits(t1.gradient(y1, x).numpy(), want)
+        calls.append(1)
+    assert report()["hits"] == 2
+
+
+def test_custom_gradient_none_as_the_only_path():
+    x = gt.constant(np.array([1.0, 2.0]))
+
+    @gt.custom_gradient
+    def f(a):
+        return a * 2.0, lambda dy: None
+
+    for _ in range(3):
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            y = gt.sum(f(x))
+        assert tape.gradient(y, x) is None
+    assert report()["hits"] == 1
+
+
+def test_an_error_in_a_vjp_propagates_and_retires_the_tape():
+    x = gt.constant(np.array([1.0]))
+
+    @gt.custom_gradient
+    def f(a):
+        def grad(dy):
+            raise ZeroDivisionError("from grad_fn")
+
+        return a * 1.0, grad
+
+    for _ in range(3):
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            y = gt.sum(f(x))
+        with pytest.raises(ZeroDivisionError, match="from grad_fn"):
+            tape.gradient(y, x)
+        with pytest.raises(RuntimeError, match="only be used to compute one set"):
+            tape.gradient(y, x)
+    assert report()["hits"] == 1
+
+
+# -- fallbacks, switches, counters -----------------------------------------------------------------
+
+
+def _loop(n=3, comp=True, persistent=False):
+    x = gt.constant(np.array([0.1, 0.2]))
+    for _ in range(n):
+        with gt.GradientTape(compile=comp, persistent=persistent) as tape:
+            tape.watch(x)
+            y = gt.sum(gt.exp(x))
+        g = tape.gradient(y, x)
+    return g
+
+
+def test_opt_out_per_tape_and_globally():
+    _loop(comp=False)
+    assert report()["compiles"] == 0 and report()["fallbacks"] == {"opted_out": 3}
+    gt.config.set_backward_compilation(False)
+    try:
+        assert report()["enabled"] is False
+        _loop()
+    finally:
+        gt.config.set_backward_compilation(True)
+    assert report()["compiles"] == 0 and report()["fallbacks"] == {"opted_out": 6}
+    _loop()
+    assert report()["compiles"] == 1 and report()["hits"] == 1
+    with pytest.raises(TypeError, match="set_backward_compilation"):
+        gt.config.set_backward_compilation("no")
+
+
+def test_environment_variable_turns_it_off():
+    code = "import gputape as gt; print(gt.config.get_backward_compilation())"
+    for value, expect in (("0", "False"), ("off", "False"), ("1", "True")):
+        env = {"GPUTAPE_COMPILE_BACKWARD": value, "PATH": "", "GPUTAPE_DEVICE": "cpu"}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == expect
+
+
+def test_check_numerics_and_traces_use_the_sweep():
+    with gt.debug.check_numerics():
+        _loop()
+    assert report()["fallbacks"] == {"check_numerics": 3} and report()["compiles"] == 0
+    x = gt.constant(np.array([0.1, 0.2]))
+
+    @gt.function
+    def step(a):
+        with gt.GradientTape() as tape:
+            tape.watch(a)
+            y = gt.sum(gt.exp(a))
+        return tape.gradient(y, a)
+
+    for _ in range(3):
+        same_bits(step(x).numpy(), np.exp(x.numpy()))
+    assert report()["fallbacks"]["gt.function_trace"] == 1  # traced once; replays never call gradient()
+
+
+def test_jacobians_stay_on_the_sweep():
+    x = gt.constant(np.array([0.1, 0.2]))
+    for _ in range(3):
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            y = gt.exp(x)
+        tape.jacobian(y, x)
+    r = report()
+    assert r["hits"] == r["misses"] == r["compiles"] == 0
+
+
+def test_lru_bound_and_evictions(monkeypatch):
+    monkeypatch.setattr(bc, "CACHE_SIZE", 2)
+    xs = [gt.constant(np.ones(n)) for n in (1, 2, 3)]
+
+    def once(x):
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            y = gt.sum(gt.sin(x))
+        return tape.gradient(y, x).numpy()
+
+    for x in xs:  # each seen twice: compiled
+        once(x)
+        once(x)
+    r = report()
+    assert r["compiles"] == 3 and r["cached"] == 2 and r["evictions"] == 1
+    once(xs[0])  # evicted, and no longer "seen": a miss
+    assert report()["misses"] == r["misses"] + 1 and report()["hits"] == r["hits"]
+    once(xs[2])
+    assert report()["hits"] == r["hits"] + 1
+
+
+def test_profiler_sees_every_backward_op_the_sweep_runs_them_while_it_profiles(tmp_path):
+    """The profiler times each VJP where the sweep calls it: while it runs, tapes take the sweep."""
+    _loop(n=3)  # compiled and hit before the profile
+    before = report()
+    assert before["hits"] >= 1
+    with gt.profiler.profile(str(tmp_path)) as prof:
+        _loop(n=4)
+    assert prof.result.stats["exp"]["backward_calls"] == 4
+    after = report()
+    assert after["hits"] == before["hits"]
+    assert after["fallbacks"].get("profiler", 0) == before["fallbacks"].get("profiler", 0) + 4
+    _loop(n=1)
+    assert report()["hits"] == before["hits"] + 1  # and the compiled code again afterwards
+
+
+def test_generated_code_for_a_multi_output_primitive():
+    x = gt.constant(np.arange(6.0).reshape(3, 2))
+
+    def record(tape):
+        tape.watch(x)
+        a, _, c = gt.split(x, 3, axis=0)
+        return gt.sum(a * 2.0 + c), [x]
+
+    check_compiled(record)
+
+
+@pytest.mark.gpu
+def test_compiled_equals_sweep_on_gpu():
+    """On a GPU nothing is inlined (the VJPs run their kernels): still the sweep's operations."""
+    x = gt.constant(np.linspace(-1, 1, 256).astype(np.float32)).to("cuda")
+    w = gt.constant(np.linspace(0, 1, 256).astype(np.float32)).to("cuda")
+
+    def record(tape):
+        tape.watch([x, w])
+        return gt.sum(gt.tanh(x * w) * gt.exp(x) + w), [x, w]
+
+    want = run(record, False)
+    for _ in range(3):
+        got = run(record, True)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-7)
+    assert report()["hits"] >= 2
+
+
+def test_the_benchmark_measures_the_compiled_path():
+    from benchmarks import compiled_backward
+
+    m = compiled_backward.measure(compiled_backward.chain_recorder(), rounds=2, block=2)
+    assert m["nodes"] == 251 and m["sweep_us"] > 0 and m["compiled_us"] > 0 and m["key_us"] > 0
+    r = report()
+    assert r["compiles"] == 1 and r["hits"] >= 2 * 2 + 1 and r["fallbacks"]["opted_out"] >= 2 * 2 + 1
+
+
+def test_threads_share_the_cache():
+    import threading
+
+    xs = [gt.constant(np.linspace(-1, 1, 8) + k) for k in range(4)]
+    want = [numpy_of(run(lambda tape, x=x: (tape.watch(x), gt.sum(gt.tanh(x) * x))[1:] + ([x],), False))[0] for x in xs]
+    errors = []
+
+    def work(k):
+        x = xs[k]
+        try:
+            for _ in range(30):
+                got = run(lambda tape: (tape.watch(x), gt.sum(gt.tanh(x) * x))[1:] + ([x],), True)
+                same_bits(got[0].numpy(), want[k])
+        except Exception as exc:  # reported below: an assertion in a thread would be lost
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert report()["hits"] >= 100 and report()["cached"] == 1
