@@ -169,6 +169,18 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
 # Anything off the fast shape (a list, an array, two numbers, a host and a GPU tensor) takes
 # apply(), so the semantics are apply()'s.
 
+# the end of both entry points: the result wrapped as a Tensor, recorded when observed
+_RESULT = """\
+    if type(out) is not ndarray:
+        out = fix_output(out)
+    res = new(Tensor)
+    res._data = out
+    res._id = next_id()
+    if obs is not None:
+        record(obs, {operands}, res)
+    return res
+"""
+
 _UNARY = """
 def {name}(x):
     if not isinstance(x, Tensor):
@@ -183,15 +195,7 @@ def {name}(x):
         {forward}
     except Exception as exc:
         raise op_error(prim, (x,), NOPARAMS, exc) from exc
-    if type(out) is not ndarray:
-        out = fix_output(out)
-    res = new(Tensor)
-    res._data = out
-    res._id = next_id()
-    if obs is not None:
-        record(obs, x, res)
-    return res
-"""
+{result}"""
 
 _BINARY = """
 def {name}(x, y):
@@ -219,15 +223,7 @@ def {name}(x, y):
         if type(a) is not type(b) and isinstance(x, Tensor) and isinstance(y, Tensor):
             return apply(prim, (x, y), NOPARAMS)  # a host and a GPU tensor: apply's placement rule
         raise op_error(prim, (x, y), NOPARAMS, exc) from exc
-    if type(out) is not ndarray:
-        out = fix_output(out)
-    res = new(Tensor)
-    res._data = out
-    res._id = next_id()
-    if obs is not None:
-        record(obs, x, y, res)
-    return res
-"""
+{result}"""
 
 
 def _entry(prim: Primitive, name: str, template: str, doc: str, **env: Any) -> Callable[..., Tensor]:
@@ -238,7 +234,8 @@ def _entry(prim: Primitive, name: str, template: str, doc: str, **env: Any) -> C
     else:
         forward = f"out = fwd(np if type(d) is ndarray else backend.xp_of(d), {operands})"
     same = env.pop("same_src", "")
-    src = template.format(name=name, forward=forward, same=same)
+    result = _RESULT.format(operands="x" if template is _UNARY else "x, y")
+    src = template.format(name=name, forward=forward, same=same, result=result)
     ns = {
         "__name__": __name__,
         "Tensor": Tensor,

@@ -193,19 +193,23 @@ def _hooks(obs: _state.Observers, prim: Primitive, args: tuple, res: Tensor) -> 
 # or two operands, no parameters and one output, written out per primitive with its saved
 # residuals baked in. One node layout (Node) for all of them and for _make_node.
 
-_RECORD1 = """
-def record(obs, x, res):
+# the start of both recorders: the other observers, then only floating and complex results
+_HEAD = """\
     if obs.hooks:
-        hooks(obs, prim, (x,), res)
+        hooks(obs, prim, ({args}), res)
     tapes = obs.tapes
     if not tapes:
         return
     d = res._data
     dt = d.dtype
     if dt not in FLOAT_DTYPES and dt.kind != "c":
-        note_untracked(tapes, NAME, (x,), res)  # integer and bool results carry no gradient
+        note_untracked(tapes, NAME, ({args}), res)  # integer and bool results carry no gradient
         return
-    node = None
+"""
+
+_RECORD1 = """
+def record(obs, {params}, res):
+{head}    node = None
     xid = x._id
     for tape in tapes:
         tt = tape._tensors
@@ -233,18 +237,8 @@ def record(obs, x, res):
 """
 
 _RECORD2 = """
-def record(obs, x, y, res):
-    if obs.hooks:
-        hooks(obs, prim, (x, y), res)
-    tapes = obs.tapes
-    if not tapes:
-        return
-    d = res._data
-    dt = d.dtype
-    if dt not in FLOAT_DTYPES and dt.kind != "c":
-        note_untracked(tapes, NAME, (x, y), res)
-        return
-    xt = isinstance(x, Tensor)
+def record(obs, {params}, res):
+{head}    xt = isinstance(x, Tensor)
     yt = isinstance(y, Tensor)
     node = None
     for tape in tapes:
@@ -325,7 +319,9 @@ def _recorder(prim: Primitive, template: str, operands: tuple[str, ...]) -> Call
         "where": _where,
         "complex_node": _complex_node,
     }
-    return generate("record", template.format(saved=_saved_text(prim, operands)), ns)
+    params = "x" if template is _RECORD1 else "x, y"
+    head = _HEAD.format(args="x," if template is _RECORD1 else "x, y")
+    return generate("record", template.format(saved=_saved_text(prim, operands), params=params, head=head), ns)
 
 
 def recorder1(prim: Primitive) -> Callable[[Any, Tensor, Tensor], None]:
