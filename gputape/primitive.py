@@ -13,12 +13,13 @@ This layer sits above :mod:`gputape.tensor` and below the dispatch, the sweep an
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from .tensor import FLOAT_DTYPES, _new
+from .tensor import FLOAT_DTYPES
 
 _NOPARAMS: dict[str, Any] = {}
 _NOSAVED: list = []  # shared by nodes that save nothing; never mutated
@@ -94,8 +95,8 @@ class Node:
     multi-output ops). Tapes hold nodes; a node's residuals are freed when the
     last tape that recorded it drops it. ``meta`` is the output's ``(shape, dtype)``
     (a tuple of those for multi-output ops), for ``tape.summary()``: two references,
-    known when the op ran. ``info`` (user file:line, output shape and dtype) is set
-    only while locations are recorded (``gt.debug``).
+    known when the op ran. ``info`` (user file:line, output shape and dtype) is None
+    unless locations are recorded (``gt.debug``).
     """
 
     __slots__ = ("casts", "ids", "info", "meta", "out", "params", "prim", "saved", "shapes")
@@ -116,19 +117,21 @@ class Node:
 
     def swept(self) -> Swept:
         """This node without its residuals: what a tape keeps once the node's VJP ran."""
-        sw = _new(Swept)
-        sw.prim = self.prim
-        sw.ids = self.ids
-        sw.out = self.out
-        sw.info = getattr(self, "info", None)
-        return sw
+        return Swept((self.prim, self.ids, self.out, self.info))
 
 
-class Swept:
+class Swept(tuple):
     """A node whose residuals were freed (its VJP ran on a non-persistent tape): the op, its
-    wiring and its location, which ``explain()``, ``summary()`` and ``to_dot()`` still read."""
+    wiring and its location, which ``explain()``, ``summary()`` and ``to_dot()`` still read.
 
-    __slots__ = ("ids", "info", "out", "prim")
+    A tuple underneath, because the sweep makes one per node: built in C, read by name.
+    """
+
+    __slots__ = ()
+    prim = property(operator.itemgetter(0), doc="the primitive")
+    ids = property(operator.itemgetter(1), doc="the input ids (0 for constants)")
+    out = property(operator.itemgetter(2), doc="the output id (a tuple of ids for multi-output ops)")
+    info = property(operator.itemgetter(3), doc="(file:line, shape, dtype) or None")
 
     def __repr__(self) -> str:
         return f"<Swept {self.prim.name} out={self.out}>"

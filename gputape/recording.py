@@ -228,8 +228,7 @@ def record(obs, {params}, res):
             node.saved = {saved}
             node.out = res._id
             node.meta = (shape, dt)
-            if obs.locations:
-                node.info = (where(), shape, dt)
+            node.info = (where(), shape, dt) if obs.locations else None
             if node.casts is not None or dt.kind == "c":
                 complex_node(node, dt)
         tape._nodes.append(node)
@@ -279,8 +278,7 @@ def record(obs, {params}, res):
             node.saved = {saved}
             node.out = res._id
             node.meta = (d.shape, dt)
-            if obs.locations:
-                node.info = (where(), d.shape, dt)
+            node.info = (where(), d.shape, dt) if obs.locations else None
             if casts is not None or dt.kind == "c":
                 complex_node(node, dt)
         tape._nodes.append(node)
@@ -418,6 +416,8 @@ def _make_node(prim: Primitive, args: tuple, params: dict, res: Any, datas: list
     if obs.locations:
         first = res if single else res[0]
         node.info = (_where(), first._data.shape, first._data.dtype)
+    else:
+        node.info = None
     return node
 
 
