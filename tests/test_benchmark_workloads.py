@@ -197,3 +197,18 @@ def test_build_skips_missing_peer(monkeypatch):
     monkeypatch.setitem(wk.PEER_MODULES, "torch", "no_such_module_for_gputape_tests")
     assert wk.build("chain", "torch") is None
     assert wk.build("chain", "numpy") is not None
+
+
+def test_the_recording_benchmark_counts_the_ops_it_divides_by():
+    from benchmarks import recording
+
+    x = gt.constant(wk.chain_data())
+    with gt.GradientTape() as tape:
+        tape.watch(x)
+        y = x
+        for i in range(wk.K):
+            y = gt.tanh(y) * 1.01 if i % 2 else y * y * 0.5 + 0.1
+        gt.sum(y)
+    assert len(tape._nodes) == recording.OPS  # one node per op: the per-op figures divide by the right count
+    m = recording.measure(rounds=2, block=2)
+    assert m["numpy_us_per_op"] > 0 and m["recorded_forward_us"] > 0
