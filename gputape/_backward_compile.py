@@ -70,6 +70,7 @@ from . import _state, config
 from . import expr as _expr
 from ._state import tls as _tls
 from .backward import _sweep
+from .primitive import Node
 
 _log = logging.getLogger("gputape")
 
@@ -167,7 +168,7 @@ def _structure(tape: Any, seeds: dict, source_ids: list, xp: Any) -> tuple | str
     ap = key.append
     nxt = 0  # positions in order of first appearance; ~position: no cotangent flows there
     for n in nodes:
-        if type(n) is tuple:
+        if type(n) is not Node:  # a Swept record: its residuals are gone
             return "already_swept"
         hit = False
         for i in n.ids:

@@ -764,3 +764,13 @@ def test_threads_share_the_cache():
         t.join()
     assert not errors, errors
     assert report()["hits"] >= 100 and report()["cached"] == 1
+
+
+def test_a_tape_holding_swept_records_takes_the_sweep_path():
+    x = gt.constant([1.0, 2.0])
+    with gt.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = gt.sum(gt.exp(x))
+    y_id = y._id
+    tape._nodes = [n.swept() for n in tape._nodes]  # as a sweep leaves a non-persistent tape's list
+    assert bc._structure(tape, {y_id: np.ones(())}, [x._id], np) == "already_swept"
