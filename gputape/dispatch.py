@@ -21,7 +21,7 @@ from ._generate import generate
 from ._state import tls as _tls
 from .placement import gpu_operands as _gpu_operands
 from .primitive import _NOPARAMS, REGISTRY, Primitive
-from .recording import _record, recorder1, recorder2
+from .recording import _record, recorder1, recorder2, recorder_n
 from .tensor import Tensor, _new, _next_id, _wrap_op
 
 _ndarray = np.ndarray
@@ -156,7 +156,11 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
     if _state.anywhere:
         obs = _tls.obs
         if obs is not None:
-            _record(obs, prim, args, params, res, datas)
+            rec = prim.record
+            if rec is not None:
+                rec(obs, args, params, res, datas)
+            else:
+                _record(obs, prim, args, params, res, datas)
     return res
 
 
@@ -322,6 +326,8 @@ def primitive(
             raise ValueError(f"primitive {name!r} is already registered")
         prim = Primitive(name, fwd, save, save_out, nout, batchable)
         prim.call = functools.partial(apply, prim)
+        if nout == 1:
+            prim.record = recorder_n(prim)
         REGISTRY[name] = prim
         return prim
 

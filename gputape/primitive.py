@@ -38,7 +38,7 @@ class Primitive:
     they stay correct under them.
     """
 
-    __slots__ = ("batchable", "call", "cpu", "doc", "fwd", "name", "nout", "save", "save_out", "vjp")
+    __slots__ = ("batchable", "call", "cpu", "doc", "fwd", "name", "nout", "record", "save", "save_out", "vjp")
 
     def __init__(
         self,
@@ -63,6 +63,9 @@ class Primitive:
         # ``call(args, params)``: the dispatch entry (gputape.dispatch sets it when it registers
         # the primitive; this layer sits below the dispatch)
         self.call: Callable[[tuple, dict], Any] = _undispatched
+        # ``record(obs, args, params, res, datas)``: the recorder generated for this primitive
+        # (gputape.recording.recorder_n, set with ``call``); None: the generic recorder
+        self.record: Callable[..., None] | None = None
 
     def defvjp(self, vjp: Callable[..., Any]) -> Callable[..., Any]:
         """Register ``vjp`` as this primitive's vector-Jacobian product."""
@@ -210,5 +213,6 @@ def _complex_prim(prim: Primitive, holomorphic: bool) -> Primitive:
     c.vjp = complex_vjp
     c.cpu = prim.cpu
     c.call = prim.call
+    c.record = None  # (a complex node's clone is never dispatched: it only runs the VJP)
     c.doc = prim.doc
     return c

@@ -286,6 +286,135 @@ def record(obs, {params}, res):
 """
 
 
+_RECORDN = """
+def record(obs, args, params, res, datas):
+    if obs.hooks:
+        hooks(obs, prim, args, params, res, datas)
+    tapes = obs.tapes
+    if not tapes:
+        return
+    d = res._data
+    dt = d.dtype
+    if dt not in FLOAT_DTYPES and dt.kind != "c":
+        note_untracked(tapes, NAME, args, res)  # integer and bool results carry no gradient
+        return
+    node = None
+    for tape in tapes:
+        tt = tape._tensors
+        hit = False
+        for a in args:  # no short-circuit: every trainable Variable read here is watched
+            if isinstance(a, Tensor) and (a._id in tt or watch_on_read(tape, a)):
+                hit = True
+        if tape._exports:
+            note_exported_operands(tape, args, res)
+        if not hit:
+            note_edge(tape, NAME, args, res)
+            continue
+        if node is None:
+            node = new(Node)
+            node.prim = prim
+            node.params = params
+            casts = None
+            ids = []
+            shapes = []
+            consts = datas if datas is not None else args
+            saved = {saved0}
+            k = 0
+            for a in args:
+                if isinstance(a, Tensor):
+                    x = a._data
+                    ids.append(a._id)
+                    shapes.append(x.shape)
+                    if x.dtype is not dt:
+                        if casts is None:
+                            casts = [None] * len(args)
+                        casts[k] = x.dtype{save_t}
+                else:
+                    ids.append(0)  # ids start at 1: 0 is never tracked
+                    shapes.append(None){save_c}
+                k += 1
+            node.ids = tuple(ids)
+            node.shapes = tuple(shapes)
+            node.casts = casts
+            node.saved = {saved}
+            node.out = res._id
+            node.meta = (d.shape, dt)
+            node.info = (where(), d.shape, dt) if obs.locations else None
+            if casts is not None or dt.kind == "c":
+                complex_node(node, dt)
+        tape._nodes.append(node)
+        tt.add(res._id)
+"""
+
+
+def _hooks_n(obs: _state.Observers, prim: Primitive, args: tuple, params: dict, res: Any, datas: Any) -> None:
+    """The observers besides the tapes, for the generated recorders of :func:`recorder_n`."""
+    if obs.trace is not None:
+        obs.trace.forward(prim, args, params, datas, res)
+    if obs.debug:
+        _debug_hook(obs, prim, args, res)
+    if obs.watchers:
+        _note_reads(obs, args)
+
+
+def _saved_n(prim: Primitive) -> dict[str, str]:
+    """:func:`_make_node`'s residual list for ``prim``, as source (Tensor data; constants owned).
+
+    Every operand (``save=True``) is collected in the loop over the operands, without a second
+    pass; a slice or positions are picked after it.
+    """
+    s = prim.save
+    out = "d" if prim.save_out else None
+    if s is True:
+        parts = {
+            "saved0": "[]",
+            "save_t": "\n                    saved.append(x)",
+            "save_c": "\n                    saved.append(own(consts[k]))",
+        }
+        parts["saved"] = "saved + [d]" if out else "saved"
+        return parts
+    parts = {"saved0": "None", "save_t": "", "save_c": ""}
+    if type(s) is slice:
+        picked = "[args[i]._data if isinstance(args[i], Tensor) else own(consts[i]) for i in range(len(args))[SAVE]]"
+    elif s:
+        picked = "[" + ", ".join(f"args[{i}]._data if isinstance(args[{i}], Tensor) else own(consts[{i}])" for i in s)
+        picked += "]"
+    else:
+        picked = None
+    if picked is None:
+        parts["saved"] = "[d]" if out else "NOSAVED"
+    else:
+        parts["saved"] = f"{picked} + [d]" if out else picked
+    return parts
+
+
+def recorder_n(prim: Primitive) -> Callable[..., None]:
+    """``record(obs, args, params, res, datas)`` for :func:`gputape.dispatch.apply` of a one-output
+    ``prim``: :func:`_record` and :func:`_make_node` written out with the declared residuals baked in.
+    """
+    if prim.nout != 1:
+        raise ValueError(f"recorder_n: {prim.name} has {prim.nout} outputs; those take _record")
+    ns = {
+        "prim": prim,
+        "NAME": prim.name,
+        "Node": Node,
+        "Tensor": Tensor,
+        "FLOAT_DTYPES": FLOAT_DTYPES,
+        "NOSAVED": _NOSAVED,
+        "SAVE": prim.save,
+        "new": _new,
+        "own": _own,
+        "hooks": _hooks_n,
+        "note_untracked": _note_untracked,
+        "note_edge": _note_edge,
+        "note_exported_operands": _note_exported_operands,
+        "watch_on_read": _watch_on_read,
+        "where": _where,
+        "complex_node": _complex_node,
+    }
+    return generate("record", _RECORDN.format(**_saved_n(prim)), ns)
+
+
 def _saved_text(prim: Primitive, operands: tuple[str, ...]) -> str:
     """The residual list a primitive declares, as source over the operand names and ``d`` (the output)."""
     s = prim.save
