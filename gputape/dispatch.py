@@ -261,6 +261,8 @@ def _entry(prim: Primitive, name: str, template: str, doc: str, **env: Any) -> C
     }
     fn = generate(name, src, ns)
     fn.__doc__ = doc
+    if prim.public is None:
+        prim.public = fn  # F.<name> on tensors (gputape.ops' VJP namespace)
     return fn
 
 

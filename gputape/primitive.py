@@ -38,7 +38,20 @@ class Primitive:
     they stay correct under them.
     """
 
-    __slots__ = ("batchable", "call", "cpu", "doc", "fwd", "name", "nout", "record", "save", "save_out", "vjp")
+    __slots__ = (
+        "batchable",
+        "call",
+        "cpu",
+        "doc",
+        "fwd",
+        "name",
+        "nout",
+        "public",
+        "record",
+        "save",
+        "save_out",
+        "vjp",
+    )
 
     def __init__(
         self,
@@ -66,6 +79,9 @@ class Primitive:
         # ``record(obs, args, params, res, datas)``: the recorder generated for this primitive
         # (gputape.recording.recorder_n, set with ``call``); None: the generic recorder
         self.record: Callable[..., None] | None = None
+        # the public function (gt.nn.sigmoid), for VJPs that call the primitive by name on tensors
+        # (``F.sigmoid`` in gputape.ops' namespace); None: the primitive itself, through ``call``
+        self.public: Callable[..., Any] | None = None
 
     def defvjp(self, vjp: Callable[..., Any]) -> Callable[..., Any]:
         """Register ``vjp`` as this primitive's vector-Jacobian product."""
@@ -214,5 +230,6 @@ def _complex_prim(prim: Primitive, holomorphic: bool) -> Primitive:
     c.cpu = prim.cpu
     c.call = prim.call
     c.record = None  # (a complex node's clone is never dispatched: it only runs the VJP)
+    c.public = prim.public
     c.doc = prim.doc
     return c

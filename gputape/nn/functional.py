@@ -18,7 +18,7 @@ from .. import _kernel_build as _kb
 from .. import expr as _x
 from .. import expr_forward as _xf
 from ..dispatch import apply, primitive
-from ..ops import _util, erf, log1p, maximum, mean, multiply, negative, raw_namespace, register_f, tanh
+from ..ops import _util, erf, log1p, maximum, mean, multiply, negative, raw_namespace, tanh
 from ..ops import abs as _abs
 from ..ops import elementwise as _el
 from ..ops import sum as _sum
@@ -233,8 +233,8 @@ def log_softmax(x: Any, axis: int = -1) -> Any:
     return apply(_log_softmax, (x,), {"axis": _neg_axis(x, axis, "log_softmax")})
 
 
-register_f("sigmoid", sigmoid, _sigmoid_fwd)
-register_f("softmax", softmax, _softmax_fwd)
+_sigmoid.public = sigmoid  # what F.sigmoid / F.softmax are when a tape records a VJP (gputape.ops)
+_softmax.public = softmax
 
 
 # -- losses ------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import _errors
 from .. import backend as _backend
+from ..primitive import REGISTRY
 from ..tensor import Tensor, Variable, _wrap
 from . import _methods, _protocols, creation, elementwise, linalg, reduce, shape
 from ._util import norm_dtype as _norm_dtype
@@ -191,23 +192,40 @@ def _np_sum(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     return np.add.reduce(x, axis=axis, keepdims=keepdims)
 
 
+class _Namespace(types.SimpleNamespace):
+    """A VJP namespace ``F``: array functions by name, and every registered primitive by its name.
+
+    A name the namespace was not built with (``F.sigmoid``, ``F.softmax``, ``F.erf``: primitives
+    declared elsewhere, also above this layer) is looked up in the registry on first use and
+    kept: in the raw namespace of array module ``xp`` it is the primitive's forward on ``xp``'s
+    arrays, in :data:`DIFF_NAMESPACE` the public function the primitive declares
+    (``Primitive.public``), so a recording tape records it. Nothing is pushed into the
+    namespaces from outside.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        prim = REGISTRY.get(name)
+        fn = None if prim is None else self._resolve(prim)
+        if fn is None:
+            raise AttributeError(f"the VJP namespace has no {name!r}: neither an array function nor a primitive")
+        setattr(self, name, fn)
+        return fn
+
+    def _resolve(self, prim: Any) -> Any:
+        xp = self.__dict__.get("xp")
+        if xp is None:
+            return prim.public
+        return partial(prim.fwd, xp)
+
+
 _raw_cache: dict[Any, Any] = {}
-_raw_extras: dict[str, Any] = {}
-
-
-def register_f(name: str, diff_fn: Any, raw_fwd: Any) -> None:
-    """Make ``F.name`` available to VJPs: ``diff_fn`` on tensors, ``raw_fwd(xp, ...)`` on arrays."""
-    setattr(DIFF_NAMESPACE, name, diff_fn)
-    _raw_extras[name] = raw_fwd
-    for xp, ns in _raw_cache.items():
-        setattr(ns, name, partial(raw_fwd, xp))
 
 
 def raw_namespace(xp: Any) -> Any:
     """The namespace VJPs see in the fast (unrecorded) sweep: ``xp`` plus gputape's helpers."""
     ns = _raw_cache.get(xp)
     if ns is None:
-        ns = types.SimpleNamespace(**{n: getattr(xp, n) for n in _F_NAMES if hasattr(xp, n)})
+        ns = _Namespace(**{n: getattr(xp, n) for n in _F_NAMES if hasattr(xp, n)})
         if xp is np:
             ns.sum = _np_sum  # VJPs sum floats: the ufunc method, without np.sum's wrappers
         ns.multiply_no_nan = partial(elementwise._mul_no_nan_fwd, xp)
@@ -216,21 +234,17 @@ def raw_namespace(xp: Any) -> Any:
         ns.getitem = _raw_getitem
         ns.xp = xp
         ns.gpu = xp is not np  # generated VJPs launch one fused kernel on a GPU
-        for name, fwd in _raw_extras.items():
-            setattr(ns, name, partial(fwd, xp))
         _raw_cache[xp] = ns
     return ns
 
 
 _g = globals()
-DIFF_NAMESPACE = types.SimpleNamespace(**{n: _g[n] for n in _F_NAMES})
+DIFF_NAMESPACE = _Namespace(**{n: _g[n] for n in _F_NAMES})
 DIFF_NAMESPACE.sum_to = partial(_sum_to_impl, DIFF_NAMESPACE)
 DIFF_NAMESPACE.scatter = scatter
 DIFF_NAMESPACE.getitem = getitem
 DIFF_NAMESPACE.xp = None
 DIFF_NAMESPACE.gpu = False
-register_f("erf", erf, elementwise._erf_numpy)
-
 
 
 # -- operators and methods on Tensor ---------------------------------------------------
