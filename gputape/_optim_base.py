@@ -23,7 +23,7 @@ from ._optim_fused import FusedOptimizer
 from ._optim_schedules import _integer, _rate, _real
 from ._state import defer_interrupts
 from .tape import GputapeWarning, GradientTape
-from .tensor import Tensor, Variable, _wrap
+from .tensor import Tensor, Variable
 
 
 def _same_host_kind(a: np.ndarray, d: Any) -> bool:
@@ -420,8 +420,8 @@ class Optimizer:
                 slots, spare = entry[1], entry[2] or self._spares(entry)
             delta, add = compute(g, lr, slots, spare, step)
             if wd:
-                assigns.append((v.assign_sub, _wrap(_rules.decoupled_decay(v._data, lr, wd))))
-            assigns.append((v.assign_add if add else v.assign_sub, _wrap(delta)))
+                assigns.append((v, _rules.decoupled_decay(v._data, lr, wd), False))
+            assigns.append((v, delta, add))
         # Phase 2 commits: reference swaps and assignments of arrays whose shapes, dtypes and
         # devices were checked above, with Ctrl-C held until the last one. assign_* keep
         # copy-on-write (a value a live tape holds is replaced, not changed); the copy that
@@ -431,8 +431,8 @@ class Optimizer:
                 entry[1], entry[2] = entry[2], entry[1]
             for entry in fresh:
                 entries[id(entry[0])] = entry  # type: ignore[index]
-            for assign, delta in assigns:
-                assign(delta)
+            for v, delta, add in assigns:
+                v._assign_delta(delta, add)
             self._count_step(step)
         return step
 

@@ -562,6 +562,23 @@ class Variable(Tensor):
         _note_assign(self, "assign_add", arr)
         return self
 
+    def _assign_delta(self, arr: Any, add: bool) -> None:
+        """``assign_add``/``assign_sub`` of a raw array, for the optimizers' commit.
+
+        The optimizers compute ``arr`` from a gradient they checked against this variable, so
+        the conversion of a Tensor argument is skipped (the kind test stays); the in-place or
+        copy-on-write rule and the trace notification are ``assign_add``'s.
+        """
+        if not _same_kind(arr, self._data):
+            arr = self._check("assign_add" if add else "assign_sub", _wrap(arr))
+        xp = backend.xp_of(self._data)
+        op = xp.add if add else xp.subtract
+        if self._exclusive():
+            op(self._data, arr, out=self._data)
+        else:
+            self._data = op(self._data, arr, out=xp.empty_like(self._data))
+        _note_assign(self, "assign_add" if add else "assign_sub", arr)
+
     def assign_sub(self, delta: Any) -> Variable:
         """Subtract ``delta`` in place (or copy-on-write when a tape holds the value).
 
