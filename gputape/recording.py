@@ -202,7 +202,8 @@ _HEAD = """\
         return
     d = res._data
     dt = d.dtype
-    if dt not in FLOAT_DTYPES and dt.kind != "c":
+    cplx = dt not in FLOAT_DTYPES  # (one set lookup; complex is the rare case)
+    if cplx and dt.kind != "c":
         note_untracked(tapes, NAME, ({args}), res)  # integer and bool results carry no gradient
         return
 """
@@ -229,7 +230,7 @@ def record(obs, {params}, res):
             node.out = res._id
             node.meta = (shape, dt)
             node.info = (where(), shape, dt) if obs.locations else None
-            if node.casts is not None or dt.kind == "c":
+            if node.casts is not None or cplx:
                 complex_node(node, dt)
         tape._nodes.append(node)
         tt.add(res._id)
@@ -279,7 +280,7 @@ def record(obs, {params}, res):
             node.out = res._id
             node.meta = (d.shape, dt)
             node.info = (where(), d.shape, dt) if obs.locations else None
-            if casts is not None or dt.kind == "c":
+            if casts is not None or cplx:
                 complex_node(node, dt)
         tape._nodes.append(node)
         tt.add(res._id)
@@ -295,7 +296,8 @@ def record(obs, args, params, res, datas):
         return
     d = res._data
     dt = d.dtype
-    if dt not in FLOAT_DTYPES and dt.kind != "c":
+    cplx = dt not in FLOAT_DTYPES
+    if cplx and dt.kind != "c":
         note_untracked(tapes, NAME, args, res)  # integer and bool results carry no gradient
         return
     node = None
@@ -340,7 +342,7 @@ def record(obs, args, params, res, datas):
             node.out = res._id
             node.meta = (d.shape, dt)
             node.info = (where(), d.shape, dt) if obs.locations else None
-            if casts is not None or dt.kind == "c":
+            if casts is not None or cplx:
                 complex_node(node, dt)
         tape._nodes.append(node)
         tt.add(res._id)
