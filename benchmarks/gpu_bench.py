@@ -8,7 +8,8 @@
 2. The 784-256-256-10 MLP training step, batch 1024, Adam: gputape on the GPU
    (with ``gt.optim.Adam`` and with the fused one-launch optimizer) against
    numpy by hand on the CPU, gputape on the CPU and PyTorch CUDA eager (default
-   and fused Adam) when torch is importable; ms per step, and every system's
+   and fused Adam) and PyTorch's whole step captured in one CUDA graph (capturable
+   Adam, static buffers) when torch is importable; ms per step, and every system's
    loss after the same steps from the same weights, so a wrong step shows.
 
 Without a GPU it exits with status 2 and says why: it never reports CPU numbers
@@ -310,6 +311,67 @@ def torch_mlp(X: np.ndarray, Y: np.ndarray, init: list[np.ndarray], device: str,
     return step
 
 
+def restart_torch_training(params: list[Any], opt: Any, init: list[np.ndarray]) -> None:
+    """Put ``params`` back to ``init`` and ``opt`` (Adam) back to step 0, in place.
+
+    A CUDA-graphed step must be warmed up (and captured) before it is timed, which moves the
+    weights; writing the start back into the very same tensors (the graph holds their
+    addresses) makes its first replay the first step from the shared start, as for every
+    other system, so the loss check compares the same trajectory.
+    """
+    import torch
+
+    with torch.no_grad():
+        for p, a in zip(params, init):
+            p.copy_(torch.as_tensor(a, device=p.device))
+            p.grad = None if p.grad is None else p.grad.zero_()
+        for state in opt.state.values():
+            for v in state.values():
+                if torch.is_tensor(v):
+                    v.zero_()
+
+
+def torch_graphed_mlp(X: np.ndarray, Y: np.ndarray, init: list[np.ndarray], device: str) -> Callable[[], Any]:
+    """PyTorch's fastest form of this small step: the whole step (forward, backward, a capturable
+    Adam, whose step count lives on the device) captured in one CUDA graph, static input buffers,
+    replayed per call: PyTorch's "whole-network capture" recipe."""
+    import torch
+
+    dev = torch.device(device)
+    ps = [torch.tensor(a, device=dev, requires_grad=True) for a in init]
+    x = torch.tensor(X, device=dev)
+    y = torch.tensor(Y, device=dev)
+    opt = torch.optim.Adam(ps, lr=LR, eps=1e-7, capturable=True)
+    w1, b1, w2, b2, w3, b3 = ps
+
+    def body() -> Any:
+        h = torch.relu(x @ w1 + b1)
+        h = torch.relu(h @ w2 + b2)
+        loss = torch.nn.functional.cross_entropy(h @ w3 + b3, y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up on a side stream (cuBLAS handles, the optimizer's state)
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            body()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        static_loss = body()
+    restart_torch_training(ps, opt, init)
+
+    def step() -> Any:
+        graph.replay()
+        return static_loss.detach()
+
+    return step
+
+
 def mlp_systems(device: str, batch: int) -> dict[str, Callable[[], Any]]:
     """Every system's step from the same data and weights: numpy (CPU) and gputape (CPU)
     always; gputape and PyTorch on ``device`` when it is a GPU; PyTorch on the CPU otherwise."""
@@ -336,6 +398,10 @@ def mlp_systems(device: str, batch: int) -> dict[str, Callable[[], Any]]:
     elif torch.cuda.is_available():
         out[f"torch eager ({device}, Adam foreach)"] = torch_mlp(X, Y, init, device, fused=False)
         out[f"torch eager ({device}, Adam fused)"] = torch_mlp(X, Y, init, device, fused=True)
+        try:
+            out[f"torch CUDA graph ({device}, capturable Adam)"] = torch_graphed_mlp(X, Y, init, device)
+        except Exception as exc:  # a peer that cannot capture here is reported, not fatal
+            print(f"gpu_bench: torch CUDA-graph peer unavailable: {type(exc).__name__}: {exc}", file=sys.stderr)
     return out
 
 

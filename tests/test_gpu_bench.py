@@ -41,6 +41,37 @@ def test_every_mlp_system_takes_the_same_steps(bench):
         np.testing.assert_allclose(got, ref, rtol=rtol, err_msg=name)
 
 
+def test_the_graphed_torch_peer_restarts_from_the_shared_start(bench):
+    """The CUDA-graphed PyTorch step is warmed up before it is timed; restart_torch_training must
+    put weights and Adam's state back so its steps are the fresh run's (checked on the CPU)."""
+    torch = pytest.importorskip("torch")
+    X, Y, init = bench.mlp_data(32)
+
+    def losses(warm: bool) -> list[float]:
+        ps = [torch.tensor(a, requires_grad=True) for a in init]
+        opt = torch.optim.Adam(ps, lr=bench.LR, eps=1e-7)
+        x, y = torch.tensor(X), torch.tensor(Y)
+
+        def step() -> float:
+            h = torch.relu(x @ ps[0] + ps[1])
+            h = torch.relu(h @ ps[2] + ps[3])
+            loss = torch.nn.functional.cross_entropy(h @ ps[4] + ps[5], y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            return float(loss.detach())
+
+        if warm:
+            for _ in range(3):
+                step()
+            bench.restart_torch_training(ps, opt, init)
+        return [step() for _ in range(4)]
+
+    fresh, restarted = losses(False), losses(True)
+    assert fresh == restarted  # bit for bit: the same start, the same steps
+    assert fresh[0] > fresh[-1]
+
+
 def test_fused_optimizer_variant_matches_on_the_cpu(bench):
     X, Y, init = bench.mlp_data(32)
     a = bench.gputape_mlp(X, Y, init, "cpu", fused=False)
