@@ -70,7 +70,7 @@ from . import _state, config
 from . import expr as _expr
 from ._state import tls as _tls
 from .backward import _sweep
-from .primitive import Node
+from .primitive import Node, Swept
 
 _log = logging.getLogger("gputape")
 
@@ -282,6 +282,7 @@ def _generate(tape: Any, seeds: dict, source_ids: list, F: Any, slot: dict, rel:
         rets.append("None" if w.state.get(s, _ABSENT) == _ABSENT else f"g{s}")
     w.emit(f"return ({''.join(r + ', ' for r in rets)})")
     w.ns["F"] = F
+    w.ns["SW"] = Swept
     src = "\n".join(w.lines) + "\n"
     exec(compile(src, f"<gputape compiled backward of {len(nodes)} nodes>", "exec"), w.ns)
     fn = w.ns["backward"]
@@ -328,7 +329,7 @@ def _node(
         w.depth += 1
     w.emit(f"n = N[{p}]")
     if not persistent:
-        w.emit(f"N[{p}] = n.swept()")  # the residual-free record explain() walks
+        w.emit(f"N[{p}] = SW((n.prim, n.ids, n.out, n.info))")  # Node.swept(), inline: the record explain() walks
     if True not in needs:
         w.emit("pass")
     elif inline:
@@ -345,8 +346,13 @@ def _node(
                 temps.append(k)
         if ops:
             w.emit(f"del {', '.join(ops)}")
+        # An elementwise primitive whose operands are all tensors has the broadcast of their
+        # shapes as its output, and so as its cotangent's shape: where an input has that shape
+        # already, no reduction can be needed. (A constant operand's shape is not in the key: a
+        # later tape's array constant may broadcast further, so those keep the run-time test.)
+        known = None if None in n.shapes else _broadcast(n.shapes)
         for k in temps:
-            _fit(w, p, k, n, slot[ids[k]])
+            _fit(w, p, k, n, slot[ids[k]], shape_known=known is not None and n.shapes[k] == known)
     else:
         vjp = w.const(f"V{p}", n.prim.vjp)
         if len(ids) <= 2:
@@ -366,11 +372,24 @@ def _node(
         w.depth -= 1
 
 
-def _fit(w: _Writer, p: int, k: int, n: Any, s: int) -> None:
-    """The sweep's reduction to the input's shape, cast to its dtype, and accumulation."""
+def _broadcast(shapes: tuple) -> tuple | None:
+    """numpy's broadcast of ``shapes`` (None when they do not broadcast: nothing is assumed then)."""
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        return None
+
+
+def _fit(w: _Writer, p: int, k: int, n: Any, s: int, shape_known: bool = False) -> None:
+    """The sweep's reduction to the input's shape, cast to its dtype, and accumulation.
+
+    ``shape_known``: the cotangent has the input's shape on every run (the sweep's test would
+    always be false), so the test is left out.
+    """
     shape = n.shapes[k]
-    lit = _literal(shape) or w.const(f"H{p}_{k}", shape)
-    w.emit(f"if t{k}.shape != {lit}: t{k} = F.sum_to(t{k}, {lit}, 0)")
+    if not shape_known:
+        lit = _literal(shape) or w.const(f"H{p}_{k}", shape)
+        w.emit(f"if t{k}.shape != {lit}: t{k} = F.sum_to(t{k}, {lit}, 0)")
     casts = n.casts
     if casts is not None and casts[k] is not None:
         w.emit(f"t{k} = t{k}.astype({w.const(f'C{p}_{k}', casts[k])})")
