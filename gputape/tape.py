@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _state, backend
+from . import _errors, _state, backend
 from . import tensor as _tensor_mod
 from ._backward_compile import gradients as _compiled_gradients
 from ._nest import flatten as _flatten
@@ -106,6 +106,21 @@ def _namespace(diff: bool, seeds: dict[int, Any]) -> Any:
     return _raw_namespace(np if type(first) is _ndarray else backend.xp_of(first))
 
 
+def _flag(value: Any, name: str) -> bool:
+    """A constructor switch: True/False (numpy bools, 0/1 and None as TensorFlow's truthiness
+    takes them); a string or an array is refused rather than read as True.
+
+    >>> _flag(np.True_, "persistent"), _flag(None, "persistent")
+    (True, False)
+    """
+    if value is None or isinstance(value, (bool, int, np.bool_, np.integer)):
+        return bool(value)
+    raise TypeError(
+        f"GradientTape: {name} must be True or False, got {_errors.describe(value)}; "
+        f"pass GradientTape({name}=True) or GradientTape({name}=False)"
+    )
+
+
 def _spanned(fn: Callable[..., Any]) -> Callable[..., Any]:
     """A tape method that ``gt.profiler`` times as one ``tape`` event (the whole backward)."""
     name = fn.__name__
@@ -149,9 +164,9 @@ class GradientTape(_state.Scope):
         watch_accessed_variables: bool = True,
         compile: bool = True,  # noqa: A002 (the option's name: GradientTape(compile=False))
     ) -> None:
-        self._compile = bool(compile)
-        self._persistent = bool(persistent)
-        self._auto = bool(watch_accessed_variables)
+        self._compile = _flag(compile, "compile")
+        self._persistent = _flag(persistent, "persistent")
+        self._auto = _flag(watch_accessed_variables, "watch_accessed_variables")
         self._tensors: set[int] | None = None  # ids this tape tracks (watched or recorded)
         self._watched_vars: dict[int, Variable] = {}
         self._fresh()

@@ -1575,3 +1575,14 @@ def test_gradients_are_freed_without_the_garbage_collector():
         assert ref() is None, "a reference cycle keeps the gradient alive"
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("name", ["persistent", "watch_accessed_variables", "compile"])
+def test_tape_switches_refuse_strings_and_arrays_instead_of_reading_them_as_true(name):
+    for bad in ("no", "False", np.array([True, False]), [0]):
+        with pytest.raises(TypeError, match=f"GradientTape: {name} must be True or False"):
+            gt.GradientTape(**{name: bad})
+    for ok, want in ((True, True), (0, False), (np.bool_(True), True), (None, False)):
+        tape = gt.GradientTape(**{name: ok})
+        got = {"persistent": tape._persistent, "watch_accessed_variables": tape._auto, "compile": tape._compile}[name]
+        assert got is want
