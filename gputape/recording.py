@@ -189,14 +189,14 @@ def _hooks(obs: _state.Observers, prim: Primitive, args: tuple, res: Tensor) -> 
         _note_reads(obs, args)
 
 
-# The recorders of the generated entry points (gputape.dispatch): _record specialised to one
-# or two operands, no parameters and one output, written out per primitive with its saved
-# residuals baked in. One node layout (Node) for all of them and for _make_node.
+# The generated recorders (gputape.dispatch): _record specialised to one or two operands
+# without parameters, or to any operands of a one-output primitive, written out per primitive
+# with its saved residuals baked in. One node layout (Node) for all of them and for _make_node.
 
-# the start of both recorders: the other observers, then only floating and complex results
+# the start of every recorder: the other observers, then only floating and complex results
 _HEAD = """\
     if obs.hooks:
-        hooks(obs, prim, ({args}), res)
+        {hooks}
     tapes = obs.tapes
     if not tapes:
         return
@@ -204,12 +204,25 @@ _HEAD = """\
     dt = d.dtype
     cplx = dt not in FLOAT_DTYPES  # (one set lookup; complex is the rare case)
     if cplx and dt.kind != "c":
-        note_untracked(tapes, NAME, ({args}), res)  # integer and bool results carry no gradient
+        note_untracked(tapes, NAME, {args}, res)  # integer and bool results carry no gradient
         return
 """
 
+# the end of every recorder: the node's residuals, output and location, then on the tape
+_TAIL = """\
+            node.casts = casts
+            node.saved = {saved}
+            node.out = res._id
+            node.meta = ({shape}, dt)
+            node.info = (where(), {shape}, dt) if obs.locations else None
+            if casts is not None or cplx:
+                complex_node(node, dt)
+        tape._nodes.append(node)
+        tt.add(res._id)
+"""
+
 _RECORD1 = """
-def record(obs, {params}, res):
+def record(obs, x, res):
 {head}    node = None
     xid = x._id
     for tape in tapes:
@@ -225,19 +238,11 @@ def record(obs, {params}, res):
             node.ids = (xid,)
             shape = xd.shape  # an elementwise primitive: the output has this shape too
             node.shapes = (shape,)
-            node.casts = None if xd.dtype is dt else (xd.dtype,)
-            node.saved = {saved}
-            node.out = res._id
-            node.meta = (shape, dt)
-            node.info = (where(), shape, dt) if obs.locations else None
-            if node.casts is not None or cplx:
-                complex_node(node, dt)
-        tape._nodes.append(node)
-        tt.add(res._id)
-"""
+            casts = None if xd.dtype is dt else (xd.dtype,)
+{tail}"""
 
 _RECORD2 = """
-def record(obs, {params}, res):
+def record(obs, x, y, res):
 {head}    xt = isinstance(x, Tensor)
     yt = isinstance(y, Tensor)
     node = None
@@ -275,32 +280,12 @@ def record(obs, {params}, res):
                     casts = [None, yd.dtype]
                 node.ids = (0, y._id)
                 node.shapes = (None, yd.shape)
-            node.casts = casts
-            node.saved = {saved}
-            node.out = res._id
-            node.meta = (d.shape, dt)
-            node.info = (where(), d.shape, dt) if obs.locations else None
-            if casts is not None or cplx:
-                complex_node(node, dt)
-        tape._nodes.append(node)
-        tt.add(res._id)
-"""
+{tail}"""
 
 
 _RECORDN = """
 def record(obs, args, params, res, datas):
-    if obs.hooks:
-        hooks(obs, prim, args, params, res, datas)
-    tapes = obs.tapes
-    if not tapes:
-        return
-    d = res._data
-    dt = d.dtype
-    cplx = dt not in FLOAT_DTYPES
-    if cplx and dt.kind != "c":
-        note_untracked(tapes, NAME, args, res)  # integer and bool results carry no gradient
-        return
-    node = None
+{head}    node = None
     for tape in tapes:
         tt = tape._tensors
         hit = False
@@ -320,8 +305,7 @@ def record(obs, args, params, res, datas):
             ids = []
             shapes = []
             consts = datas if datas is not None else args
-            saved = {saved0}
-            k = 0
+{saved0}            k = 0
             for a in args:
                 if isinstance(a, Tensor):
                     x = a._data
@@ -337,16 +321,7 @@ def record(obs, args, params, res, datas):
                 k += 1
             node.ids = tuple(ids)
             node.shapes = tuple(shapes)
-            node.casts = casts
-            node.saved = {saved}
-            node.out = res._id
-            node.meta = (d.shape, dt)
-            node.info = (where(), d.shape, dt) if obs.locations else None
-            if casts is not None or cplx:
-                complex_node(node, dt)
-        tape._nodes.append(node)
-        tt.add(res._id)
-"""
+{tail}"""
 
 
 def _hooks_n(obs: _state.Observers, prim: Primitive, args: tuple, params: dict, res: Any, datas: Any) -> None:
@@ -369,13 +344,13 @@ def _saved_n(prim: Primitive) -> dict[str, str]:
     out = "d" if prim.save_out else None
     if s is True:
         parts = {
-            "saved0": "[]",
+            "saved0": "            saved = []\n",
             "save_t": "\n                    saved.append(x)",
             "save_c": "\n                    saved.append(own(consts[k]))",
         }
         parts["saved"] = "saved + [d]" if out else "saved"
         return parts
-    parts = {"saved0": "None", "save_t": "", "save_c": ""}
+    parts = {"saved0": "", "save_t": "", "save_c": ""}
     if type(s) is slice:
         picked = "[args[i]._data if isinstance(args[i], Tensor) else own(consts[i]) for i in range(len(args))[SAVE]]"
     elif s:
@@ -396,25 +371,9 @@ def recorder_n(prim: Primitive) -> Callable[..., None]:
     """
     if prim.nout != 1:
         raise ValueError(f"recorder_n: {prim.name} has {prim.nout} outputs; those take _record")
-    ns = {
-        "prim": prim,
-        "NAME": prim.name,
-        "Node": Node,
-        "Tensor": Tensor,
-        "FLOAT_DTYPES": FLOAT_DTYPES,
-        "NOSAVED": _NOSAVED,
-        "SAVE": prim.save,
-        "new": _new,
-        "own": _own,
-        "hooks": _hooks_n,
-        "note_untracked": _note_untracked,
-        "note_edge": _note_edge,
-        "note_exported_operands": _note_exported_operands,
-        "watch_on_read": _watch_on_read,
-        "where": _where,
-        "complex_node": _complex_node,
-    }
-    return generate("record", _RECORDN.format(**_saved_n(prim)), ns)
+    parts = _saved_n(prim)
+    hooks = "hooks(obs, prim, args, params, res, datas)"
+    return _generate(prim, _RECORDN, "args", "d.shape", hooks, _hooks_n, parts.pop("saved"), **parts)
 
 
 def _saved_text(prim: Primitive, operands: tuple[str, ...]) -> str:
@@ -431,7 +390,14 @@ def _saved_text(prim: Primitive, operands: tuple[str, ...]) -> str:
     return f"[{', '.join(names)}]" if names else "NOSAVED"
 
 
-def _recorder(prim: Primitive, template: str, operands: tuple[str, ...]) -> Callable[..., None]:
+def _generate(
+    prim: Primitive, template: str, args: str, shape: str, hooks: str, hooks_fn: Any, saved: str, **parts: str
+) -> Callable[..., None]:
+    """One recorder of ``prim`` from ``template`` with its head and tail filled in.
+
+    ``args``: the source of the operand tuple; ``shape``: of the output's shape; ``hooks``: the
+    call of ``hooks_fn`` for the other observers; ``saved``: of the residual list.
+    """
     ns = {
         "prim": prim,
         "NAME": prim.name,
@@ -440,27 +406,31 @@ def _recorder(prim: Primitive, template: str, operands: tuple[str, ...]) -> Call
         "FLOAT_DTYPES": FLOAT_DTYPES,
         "NOPARAMS": _NOPARAMS,
         "NOSAVED": _NOSAVED,
+        "SAVE": prim.save,
         "new": _new,
-        "hooks": _hooks,
+        "own": _own,
+        "hooks": hooks_fn,
         "note_untracked": _note_untracked,
         "note_edge": _note_edge,
+        "note_exported_operands": _note_exported_operands,
         "watch_on_read": _watch_on_read,
         "where": _where,
         "complex_node": _complex_node,
     }
-    params = "x" if template is _RECORD1 else "x, y"
-    head = _HEAD.format(args="x," if template is _RECORD1 else "x, y")
-    return generate("record", template.format(saved=_saved_text(prim, operands), params=params, head=head), ns)
+    head = _HEAD.format(hooks=hooks, args=args)
+    tail = _TAIL.format(saved=saved, shape=shape)
+    return generate("record", template.format(head=head, tail=tail, **parts), ns)
 
 
 def recorder1(prim: Primitive) -> Callable[[Any, Tensor, Tensor], None]:
     """``record(obs, x, res)`` for a generated one-operand entry point of ``prim``."""
-    return _recorder(prim, _RECORD1, ("xd",))
+    return _generate(prim, _RECORD1, "(x,)", "shape", "hooks(obs, prim, (x,), res)", _hooks, _saved_text(prim, ("xd",)))
 
 
 def recorder2(prim: Primitive) -> Callable[[Any, Any, Any, Tensor], None]:
     """``record(obs, x, y, res)`` for a generated two-operand entry point of ``prim``."""
-    return _recorder(prim, _RECORD2, ("xd", "yd"))
+    saved = _saved_text(prim, ("xd", "yd"))
+    return _generate(prim, _RECORD2, "(x, y)", "d.shape", "hooks(obs, prim, (x, y), res)", _hooks, saved)
 
 
 def _note_exported_operands(tape: Any, args: tuple, res: Any) -> None:
