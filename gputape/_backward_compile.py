@@ -56,7 +56,6 @@ out, the tape was already swept, no source was recorded, a tape of over :data:`M
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
 import threading
@@ -91,21 +90,20 @@ def gradients(tape: Any, seeds: dict[int, Any], source_ids: list[int], diff: boo
 
     ``F`` is the VJPs' namespace, as for the sweep (the tape, above the ops, passes it).
     """
-    sweep = functools.partial(_sweep, F=F)
     if not (tape._compile and config._compile_backward):
-        return _fallback("opted_out", tape, seeds, source_ids, diff, sweep)
+        return _fallback("opted_out", tape, seeds, source_ids, diff, F)
     if diff:
-        return _fallback("recording_gradient", tape, seeds, source_ids, diff, sweep)
+        return _fallback("recording_gradient", tape, seeds, source_ids, diff, F)
     obs = _tls.obs
     if obs is not None and (obs.trace is not None or obs.numerics):
         why = "gt.function_trace" if obs.trace is not None else "check_numerics"
-        return _fallback(why, tape, seeds, source_ids, diff, sweep)
+        return _fallback(why, tape, seeds, source_ids, diff, F)
     if _state.profiler is not None:  # the sweep times each VJP for it
-        return _fallback("profiler", tape, seeds, source_ids, diff, sweep)
+        return _fallback("profiler", tape, seeds, source_ids, diff, F)
     xp = F.xp
     found = _structure(tape, seeds, source_ids, xp)
     if type(found) is str:
-        return _fallback(found, tape, seeds, source_ids, diff, sweep)
+        return _fallback(found, tape, seeds, source_ids, diff, F)
     key = found[0]
     fn = _cache.get(key)
     if fn is not None:
@@ -118,21 +116,21 @@ def gradients(tape: Any, seeds: dict[int, Any], source_ids: list[int], diff: boo
     _counts["misses"] += 1
     if key not in _seen:
         _remember(_seen, key, None)
-        return sweep(tape, seeds, source_ids, diff)
+        return _sweep(tape, seeds, source_ids, diff, F)
     try:
         fn = _generate(tape, seeds, source_ids, F, found[1], found[2])
     except Exception:  # a generator bug must not cost the user a gradient: the sweep answers
         _log.exception("gputape: compiling a backward failed; the sweep computes this gradient")
-        return _fallback("compile_error", tape, seeds, source_ids, diff, sweep)
+        return _fallback("compile_error", tape, seeds, source_ids, diff, F)
     _counts["compiles"] += 1
     _seen.pop(key, None)
     _remember(_cache, key, fn)
     return dict(zip(source_ids, fn(tape._nodes, list(seeds.values()))))
 
 
-def _fallback(why: str, tape: Any, seeds: dict, source_ids: list, diff: bool, sweep: Callable[..., dict]) -> dict:
+def _fallback(why: str, tape: Any, seeds: dict, source_ids: list, diff: bool, F: Any) -> dict:
     _fallbacks[why] = _fallbacks.get(why, 0) + 1
-    return sweep(tape, seeds, source_ids, diff)
+    return _sweep(tape, seeds, source_ids, diff, F)
 
 
 def _remember(table: OrderedDict, key: tuple, value: Any) -> None:

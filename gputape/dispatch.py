@@ -138,11 +138,15 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
             if type(d) is _ndarray:
                 datas = _gpu_operands(prim.name, args, datas)
                 break
+    prof = obs = None
+    if _state.anywhere:  # (read once: the forward changes no observer)
+        prof = _state.profiler
+        obs = _tls.obs
     try:
-        if _state.anywhere and _state.profiler is not None:
-            out = _state.profiler.call(prim.name, "forward", prim.fwd, (xp, *datas), params)
-        else:
+        if prof is None:
             out = prim.fwd(xp, *datas, **params)
+        else:
+            out = prof.call(prim.name, "forward", prim.fwd, (xp, *datas), params)
     except Exception as exc:
         raise _op_error(prim, args, params, exc) from exc
     if prim.nout == 1:
@@ -153,14 +157,12 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
         res._id = _next_id()
     else:
         res = [_wrap_op(o if type(o) is _ndarray else _fix_output(o)) for o in out]
-    if _state.anywhere:
-        obs = _tls.obs
-        if obs is not None:
-            rec = prim.record
-            if rec is not None:
-                rec(obs, args, params, res, datas)
-            else:
-                _record(obs, prim, args, params, res, datas)
+    if obs is not None:
+        rec = prim.record
+        if rec is not None:
+            rec(obs, args, params, res, datas)
+        else:
+            _record(obs, prim, args, params, res, datas)
     return res
 
 

@@ -478,8 +478,9 @@ class GradientTape(_state.Scope):
         try:
             with _quiet():
                 # the sweep, or code compiled for a structure seen before (gputape._backward_compile)
-                F = _namespace(diff, seeds) if seeds else None
-                grads = _compiled_gradients(self, seeds, [s._id for s in flat_s], diff, F) if seeds else {}
+                grads = {}
+                if seeds:
+                    grads = _compiled_gradients(self, seeds, [s._id for s in flat_s], diff, _namespace(diff, seeds))
             out = [_result(grads.get(s._id), s, unconnected, diff, None) for s in flat_s]
             if unconnected is UnconnectedGradients.RAISE:
                 self._raise_unconnected(flat_t, flat_s, out)
