@@ -57,7 +57,6 @@ out, the tape was already swept, no source was recorded, a tape of over :data:`M
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -211,11 +210,6 @@ def _structure(tape: Any, seeds: dict, source_ids: list, xp: Any) -> tuple | str
     return tuple(key), slot, rel
 
 
-# The inline VJPs: a declared derivative's text over g (the cotangent), a0.. (the residuals),
-# F (the namespace) and node, renamed to this code's variables
-_TOKEN = re.compile(r"\b(g|a[0-9]+|F|node)\b")
-
-
 class _Writer:
     """The generated function's lines, indentation, constants and gradient variables' states."""
 
@@ -338,9 +332,9 @@ def _node(
             w.emit(f"{', '.join(ops)}, = n.saved")
         temps = []
         for k in range(len(ids)):
-            text = decl.python(k) if needs[k] else None
+            text = decl.python(k, names) if needs[k] else None
             if text is not None:
-                w.emit(f"t{k} = " + _TOKEN.sub(lambda m: names[m.group(1)], text))
+                w.emit(f"t{k} = " + text)
                 temps.append(k)
         if ops:
             w.emit(f"del {', '.join(ops)}")

@@ -41,6 +41,7 @@ This module imports nothing from gputape but :mod:`gputape.backend`.
 from __future__ import annotations
 
 import inspect
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -447,6 +448,10 @@ CUDA_PRELUDE = _cuda_prelude()
 # -- declarations --------------------------------------------------------------------------------
 
 
+# the names a VJP's text is written over (Derivative.python's rename replaces them)
+_VJP_NAMES = re.compile(r"\b(g|a[0-9]+|F|node)\b")
+
+
 class Derivative:
     """One elementwise primitive's derivative: one expression per input, and what it generates.
 
@@ -489,10 +494,17 @@ class Derivative:
         """Variable name -> the name the VJP gives it (``a0``, ``a1``, ... in saved order)."""
         return {n: f"a{j}" for j, n in enumerate(self.operands)}
 
-    def python(self, k: int) -> str | None:
-        """Input ``k``'s cotangent as the VJP's Python text (over ``F``, ``g``, ``a0..``, ``node``)."""
+    def python(self, k: int, rename: dict[str, str] | None = None) -> str | None:
+        """Input ``k``'s cotangent as the VJP's Python text (over ``F``, ``g``, ``a0..``, ``node``).
+
+        ``rename`` maps those names to the ones of the code it is written into (gt.function's
+        replay, the compiled backward), which then evaluates the very text the VJP does.
+        """
         gr = self.grads[k]
-        return None if gr is None else python(gr, self.names())
+        if gr is None:
+            return None
+        text = python(gr, self.names())
+        return text if rename is None else _VJP_NAMES.sub(lambda m: rename[m.group(1)], text)
 
     def _vjp_source(self) -> str:
         args = "".join(f", a{j}" for j in range(len(self.operands)))

@@ -85,7 +85,6 @@ from ..tensor import Tensor, Variable, _wrap
 # other modules use private ones too). The switches Function reads (FUSE_BACKWARD, CAPTURE_GEMM)
 # live below, so monkeypatching them here takes effect.
 from ._codegen import (
-    _TOKEN,
     _fusable,
     _inline_vjp,
     _lhs,

@@ -7,7 +7,6 @@ the CUDA-graph runner turns into a generated kernel.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -113,7 +112,6 @@ def _declared_vjp(step: _Step, consts: list) -> _DeclaredVjp | None:
 # numpy arrays (same operations in the same order, so the same bits), over g the cotangent,
 # a0/a1 the saved operands, F the VJP's namespace and node its node. A Python call per
 # backward op is most of what a compiled elementwise chain pays over numpy.
-_TOKEN = re.compile(r"\b(g|a[0-9]+|F|node)\b")
 
 
 def _inline_vjp(step: _Step, consts: list) -> list[str] | None:
@@ -126,7 +124,7 @@ def _inline_vjp(step: _Step, consts: list) -> list[str] | None:
     lines = []
     for k, o in enumerate(step.outs):
         if o is not None:
-            lines.append(f"s{o} = " + _TOKEN.sub(lambda m: names[m.group(1)], v.decl.python(k)))
+            lines.append(f"s{o} = " + v.decl.python(k, names))
     return lines
 
 
