@@ -43,12 +43,7 @@ def _record(
     obs: _state.Observers, prim: Primitive, args: tuple, params: dict, res: Any, datas: list | None = None
 ) -> None:
     if obs.hooks:
-        if obs.trace is not None:
-            obs.trace.forward(prim, args, params, datas, res)
-        if obs.debug:
-            _debug_hook(obs, prim, args, res)
-        if obs.watchers:
-            _note_reads(obs, args)
+        _hooks_n(obs, prim, args, params, res, datas)
     tapes = obs.tapes
     if not tapes:
         return
@@ -325,7 +320,7 @@ def record(obs, args, params, res, datas):
 
 
 def _hooks_n(obs: _state.Observers, prim: Primitive, args: tuple, params: dict, res: Any, datas: Any) -> None:
-    """The observers besides the tapes, for the generated recorders of :func:`recorder_n`."""
+    """The observers besides the tapes, for :func:`_record` and the recorders of :func:`recorder_n`."""
     if obs.trace is not None:
         obs.trace.forward(prim, args, params, datas, res)
     if obs.debug:
