@@ -288,14 +288,11 @@ def binary_op(prim: Primitive, name: str, doc: str, same: Primitive | None = Non
     """
     env: dict[str, Any] = {"record": recorder2(prim)}
     if same is not None:
-        if same not in _same_ops:
-            _same_ops[same] = unary_op(same, same.name, "")
-        env["same_op"] = _same_ops[same]
+        if same.public is None:  # (declared after this op: its entry point is made here)
+            unary_op(same, same.name, "")
+        env["same_op"] = same.public
         env["same_src"] = "\n            if x is y:\n                return same_op(x)"
     return _entry(prim, name, _BINARY, doc, **env)
-
-
-_same_ops: dict[Primitive, Callable[[Any], Tensor]] = {}
 
 
 def primitive(
