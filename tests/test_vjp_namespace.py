@@ -63,3 +63,18 @@ def test_every_registered_primitive_resolves_in_the_raw_namespace():
     raw = raw_namespace(np)
     missing = [n for n, p in REGISTRY.items() if n.isidentifier() and getattr(raw, n, None) is None]
     assert not missing
+
+
+def test_a_primitive_without_a_public_function_is_named_as_such_on_tensors():
+    from gputape.dispatch import primitive
+
+    @primitive("demo_no_public")
+    def fwd(xp, x):
+        return x
+
+    try:
+        assert raw_namespace(np).demo_no_public(np.ones(2)).tolist() == [1.0, 1.0]
+        with pytest.raises(AttributeError, match="declares no public function"):
+            DIFF_NAMESPACE.demo_no_public
+    finally:
+        del REGISTRY["demo_no_public"]

@@ -207,7 +207,12 @@ class _Namespace(types.SimpleNamespace):
         prim = REGISTRY.get(name)
         fn = None if prim is None else self._resolve(prim)
         if fn is None:
-            raise AttributeError(f"the VJP namespace has no {name!r}: neither an array function nor a primitive")
+            why = (
+                "neither an array function nor a primitive"
+                if prim is None
+                else "the primitive declares no public function (set Primitive.public) for VJPs on tensors"
+            )
+            raise AttributeError(f"the VJP namespace has no {name!r}: {why}")
         setattr(self, name, fn)
         return fn
 
