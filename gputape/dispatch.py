@@ -66,12 +66,19 @@ def _op_error(prim: Primitive, args: tuple, params: dict, exc: Exception) -> Exc
     # exception) means the argument could not be used at all: a TypeError
     cls = ValueError if isinstance(exc, (ValueError, IndexError)) else TypeError
     hint = ""
-    if prim.name in ("matmul", "dot", "einsum"):
+    if prim.name == "matmul" and any(not isinstance(s, tuple) or s == () for s in shapes):  # (a number: its type name)
+        hint = "; matmul takes no scalars (numpy's rule): use * to multiply by a number"
+    elif prim.name in ("matmul", "dot", "einsum"):
         hint = "; the inner dimensions must agree (x.shape[-1] == y.shape[-2])"
     elif len(shapes) > 1:
         hint = "; shapes must be equal or broadcastable (numpy rules)"
     names = _errors.argument_names(args)
-    what = ", ".join(f"{n} of shape {s} and dtype {d}" for n, s, d in zip(names, shapes, dtypes))
+    what = ", ".join(
+        f"{n} = {a!r:.40} (a Python {s})"
+        if isinstance(a, (int, float, complex, list, tuple))
+        else f"{n} of shape {s} and dtype {d}"
+        for n, s, d, a in zip(names, shapes, dtypes, args)
+    )
     return _errors.mark(cls(f"{name}: cannot apply to {what}{extra}{hint}. ({type(exc).__name__}: {exc})"))
 
 

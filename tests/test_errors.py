@@ -467,3 +467,14 @@ def test_tensor_is_immutable():
     t = c([1.0, 2.0])
     with pytest.raises(TypeError):
         t[0] = 3.0
+
+
+def test_matmul_with_a_number_says_to_multiply_and_shows_the_number():
+    a = gt.constant(np.ones((2, 3), np.float32))
+    with pytest.raises(ValueError, match=r"y = 2\.0 \(a Python float\); matmul takes no scalars.*use \*") as e:
+        a @ 2.0
+    assert "gt.matmul" in str(e.value)
+    with pytest.raises(ValueError, match=r"y of shape \(\) and dtype float32; matmul takes no scalars"):
+        gt.matmul(a, gt.constant(2.0))
+    with pytest.raises(ValueError, match=r"inner dimensions must agree"):
+        a @ a  # shapes, not scalars: the other hint
