@@ -8,7 +8,6 @@ from typing import Any
 from .. import _errors
 from ..dispatch import apply, binary_op, primitive
 from ..tensor import as_tensor
-from ._util import NOPARAMS
 
 
 @primitive("matmul", save=True)
