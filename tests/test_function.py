@@ -593,3 +593,53 @@ def test_fused_backward_keeps_the_nan_guard_of_log():
         for _ in range(3):
             np.testing.assert_array_equal(cf(w).numpy(), eager)
     assert cf.graph_report["fused_chains"] == [2]  # log's VJP and 3 * w's, in one kernel
+
+
+# -- the positional fast key (Function.__call__ skips flattening for plain positional calls) --
+
+
+@pytest.mark.filterwarnings("ignore:gt.function.*has been traced:gputape.tape.GputapeWarning")
+def test_fast_key_keeps_every_distinction_of_the_full_key():
+    calls = []
+
+    @gt.function
+    def f(a, b, k):
+        calls.append(1)  # Python runs once per trace
+        return a * b + k
+
+    x32 = gt.constant(np.arange(3, dtype=np.float32))
+    y32 = gt.constant(np.ones(3, np.float32))
+    x64 = gt.constant(np.arange(3, dtype=np.float64))
+    cases = [
+        ((x32, y32, 1.0), 1),  # first trace
+        ((x32, y32, 1.0), 1),  # replay (the fast key)
+        ((gt.constant(np.full(3, 2.0, np.float32)), y32, 1.0), 1),  # same signature, new values
+        ((x32, y32, 2.0), 2),  # a Python value is part of the key
+        ((x32, y32, 2), 3),  # ... and so is its type (int is not float)
+        ((x64, y32, 1.0), 4),  # a dtype
+        ((x32[:2], y32[:2], 1.0), 5),  # a shape
+        ((x32, x32, 1.0), 6),  # the same array twice: another dataflow
+        ((x32.numpy(), y32, 1.0), 6),  # a host array keys as a tensor of its shape (the full key's rule)
+        ((x32.numpy(), y32, 1.0), 6),
+    ]
+    for args, traces in cases:
+        a, b, k = args
+        expect = np.asarray(a) * np.asarray(b) + k
+        np.testing.assert_array_equal(f(*args).numpy(), expect)
+        assert f.tracing_count == traces, args
+    assert len(calls) == 6
+
+
+def test_fast_key_tells_variables_apart_and_reads_their_current_value():
+    @gt.function
+    def f(v, x):
+        return v * x
+
+    v1, v2 = gt.Variable([1.0, 2.0]), gt.Variable([10.0, 20.0])
+    x = gt.constant([1.0, 1.0])
+    assert f(v1, x).numpy().tolist() == [1.0, 2.0]
+    assert f(v2, x).numpy().tolist() == [10.0, 20.0]
+    assert f(v1, x).numpy().tolist() == [1.0, 2.0]
+    v1.assign([3.0, 4.0])
+    assert f(v1, x).numpy().tolist() == [3.0, 4.0]
+    assert f.tracing_count == 2

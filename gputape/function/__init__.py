@@ -148,6 +148,42 @@ CAPTURE_GEMM = os.environ.get("GPUTAPE_CAPTURE_GEMM", "1") != "0"
 FUSE_BACKWARD = os.environ.get("GPUTAPE_FUSE", "1") != "0"
 
 
+_PLAIN = frozenset((int, float, bool, str, type(None)))
+
+
+def _fast_key(args: tuple) -> tuple | None:
+    """A key for ``args`` that decides what :meth:`Function.__call__`'s full key decides, or None.
+
+    Only for calls whose arguments are all leaves: host tensors (their shape and dtype), host
+    arrays, Variables (their identity, as the full key) and plain Python values (type and
+    value), no array passed twice. Anything else (containers, GPU arrays, other objects,
+    aliasing) takes the full key. The full key flattens the arguments and builds a key per
+    leaf (~8 us for a two-argument step); this one is a loop over them.
+    """
+    key = []
+    ids = []
+    for x in args:
+        t = type(x)
+        if t is Tensor:
+            d = x._data
+            if type(d) is not np.ndarray:
+                return None
+            key.append((d.shape, d.dtype))
+            ids.append(id(d))
+        elif t is Variable:
+            key.append(("V", id(x)))
+        elif t is np.ndarray:
+            key.append(("A", x.shape, x.dtype))
+            ids.append(id(x))
+        elif t in _PLAIN:
+            key.append((t, x))
+        else:
+            return None
+    if len(ids) > 1 and len(set(ids)) < len(ids):
+        return None  # an array passed twice is another dataflow (the full key says "alias")
+    return tuple(key)
+
+
 class _Concrete:
     """One traced signature: the compiled replay and how to map arguments and results.
 
@@ -216,6 +252,9 @@ class Function:
         self.capture_gemm = CAPTURE_GEMM if capture_gemm is None else bool(capture_gemm)
         self.fuse = FUSE_BACKWARD if fuse is None else bool(fuse)
         self._cache: dict[Any, _Concrete] = {}
+        # The same recordings under a cheaper key for the common call: positional tensors,
+        # arrays, variables and plain Python values (see _fast_key); filled on a _cache hit.
+        self._fast: dict[tuple, _Concrete] = {}
         self._keys: list[Any] = []
         self._lock = threading.Lock()
         self._warned = False
@@ -265,6 +304,11 @@ class Function:
             # a trace or tape of this thread must see the ops one by one (a custom_gradient
             # forward its variable reads, check_numerics each op): run eagerly
             return self.python_function(*args, **kwargs)
+        fast = None if kwargs else _fast_key(args)
+        if fast is not None:
+            conc = self._fast.get(fast)
+            if conc is not None:
+                return conc(args)  # (positional leaves only: flatten would give these leaves)
         leaves, spec = flatten((args, kwargs))
         seen: dict[int, int] = {}
         key_parts = []
@@ -279,6 +323,8 @@ class Function:
         key = (spec, tuple(key_parts))
         conc = self._cache.get(key)
         if conc is not None:
+            if fast is not None:
+                self._fast[fast] = conc
             return conc(leaves)
         with self._lock:  # one trace at a time; a thread that waited finds the other's trace
             conc = self._cache.get(key)
