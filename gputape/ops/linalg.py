@@ -8,6 +8,7 @@ from typing import Any
 from .. import _errors
 from ..dispatch import apply, binary_op, primitive
 from ..tensor import as_tensor
+from .arithmetic import _doctests
 
 
 @primitive("matmul", save=True)
@@ -199,3 +200,6 @@ def _from_sublists(args: tuple) -> tuple[str, tuple]:
         ops, out = ops[:-1], args[-1]
     spec = ",".join(text(sub) for sub in subs[: len(ops)])
     return (spec + "->" + text(out) if out is not None else spec), tuple(ops)
+
+
+__test__ = _doctests(globals())  # the generated matmul's example
