@@ -212,3 +212,20 @@ def test_the_recording_benchmark_counts_the_ops_it_divides_by():
     assert len(tape._nodes) == recording.OPS  # one node per op: the per-op figures divide by the right count
     m = recording.measure(rounds=2, block=2)
     assert m["numpy_us_per_op"] > 0 and m["recorded_forward_us"] > 0
+
+
+def test_the_overhead_benchmark_times_the_step_it_describes(capsys):
+    from benchmarks import overhead
+
+    # its tiny MLP is the workload's code on tiny arrays: the same loss as numpy's by hand
+    X, Y, Yoh, init = overhead._data()
+    params = [gt.Variable(a) for a in init]
+    loss, grads = wk.gputape_mlp_loss_and_grads(gt.constant(X), Y, params)
+    ref_loss, ref_grads = wk.numpy_mlp_loss_and_grads(X, Y, Yoh, init)
+    np.testing.assert_allclose(float(loss), float(ref_loss), rtol=RTOL)
+    for g, r in zip(grads, ref_grads):
+        np.testing.assert_allclose(g.numpy(), r, rtol=RTOL, atol=ATOL)
+    assert overhead.main(["--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    for row in ("whole step (eager)", "tape.gradient", "update (SGD)", "`logp[rows, y]`", "`negative`"):
+        assert f"| {row} |" in out
