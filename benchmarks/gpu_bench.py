@@ -120,6 +120,13 @@ def bandwidth(cp: Any, n: int) -> list[dict[str, Any]]:
         saved = K.bias_activation(x, cp.zeros(1, f32), act) if K.BACKWARD_SAVES[act] == "y" else x
         t = time_gpu(cp, lambda act=act, saved=saved: K.activation_backward(act, saved, g))
         row(f"fused {act} backward", t, 3 * nb, "fused backward")
+        # the same body with float4 loads (gt.config.set_vector_kernels, off by default until measured here)
+        gt.config.set_vector_kernels(True)
+        try:
+            t = time_gpu(cp, lambda act=act, saved=saved: K.activation_backward(act, saved, g))
+        finally:
+            gt.config.set_vector_kernels(False)
+        row(f"  fused {act} backward, float4 loads", t, 3 * nb, "fused backward")
         unfused = _unfused_backward(cp, act, saved, g)
         if unfused is not None:
             t = time_gpu(cp, unfused)

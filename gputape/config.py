@@ -32,10 +32,12 @@ __all__ = [
     "PhysicalDevice",
     "get_backward_compilation",
     "get_soft_device_placement",
+    "get_vector_kernels",
     "list_logical_devices",
     "list_physical_devices",
     "set_backward_compilation",
     "set_soft_device_placement",
+    "set_vector_kernels",
 ]
 
 _soft_placement = False
@@ -151,3 +153,38 @@ def _listed(cls: type, prefix: str, device_type: str | None, fn: str) -> list:
         raise ValueError(f"gt.config.{fn}: device_type must be 'CPU', 'GPU' or None, got {device_type!r}")
     out = [cls(f"{prefix}:CPU:0", "CPU")] + [cls(f"{prefix}:GPU:{i}", "GPU") for i in _gpu_indices()]
     return out if device_type is None else [d for d in out if d.device_type == device_type.upper()]
+
+
+# The vectorised backward kernels (gputape.expr.Derivative.vector_source): off until a GPU run
+# has measured them against cupy's ElementwiseKernel (benchmarks/gpu_bench.py shows both).
+_vector_kernels = os.environ.get("GPUTAPE_VECTOR_KERNELS", "0").strip().lower() in ("1", "true", "on", "yes")
+
+
+def set_vector_kernels(enabled: bool) -> None:
+    """Use vector loads (``float4``/``double2``) in the elementwise backward kernels on a GPU.
+
+    Applies to the one-input VJP kernels generated from the derivative expressions (the
+    activations' backward, ``exp``, ``tanh``, ...) when every operand has the cotangent's
+    shape, is contiguous and 16-byte aligned and holds at least 65,536 elements; anything
+    else keeps cupy's ElementwiseKernel. Off by default (``GPUTAPE_VECTOR_KERNELS=1`` turns
+    it on): no GPU run has measured it yet. Results are the same expression per element.
+
+    >>> import gputape as gt
+    >>> gt.config.set_vector_kernels(True); gt.config.get_vector_kernels()
+    True
+    >>> gt.config.set_vector_kernels(False)
+    """
+    global _vector_kernels
+    if not isinstance(enabled, (bool, int)):
+        raise TypeError(f"gt.config.set_vector_kernels: enabled must be a bool, got {enabled!r}")
+    _vector_kernels = bool(enabled)
+
+
+def get_vector_kernels() -> bool:
+    """Whether the elementwise backward kernels use vector loads on a GPU (see :func:`set_vector_kernels`).
+
+    >>> import gputape as gt
+    >>> gt.config.get_vector_kernels()
+    False
+    """
+    return _vector_kernels

@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from . import backend
+from . import backend, config
 
 # -- expressions -------------------------------------------------------------------------------
 
@@ -462,7 +462,19 @@ class Derivative:
     order the VJP receives them (``a0, a1, ...``).
     """
 
-    __slots__ = ("_kernels", "grads", "inputs", "name", "operands", "params", "save", "save_out", "source", "vjp")
+    __slots__ = (
+        "_kernels",
+        "gpu_kernel",
+        "grads",
+        "inputs",
+        "name",
+        "operands",
+        "params",
+        "save",
+        "save_out",
+        "source",
+        "vjp",
+    )
 
     def __init__(self, name: str, inputs: tuple[str, ...], grads: tuple[Expr | None, ...], params: tuple[str, ...]):
         self.name = name
@@ -483,7 +495,9 @@ class Derivative:
         self.save: bool | tuple[int, ...] = True if len(idx) == len(inputs) else idx
         self.save_out = "out" in used
         self.operands = [inputs[i] for i in idx] + (["out"] if self.save_out else [])
-        self._kernels: dict[int, Any] = {}
+        self._kernels: dict[Any, Any] = {}
+        # the VJP launches one generated kernel on a GPU (_gpu) instead of a cupy launch per operation
+        self.gpu_kernel = len(inputs) == 1 and _size(self.grads[0]) >= 2
         self.source = self._vjp_source()
         ns: dict[str, Any] = {"_gpu": self._gpu}
         exec(compile(self.source, f"<gputape.expr vjp {name}>", "exec"), ns)
@@ -509,8 +523,7 @@ class Derivative:
     def _vjp_source(self) -> str:
         args = "".join(f", a{j}" for j in range(len(self.operands)))
         lines = [f"def vjp(F, g, needs, nb, node{args}):"]
-        if len(self.inputs) == 1 and _size(self.grads[0]) >= 2:
-            # on a GPU one generated kernel instead of one cupy launch per operation
+        if self.gpu_kernel:
             ps = "".join(f", node.params[{p!r}]" for p in self.params)
             lines += [
                 "    if F.gpu:",
@@ -562,6 +575,56 @@ class Derivative:
         names = self.names()
         return substitute(gr, {n: var(a) for n, a in names.items()}), [names[n] for n in self.kernel_operands(k)]
 
+    def vector_name(self, ctype: str) -> str:
+        """The name of the vectorised kernel (:meth:`vector_source`) for C type ``ctype``."""
+        return f"{self.kernel_name(0)}_vec_{_VECTOR[ctype][2]}"
+
+    def vector_source(self, ctype: str) -> str:
+        """Input 0's backward as a raw CUDA kernel with vector loads (``float4``/``double2``).
+
+        The same body as :meth:`kernel` (the derivative expression's CUDA text), for the case
+        cupy's ElementwiseKernel cannot specialise: every array of one shape, contiguous and
+        16-byte aligned. Each thread of a grid-stride loop loads one vector of each operand,
+        runs the body once per lane and stores one vector; the ``n % width`` elements left
+        over take a scalar loop. Launched by :meth:`_gpu` when ``gt.config.set_vector_kernels``
+        is on (off by default until a GPU run has measured it against the ElementwiseKernel).
+
+        >>> src = DERIVATIVES["tanh"].vector_source("float")
+        >>> "float4" in src and "out = g * (T(1) - a0 * a0)" in src
+        True
+        """
+        vec, width, _ = _VECTOR[ctype]
+        names = self.names()
+        arrays = ["g", *(names[n] for n in self.kernel_operands(0))]
+        body = f"out = {cuda(self.grads[0], names)}"
+        sig = [f"const {ctype}* __restrict__ {a}_" for a in arrays]
+        sig += [f"const {ctype} {p}" for p in self.params]
+        sig += [f"{ctype}* __restrict__ out_", "const long long n"]
+        lines = [
+            CUDA_PRELUDE,
+            f'extern "C" __global__ void {self.vector_name(ctype)}({", ".join(sig)}) {{',
+            f"  typedef {ctype} T;",
+            f"  typedef {vec} V;",
+            "  const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
+            "  const long long stride = (long long)gridDim.x * blockDim.x;",
+            f"  const long long nv = n / {width};",
+            "  for (long long i = first; i < nv; i += stride) {",
+        ]
+        lines += [f"    const V v_{a} = reinterpret_cast<const V*>({a}_)[i];" for a in arrays]
+        lines.append("    V v_out;")
+        for lane in _LANES[:width]:
+            loads = " ".join(f"const T {a} = v_{a}.{lane};" for a in arrays)
+            lines.append(f"    {{ {loads} T out; {body}; v_out.{lane} = out; }}")
+        lines += [
+            "    reinterpret_cast<V*>(out_)[i] = v_out;",
+            "  }",
+            f"  for (long long i = nv * {width} + first; i < n; i += stride) {{",
+            "    " + " ".join(f"const T {a} = {a}_[i];" for a in arrays) + f" T out; {body}; out_[i] = out;",
+            "  }",
+            "}",
+        ]
+        return "\n".join(lines) + "\n"
+
     def _gpu(self, g: Any, *args: Any) -> Any:
         """The unary cotangent in one generated kernel on cupy arrays; None when no kernel fits the dtypes."""
         saved = args[: len(self.operands)]
@@ -569,11 +632,31 @@ class Derivative:
         dt = launch_dtype(np.result_type(g.dtype, *(a.dtype for a in saved)))
         if dt is None:
             return None
-        k = self._kernel_for(g.device.id)
         ops = [a if a.dtype == dt else a.astype(dt) for a in saved]
-        with g.device:
-            out = k(g if g.dtype == dt else g.astype(dt), *ops, *params)
+        gd = g if g.dtype == dt else g.astype(dt)
+        if config._vector_kernels and _vectorisable(gd, ops):
+            out = self._vector_launch(gd, ops, params, dt)
+        else:
+            k = self._kernel_for(g.device.id)
+            with g.device:
+                out = k(gd, *ops, *params)
         return out if out.dtype == g.dtype else out.astype(g.dtype)
+
+    def _vector_launch(self, g: Any, ops: list, params: tuple, dt: np.dtype) -> Any:
+        ctype = "float" if dt == np.float32 else "double"
+        width = _VECTOR[ctype][1]
+        key = (g.device.id, ctype)
+        k = self._kernels.get(key)
+        cp = backend.cupy_module()
+        if k is None:
+            with _lock, cp.cuda.Device(g.device.id):
+                k = self._kernels[key] = cp.RawKernel(self.vector_source(ctype), self.vector_name(ctype))
+        n = g.size
+        blocks = max(1, min((n // width + 255) // 256, _VECTOR_MAX_BLOCKS))
+        with g.device:
+            out = cp.empty(g.shape, dt)
+            k((blocks,), (256,), (g, *ops, *(dt.type(p) for p in params), out, np.int64(n)))
+        return out
 
     def _kernel_for(self, device_id: int) -> Any:
         k = self._kernels.get(device_id)
@@ -590,6 +673,23 @@ class Derivative:
 
 
 _lock = threading.Lock()
+# The vectorised backward kernels (Derivative.vector_source): C type -> (vector type, lanes, suffix).
+_VECTOR = {"float": ("float4", 4, "f32"), "double": ("double2", 2, "f64")}
+_LANES = ("x", "y", "z", "w")
+VECTOR_MIN = 1 << 16  # smaller arrays are launch-bound: the ElementwiseKernel is as fast
+_VECTOR_MAX_BLOCKS = 8192  # of 256 threads: several waves on any GPU; the loop strides over the rest
+
+
+def _vectorisable(g: Any, ops: list) -> bool:
+    """Every array of ``g``'s shape, C-contiguous and 16-byte aligned, and large enough to pay."""
+    if g.size < VECTOR_MIN:
+        return False
+    for a in (g, *ops):
+        if a.shape != g.shape or not a.flags.c_contiguous or a.data.ptr % 16:
+            return False
+    return True
+
+
 KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 

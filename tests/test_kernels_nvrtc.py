@@ -225,3 +225,17 @@ def test_generated_backward_kernels_compile(nvrtc, ctype, arch):
     _assert_clean(ok, log, f"generated backward kernels (T={ctype}) for {arch}")
     for (name, *_), kname in zip(cases, names):
         assert f"{kname}_harness".encode() in cubin, name
+
+
+# The vectorised form of the backward kernels a VJP launches on a GPU (gt.config.set_vector_kernels):
+# all in one translation unit per type and architecture (the prelude is include-guarded).
+@pytest.mark.parametrize(("ctype", "arch"), DECL_CASES, ids=[f"{t}-{a}" for t, a in DECL_CASES])
+def test_vectorised_backward_kernels_compile(nvrtc, ctype, arch):
+    from gputape.expr import DERIVATIVES
+
+    ds = [d for d in DERIVATIVES.values() if d.gpu_kernel]
+    assert len(ds) >= 20  # every activation and most unary math functions
+    ok, log, cubin = nvrtc.compile("".join(d.vector_source(ctype) for d in ds), "vector_backward.cu", arch)
+    _assert_clean(ok, log, f"the vectorised backward kernels (T={ctype}) for {arch}")
+    for d in ds:
+        assert d.vector_name(ctype).encode() in cubin, d.name
