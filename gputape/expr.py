@@ -649,8 +649,7 @@ class Derivative:
         k = self._kernels.get(key)
         cp = backend.cupy_module()
         if k is None:
-            with _lock, cp.cuda.Device(g.device.id):
-                k = self._kernels[key] = cp.RawKernel(self.vector_source(ctype), self.vector_name(ctype))
+            k = self._kernels[key] = _vector_function(cp, self, g.device.id, ctype)
         n = g.size
         blocks = max(1, min((n // width + 255) // 256, _VECTOR_MAX_BLOCKS))
         with g.device:
@@ -678,6 +677,26 @@ _VECTOR = {"float": ("float4", 4, "f32"), "double": ("double2", 2, "f64")}
 _LANES = ("x", "y", "z", "w")
 VECTOR_MIN = 1 << 16  # smaller arrays are launch-bound: the ElementwiseKernel is as fast
 _VECTOR_MAX_BLOCKS = 8192  # of 256 threads: several waves on any GPU; the loop strides over the rest
+
+
+_VECTOR_MODULES: dict[tuple[int, str], tuple[Any, frozenset[str]]] = {}
+
+
+def _vector_function(cp: Any, d: Derivative, device_id: int, ctype: str) -> Any:
+    """``d``'s vectorised kernel on GPU ``device_id``: every declared one's vectorised kernel is
+    compiled in one module per device and C type (one NVRTC run, not one per primitive); one
+    declared after that module was built is compiled on its own."""
+    with _lock, cp.cuda.Device(device_id):
+        key = (device_id, ctype)
+        entry = _VECTOR_MODULES.get(key)
+        if entry is None:
+            ds = [e for e in DERIVATIVES.values() if e.gpu_kernel]
+            code = "".join(e.vector_source(ctype) for e in ds)  # (the prelude is include-guarded)
+            entry = _VECTOR_MODULES[key] = (cp.RawModule(code=code), frozenset(e.name for e in ds))
+        module, names = entry
+        if d.name in names and DERIVATIVES.get(d.name) is d:
+            return module.get_function(d.vector_name(ctype))
+        return cp.RawKernel(d.vector_source(ctype), d.vector_name(ctype))
 
 
 def _vectorisable(g: Any, ops: list) -> bool:

@@ -197,3 +197,43 @@ def test_a_masked_cotangent_gives_zero_at_the_domain_edge_at_every_order(name):
         first, second = _grads(f, xs, np.zeros(len(xs[0]), bool))
     for gk in first + second:
         np.testing.assert_array_equal(gk, np.zeros_like(gk), err_msg=name)
+
+
+def test_the_vectorised_kernels_take_only_same_shape_contiguous_aligned_large_operands():
+    """The dispatch rule of the float4/double2 backward kernels (gt.config.set_vector_kernels),
+    on stand-ins with a device array's attributes (the kernels themselves are tests/test_gpu.py's)."""
+    import types
+
+    from gputape.expr import VECTOR_MIN, _vectorisable
+
+    def arr(shape, ptr=4096, contiguous=True):
+        size = int(np.prod(shape))
+        return types.SimpleNamespace(
+            shape=shape,
+            size=size,
+            flags=types.SimpleNamespace(c_contiguous=contiguous),
+            data=types.SimpleNamespace(ptr=ptr),
+        )
+
+    big = (VECTOR_MIN,)
+    assert _vectorisable(arr(big), [arr(big, ptr=8192)])
+    assert not _vectorisable(arr((VECTOR_MIN - 1,)), [arr((VECTOR_MIN - 1,))])  # too small to pay
+    assert not _vectorisable(arr(big), [arr((1,))])  # a broadcast operand
+    assert not _vectorisable(arr(big), [arr(big, contiguous=False)])
+    assert not _vectorisable(arr(big, ptr=4100), [arr(big)])  # g misaligned
+    assert not _vectorisable(arr(big), [arr(big, ptr=8200)])  # an operand misaligned
+
+
+def test_every_vectorised_kernel_runs_its_derivative_body_on_every_lane_and_the_tail():
+    from gputape.expr import DERIVATIVES, cuda
+
+    for d in DERIVATIVES.values():
+        if not d.gpu_kernel:
+            continue
+        body = f"out = {cuda(d.grads[0], d.names())}"
+        for ctype, lanes in (("float", "xyzw"), ("double", "xy")):
+            src = d.vector_source(ctype)
+            # once per lane of the vector loop, once in the scalar tail
+            assert src.count(body) == len(lanes) + 1, (d.name, ctype)
+            for lane in lanes:
+                assert f"v_out.{lane} = out;" in src
