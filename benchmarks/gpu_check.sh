@@ -12,10 +12,14 @@
 # this checkout (PYTHONPATH), nothing is installed. If a folder .whl/ of wheels is present
 # (see /work/.library/device/README.md), they are installed to /tmp/site first, offline.
 #
-# Writes RESULTS_DIR/gpu_check.txt (the whole log), gpu_probe.json, gpu_bench.json, pytest_gpu.xml.
+# Writes RESULTS_DIR/gpu_check.txt (the whole log), gpu_probe.json, gpu_bench.json, pytest_gpu_core.xml and
+# pytest_gpu_rest.xml.
 # GPU_CHECK_PROBE=0 skips the capture probe; GPU_BENCH_ARGS passes options to gpu_bench.py
 # (e.g. --no-bandwidth).
-# Time: at most 60 + 60 + 60 + 250 + 150 s of commands (the timeouts), so under 8 minutes.
+# Time: at most 30 + 45 + 30 + (180 + 100) + 90 = 475 s of commands (the timeouts), so under 8 minutes.
+# The GPU tests run in two parts, each with its own timeout and JUnit file, printing each test
+# as it ends: the kernels and core (tests/test_gpu.py) first, then every other gpu-marked test,
+# so a part cut short by its timeout still leaves the results of the other and its own so far.
 # Exit status: 0 when every GPU test passed and the benchmarks ran; 2 when no GPU answers
 # (it says why, and runs nothing that could pass for a GPU result); 1 otherwise.
 set -uo pipefail
@@ -45,7 +49,7 @@ fi
 command -v nvidia-smi >/dev/null && run nvidia-smi -L
 
 say "== environment: python -m gputape info"
-run timeout 60 "$PY" -m gputape info || say "(python -m gputape info failed: see above)"
+run timeout 30 "$PY" -m gputape info || say "(python -m gputape info failed: see above)"
 
 WHY=$("$PY" -c 'from gputape import backend; print(backend.cuda_unavailable_reason(0) or "")' 2>&1) \
   || fail "gputape does not import: $WHY"
@@ -60,29 +64,44 @@ fi
 if [ "${GPU_CHECK_PROBE:-1}" = 1 ]; then
   say ""
   say "== what CuPy allows under graph capture: python benchmarks/gpu_probe.py"
-  run timeout 60 "$PY" benchmarks/gpu_probe.py --json "$DIR/gpu_probe.json" || say "(gpu_probe failed: see above)"
+  run timeout 45 "$PY" benchmarks/gpu_probe.py --json "$DIR/gpu_probe.json" || say "(gpu_probe failed: see above)"
 fi
 
 say ""
 say "== direct cuBLAS for CUDA graphs: python benchmarks/gpu_cublas_smoke.py"
-if ! run timeout 60 "$PY" benchmarks/gpu_cublas_smoke.py; then
+if ! run timeout 30 "$PY" benchmarks/gpu_cublas_smoke.py; then
   export GPUTAPE_CAPTURE_GEMM=0
   say "gpu_check: direct cuBLAS failed: the rest runs with GPUTAPE_CAPTURE_GEMM=0 (matrix products outside the graphs)"
 fi
 
 say ""
-say "== GPU tests: python -m pytest -m gpu tests"
 TIMEOUT_OPT=()
-"$PY" -c 'import pytest_timeout' 2>/dev/null && TIMEOUT_OPT=(--timeout=120)
+"$PY" -c 'import pytest_timeout' 2>/dev/null && TIMEOUT_OPT=(--timeout=60)
 # -o addopts="": the project's addopts name pytest-benchmark options; the GPU tests need no plugin.
-run timeout 250 "$PY" -m pytest -m gpu tests -q -p no:cacheprovider -o addopts="" \
-  --continue-on-collection-errors --tb=short -rfEs --durations=10 "${TIMEOUT_OPT[@]}" --junitxml="$DIR/pytest_gpu.xml"
-TESTS=$?
-say "gpu_check: GPU tests exit status $TESTS ($([ $TESTS -eq 0 ] && echo passed || echo FAILED))"
+# -v: one line per test as it ends, so a part its timeout stops still shows how far it got.
+gpu_tests() {  # gpu_tests SECONDS JUNIT_NAME PYTEST_ARGS...
+  local secs=$1 junit=$2
+  shift 2
+  run timeout "$secs" "$PY" -m pytest -m gpu "$@" -v -p no:cacheprovider -o addopts="" \
+    --continue-on-collection-errors --tb=short -rfEs --durations=10 "${TIMEOUT_OPT[@]}" --junitxml="$DIR/$junit"
+  local rc=$?
+  [ $rc -eq 124 ] && say "gpu_check: this part ran past its ${secs} s and was stopped: see the last test above"
+  return $rc
+}
+say "== GPU tests, part 1 (kernels and core): python -m pytest -m gpu tests/test_gpu.py"
+gpu_tests 180 pytest_gpu_core.xml tests/test_gpu.py
+TESTS1=$?
+say "gpu_check: GPU tests part 1 exit status $TESTS1 ($([ $TESTS1 -eq 0 ] && echo passed || echo FAILED))"
+say ""
+say "== GPU tests, part 2 (everything else): python -m pytest -m gpu tests --ignore=tests/test_gpu.py"
+gpu_tests 100 pytest_gpu_rest.xml tests --ignore=tests/test_gpu.py
+TESTS2=$?
+say "gpu_check: GPU tests part 2 exit status $TESTS2 ($([ $TESTS2 -eq 0 ] && echo passed || echo FAILED))"
+TESTS=$((TESTS1 != 0 || TESTS2 != 0))
 
 say ""
 say "== GPU benchmarks: python benchmarks/gpu_bench.py"
-run timeout 150 "$PY" benchmarks/gpu_bench.py --json "$DIR/gpu_bench.json" ${GPU_BENCH_ARGS:-}
+run timeout 90 "$PY" benchmarks/gpu_bench.py --json "$DIR/gpu_bench.json" ${GPU_BENCH_ARGS:-}
 BENCH=$?
 say "gpu_check: benchmarks exit status $BENCH ($([ $BENCH -eq 0 ] && echo ran || echo FAILED))"
 
