@@ -16,7 +16,7 @@
 # pytest_gpu_rest.xml.
 # GPU_CHECK_PROBE=0 skips the capture probe; GPU_BENCH_ARGS passes options to gpu_bench.py
 # (e.g. --no-bandwidth).
-# Time: at most 30 + 45 + 30 + (180 + 100) + 90 = 475 s of commands (the timeouts), so under 8 minutes.
+# Time: at most 30 + 30 + 30 + (170 + 80) + 120 = 460 s of commands (the timeouts), so under 8 minutes.
 # The GPU tests run in two parts, each with its own timeout and JUnit file, printing each test
 # as it ends: the kernels and core (tests/test_gpu.py) first, then every other gpu-marked test,
 # so a part cut short by its timeout still leaves the results of the other and its own so far.
@@ -64,7 +64,7 @@ fi
 if [ "${GPU_CHECK_PROBE:-1}" = 1 ]; then
   say ""
   say "== what CuPy allows under graph capture: python benchmarks/gpu_probe.py"
-  run timeout 45 "$PY" benchmarks/gpu_probe.py --json "$DIR/gpu_probe.json" || say "(gpu_probe failed: see above)"
+  run timeout 30 "$PY" benchmarks/gpu_probe.py --json "$DIR/gpu_probe.json" || say "(gpu_probe failed: see above)"
 fi
 
 say ""
@@ -89,19 +89,19 @@ gpu_tests() {  # gpu_tests SECONDS JUNIT_NAME PYTEST_ARGS...
   return $rc
 }
 say "== GPU tests, part 1 (kernels and core): python -m pytest -m gpu tests/test_gpu.py"
-gpu_tests 180 pytest_gpu_core.xml tests/test_gpu.py
+gpu_tests 170 pytest_gpu_core.xml tests/test_gpu.py
 TESTS1=$?
 say "gpu_check: GPU tests part 1 exit status $TESTS1 ($([ $TESTS1 -eq 0 ] && echo passed || echo FAILED))"
 say ""
 say "== GPU tests, part 2 (everything else): python -m pytest -m gpu tests --ignore=tests/test_gpu.py"
-gpu_tests 100 pytest_gpu_rest.xml tests --ignore=tests/test_gpu.py
+gpu_tests 80 pytest_gpu_rest.xml tests --ignore=tests/test_gpu.py
 TESTS2=$?
 say "gpu_check: GPU tests part 2 exit status $TESTS2 ($([ $TESTS2 -eq 0 ] && echo passed || echo FAILED))"
 TESTS=$((TESTS1 != 0 || TESTS2 != 0))
 
 say ""
 say "== GPU benchmarks: python benchmarks/gpu_bench.py"
-run timeout 90 "$PY" benchmarks/gpu_bench.py --json "$DIR/gpu_bench.json" ${GPU_BENCH_ARGS:-}
+run timeout 120 "$PY" benchmarks/gpu_bench.py --json "$DIR/gpu_bench.json" ${GPU_BENCH_ARGS:-}
 BENCH=$?
 say "gpu_check: benchmarks exit status $BENCH ($([ $BENCH -eq 0 ] && echo ran || echo FAILED))"
 
