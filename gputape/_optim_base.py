@@ -492,8 +492,11 @@ class Optimizer:
         fused = self._fused_opt(kind, self._rate_at(self._step_count()))
         if fused._step is None:
             fused._init_state(variables[0]._data)
-        slots = []
+        slots: list[tuple[Any, Any]] = []
         for v in variables:
+            if not self.slot_names:  # (plain SGD keeps no slots: no entries either, as eagerly)
+                slots.append((None, None))
+                continue
             entry = self._slots.get(id(v))
             if entry is None:
                 entry = self._slots[id(v)] = self._new_entry(v)
@@ -525,8 +528,8 @@ class Optimizer:
         """
         copies = 0
         for v, pair in zip(variables, slots):
-            entry = self._slots[id(v)]
-            for name, bound in zip(("momentum", "velocity"), pair):
+            entry = self._slots.get(id(v))
+            for name, bound in zip(("momentum", "velocity"), pair if entry is not None else ()):
                 if bound is None or entry[1][name] is bound:
                     continue
                 now = entry[1][name]
