@@ -228,6 +228,34 @@ def test_assign_between_calls_is_copied_into_the_captured_array():
     _same_state(*runs)
 
 
+def test_gradients_in_the_graph_and_an_eager_optimizer_outside():
+    """Variables the graphs only read, updated eagerly between calls: after the first change the
+    eager updates stay in place (the variable keeps its own array) and each call copies it in."""
+    batches = _batches(6)
+    runs = []
+    for graphs in (None, "emulate"):
+        params, opt = _params(), MAKERS["adam-exponential-decay"]()
+
+        def grads(x, y, params=params):
+            with gt.GradientTape() as tape:
+                loss = _loss(params, x, y)
+            return tape.gradient(loss, params)
+
+        f = grads if graphs is None else gt.Function(grads, graphs=graphs)
+        arrays = []
+        for k, (x, y) in enumerate(batches):
+            opt.apply_gradients(zip(f(x, y), params))
+            arrays.append([id(p._data) for p in params])
+            if graphs and k >= 3:
+                rep = f.graph_report
+                assert rep["copies"]["variables"] == len(params) and rep["recaptures"] == 0, rep
+                assert all(_runner(f).var_buf[id(p)] is not p._data for p in params)
+        if graphs:
+            assert arrays[-1] == arrays[-2] == arrays[-3], "the eager updates must be in place again"
+        runs.append(_state(params, opt))
+    _same_state(*runs)
+
+
 def test_eager_steps_of_the_same_optimizer_between_calls():
     batches = _batches(8)
     runs = []

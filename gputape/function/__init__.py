@@ -48,6 +48,18 @@ What a user of ``tf.function`` should know:
   or under ``gt.debug.check_numerics`` (whose checks are per-op).
 * **Variables created inside the function** are created at trace time only
   (TensorFlow allows it on the first call only, for the same reason).
+* **On a GPU, the optimizer update is inside the CUDA graph** for SGD, Adam and
+  AdamW without clipping (the one-launch fused kernel; its step count and learning
+  rate live on the device): before each launch the host advances ``iterations`` and
+  writes the schedule's rate to the device when it changed, with Ctrl-C held until
+  the launch is issued, so a step is taken whole or not at all. Other optimizers
+  (and clipping, which needs host norms) run between graphs. The graphs read and
+  update variables at their own arrays, copying nothing while ``var`` keeps the array
+  captured; an array a tape or tensor still holds is not changed (the variable gets a
+  copy, the graph is captured anew: ``graph_report["recaptures"]``), a new array
+  (``assign`` while shared, ``set_state``) is copied in. The graphs keep a reference to
+  each variable's array, so an eager in-place update of such a variable outside the
+  function copies it (copy-on-write) and the next call copies it back in, once.
 
 >>> import gputape as gt, numpy as np
 >>> w = gt.Variable(np.ones((3, 1), np.float32))

@@ -115,10 +115,14 @@ class _GraphOptimizer:
         n = self.n
         return list(arrays[:n]), list(arrays[n:])
 
-    def capture(self, backend_: Any, *arrays: Any) -> list[Any]:
-        grads, params = self._grads(arrays)
+    def before_capture(self) -> None:
+        # before the capture begins: state made now (a fresh fused optimizer's step counter,
+        # zero slots) must not be made by kernels the graph would record and rerun
         self.fused, self.slots = self.opt._graph_state(self.variables)
         self.parity = self.fused._parity
+
+    def capture(self, backend_: Any, *arrays: Any) -> list[Any]:
+        grads, params = self._grads(arrays)
         self.ids = [id(a) for a in params]
         self.keep = backend_.capture_optimizer(self.fused, params, grads, self.slots)
         return params
@@ -176,6 +180,7 @@ class _GraphRunner:
         self.copies = [0, 0, 0, 0]  # the latest call's device copies: _COPY_KEYS
         self.recaptures = 0  # graphs captured anew because a variable's captured array could not be kept
         self.var_buf: dict[int, Any] = {}  # id(variable) -> the array the graphs read and update
+        self.replaced: set[int] = set()  # variables whose array was replaced since the capture
         self.host_only: set[int] = {i for i, st in enumerate(self.steps) if st.kind not in ("device", "opt")}
         n = len(self.steps)
         self.last = _last_reads(self.steps)
@@ -491,7 +496,9 @@ class _GraphRunner:
         while ``var._data`` is still the array captured and, for a variable the graph
         updates, nobody else holds it (copy-on-write, as ``Variable._exclusive``: the
         runner's one reference aside). Otherwise, when the captured array is ours alone,
-        the variable's value is copied into it and it becomes the variable's array again;
+        the variable's value is copied into it and it becomes the variable's array again
+        (once: a variable the graphs only read whose array is replaced again, by updates
+        outside them, keeps its own array, updated in place there, and is copied in per call);
         when someone else holds it (a tape, a tensor), the variable's own array (a copy, if
         the graph would update a shared one) is captured anew (``recaptures``).
         No local name for an array here: the reference counts are the test.
@@ -505,8 +512,13 @@ class _GraphRunner:
             if var._data is not vb[key]:  # replaced (assign while shared, copy-on-write, set_state)
                 if _getrefcount(vb[key]) <= _ONE_HOLDER:
                     b.copy(vb[key], var._data)
-                    var._data = vb[key]
                     self.copies[1] += 1
+                    if updated or key not in self.replaced:
+                        var._data = vb[key]
+                        self.replaced.add(key)
+                    # else: replaced again, by updates outside the graphs (an eager optimizer):
+                    # the variable keeps its own array, which those then update in place, and
+                    # the graph reads a copy, as before any of this
                 else:
                     self._recapture(var, updated and _getrefcount(var._data) > _EXCLUSIVE_REFS)
             elif updated and _getrefcount(var._data) > _EXCLUSIVE_REFS + 1:
@@ -528,6 +540,8 @@ class _GraphRunner:
         b = self.backend
         self._current = seg.start
         ins = [(k, env[k]) for k in seg.ins]
+        for i in seg.opts:
+            self.steps[i].fn.before_capture()
         try:
             seg.graph = b.capture(lambda: self._exec(seg, env, capturing=True, graph=True), self, seg)
         except Exception as exc:
