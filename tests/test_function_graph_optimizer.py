@@ -94,6 +94,11 @@ def _close(a, b):
     np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
 
 
+def _run(f, batches):
+    for x, y in batches:
+        f(x, y)
+
+
 def _runner(f):
     return f._cache[f._keys[-1]].replay
 
@@ -138,25 +143,32 @@ def test_learning_rate_is_written_to_the_device_only_when_the_schedule_changes_i
     assert fills == [0.01, 0.005, 0.0025], fills
 
 
+def _eager_and_graphs(make, scenario, xp=np, graphs="emulate"):
+    """``scenario(params, opt, f, graphs)`` run eagerly, then with the graphs: the end states must match."""
+    runs = []
+    for g in (None, graphs):
+        params, opt, f = _setup(make, g, xp)
+        scenario(params, opt, f, g)
+        runs.append(_state(params, opt))
+    _same_state(*runs, exact=xp is np)
+    return runs[1], f
+
+
 def test_iterations_and_set_state_between_calls_are_followed_exactly():
     batches = _batches(9)
-    runs = []
-    for graphs in (None, "emulate"):
-        params, opt, f = _setup(MAKERS["adam-exponential-decay"], graphs)
-        for x, y in batches[:4]:
-            f(x, y)
+
+    def scenario(params, opt, f, graphs):
+        _run(f, batches[:4])
         saved = opt.get_state()
-        for x, y in batches[4:6]:
-            f(x, y)
+        _run(f, batches[4:6])
         opt.set_state(saved)  # back to step 4: new slot arrays, iterations 4
         f(*batches[6])
         opt.iterations = 10  # the schedule and Adam's bias correction jump ahead
-        for x, y in batches[7:]:
-            f(x, y)
-        runs.append((_state(params, opt), f))
-    _same_state(runs[0][0], runs[1][0])
-    assert runs[1][0][1] == 12
-    rep = runs[1][1].graph_report
+        _run(f, batches[7:])
+
+    state, f = _eager_and_graphs(MAKERS["adam-exponential-decay"], scenario)
+    assert state[1] == 12
+    rep = f.graph_report
     assert rep["copies"]["optimizer_slots"] == 0 and rep["recaptures"] == 0, rep
 
 
@@ -171,11 +183,9 @@ def test_set_state_slots_are_copied_into_the_captured_ones():
 
 def test_a_tensor_holding_a_variable_makes_the_graph_copy_on_write_and_recapture():
     batches = _batches(7)
-    runs = []
-    for graphs in (None, "emulate"):
-        params, opt, f = _setup(MAKERS["adam-exponential-decay"], graphs)
-        for x, y in batches[:3]:
-            f(x, y)
+
+    def scenario(params, opt, f, graphs):
+        _run(f, batches[:3])
         held = params[0].value()  # shares the variable's array, as in eager code
         before = held.numpy()
         f(*batches[3])
@@ -183,49 +193,42 @@ def test_a_tensor_holding_a_variable_makes_the_graph_copy_on_write_and_recapture
         if graphs:
             rep = f.graph_report
             assert rep["recaptures"] == 1 and rep["copies"]["variables"] == 1 and rep["captures"] == 2, rep
-        for x, y in batches[4:]:
-            f(x, y)
+        _run(f, batches[4:])
         if graphs:
             rep = f.graph_report  # held still holds the old array, not the variable's: steady again
             assert rep["recaptures"] == 1 and rep["copies"]["variables"] == 0, rep
-        runs.append(_state(params, opt))
-    _same_state(*runs)
+
+    _eager_and_graphs(MAKERS["adam-exponential-decay"], scenario)
 
 
 def test_a_tape_holding_a_variable_keeps_its_saved_value():
     batches = _batches(5)
-    runs = []
-    for graphs in (None, "emulate"):
-        params, opt, f = _setup(MAKERS["sgd"], graphs)
-        for x, y in batches[:3]:
-            f(x, y)
+
+    def scenario(params, opt, f, graphs):
+        _run(f, batches[:3])
         with gt.GradientTape(persistent=True) as tape:
             sq = gt.sum(params[1] * params[1])  # saves params[1]'s array
         want = 2.0 * params[1].numpy()
-        for x, y in batches[3:]:
-            f(x, y)
+        _run(f, batches[3:])
         np.testing.assert_array_equal(tape.gradient(sq, params[1]).numpy(), want)
-        runs.append(_state(params, opt))
-    _same_state(*runs)
+
+    _eager_and_graphs(MAKERS["sgd"], scenario)
 
 
 def test_assign_between_calls_is_copied_into_the_captured_array():
     batches = _batches(6)
-    runs = []
-    for graphs in (None, "emulate"):
-        params, opt, f = _setup(MAKERS["momentum-nesterov"], graphs)
-        for x, y in batches[:3]:
-            f(x, y)
+
+    def scenario(params, opt, f, graphs):
+        _run(f, batches[:3])
         params[2].assign(np.full(params[2].shape, 0.25, np.float32))
         f(*batches[3])
         if graphs:
             rep = f.graph_report
             assert rep["copies"]["variables"] == 1 and rep["recaptures"] == 0, rep
             assert _runner(f).var_buf[id(params[2])] is params[2]._data
-        for x, y in batches[4:]:
-            f(x, y)
-        runs.append(_state(params, opt))
-    _same_state(*runs)
+        _run(f, batches[4:])
+
+    _eager_and_graphs(MAKERS["momentum-nesterov"], scenario)
 
 
 def test_gradients_in_the_graph_and_an_eager_optimizer_outside():
@@ -258,9 +261,8 @@ def test_gradients_in_the_graph_and_an_eager_optimizer_outside():
 
 def test_eager_steps_of_the_same_optimizer_between_calls():
     batches = _batches(8)
-    runs = []
-    for graphs in (None, "emulate"):
-        params, opt, f = _setup(MAKERS["adam-exponential-decay"], graphs)
+
+    def scenario(params, opt, f, graphs):
         for k, (x, y) in enumerate(batches):
             if k in (4, 6):  # an eager step outside the function (its spare slots swap in)
                 with gt.GradientTape() as tape:
@@ -268,8 +270,8 @@ def test_eager_steps_of_the_same_optimizer_between_calls():
                 opt.apply_gradients(zip(tape.gradient(loss, params), params))
             else:
                 f(x, y)
-        runs.append(_state(params, opt))
-    _same_state(*runs)
+
+    _eager_and_graphs(MAKERS["adam-exponential-decay"], scenario)
 
 
 def test_a_variable_read_after_the_update_sees_the_new_value():
@@ -301,6 +303,20 @@ def test_clipping_keeps_the_update_a_host_step():
     assert rep["optimizers_in_graphs"] == 0 and rep["host_steps"] == 1, rep
 
 
+def test_clipping_set_after_the_capture_moves_the_update_out_of_the_graph():
+    batches = _batches(7)
+
+    def scenario(params, opt, f, graphs):
+        _run(f, batches[:4])
+        opt.global_clipnorm = 0.05  # (set as an attribute: the fused kernel cannot clip)
+        _run(f, batches[4:])
+        if graphs:
+            rep = f.graph_report
+            assert rep["optimizers_in_graphs"] == 0 and rep["host_steps"] == 1, rep
+
+    _eager_and_graphs(MAKERS["adamw"], scenario)
+
+
 def test_a_refused_optimizer_capture_falls_back_to_the_eager_step():
     batches = _batches(6)
     e_params, e_opt, e_step = _setup(MAKERS["adamw"], None)
@@ -319,8 +335,7 @@ def test_a_schedule_error_in_the_host_half_changes_nothing():
 
     params, opt, f = _setup(lambda: gt.optim.Adam(rate), "emulate")
     batches = _batches(6)
-    for x, y in batches[:4]:
-        f(x, y)
+    _run(f, batches[:4])
     before = _state(params, opt)
     with pytest.raises(ValueError, match="learning rate"):
         f(*batches[4])
@@ -382,11 +397,9 @@ def test_gpu_graph_with_the_optimizer_inside_equals_the_eager_fused_path(cp, nam
 @pytest.mark.gpu
 def test_gpu_graph_follows_held_values_set_state_and_iterations(cp):
     batches = _batches(9, xp=cp)
-    runs = []
-    for graphs in (None, True):
-        params, opt, f = _setup(MAKERS["adam-exponential-decay"], graphs, xp=cp)
-        for x, y in batches[:3]:
-            f(x, y)
+
+    def scenario(params, opt, f, graphs):
+        _run(f, batches[:3])
         held = params[0].value()
         before = cp.asnumpy(held._data)
         f(*batches[3])
@@ -396,7 +409,6 @@ def test_gpu_graph_follows_held_values_set_state_and_iterations(cp):
         opt.set_state(saved)
         opt.iterations = 7
         params[2].assign(cp.full(params[2].shape, 0.25, cp.float32))
-        for x, y in batches[5:]:
-            f(x, y)
-        runs.append(_state(params, opt))
-    _same_state(*runs, exact=False)
+        _run(f, batches[5:])
+
+    _eager_and_graphs(MAKERS["adam-exponential-decay"], scenario, xp=cp, graphs=True)

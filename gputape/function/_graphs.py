@@ -100,6 +100,7 @@ class _GraphOptimizer:
     def __init__(self, step: _OptimizerStep) -> None:
         self.step = step
         self.opt = step.opt
+        self.kind = step.opt._graph_kind()
         self.variables = step.variables
         self.n = len(step.variables)
         self.fused: Any = None
@@ -137,6 +138,10 @@ class _GraphOptimizer:
             raise AssertionError("emulated graph: the optimizer step was replayed on variables it did not capture")
         self.fused.replay_update_ref(params, grads, self.slots)
         return params
+
+    def still_fits(self) -> bool:
+        """False once the optimizer was changed so that the kernel cannot do its update (clipping set)."""
+        return self.opt._graph_kind() == self.kind
 
     def prepare(self) -> tuple[int, float]:
         return self.opt._graph_prepare()
@@ -460,11 +465,16 @@ class _GraphRunner:
                         b.copy(st, v)
                         copies[0] += 1
                     env[k] = st
+                opts = [self.steps[i].fn for i in seg.opts]
+                if not all(o.still_fits() for o in opts):  # the update moves out of the graphs
+                    self.host_only.update(i for i, o in zip(seg.opts, opts) if not o.still_fits())
+                    self._exec(seg, env)
+                    eager = replan = True
+                    continue
                 if seg.graph is None and not self._capture(seg, env):
                     eager = replan = True  # the segment ran without a graph; so does the rest of this call
                     continue
-                if seg.opts:
-                    opts = [self.steps[i].fn for i in seg.opts]
+                if opts:
                     prepared = [o.prepare() for o in opts]  # raises before anything changed
                     with defer_interrupts():  # the optimizers' host halves and the launch: both or neither
                         for o, p in zip(opts, prepared):
