@@ -296,11 +296,13 @@ class FusedOptimizer:
 
     @staticmethod
     def finish_capture(keep: list[Any]) -> None:
-        """Fill the pointer tables :meth:`capture_update` allocated (ordinary copies, not captured)."""
+        """Fill the pointer tables :meth:`capture_update` allocated (copies on the current stream, not
+        captured: ordered after a graph still running that used the same memory; ``keep`` keeps
+        the host side alive)."""
         for item in keep:
             if type(item) is tuple:
                 dev, host = item
-                dev.set(host)
+                dev.set(host, stream=backend.xp_of(dev).cuda.get_current_stream())
 
     def replay_update_ref(self, params: list[Any], grads: list[Any], slots: list[tuple[Any, Any]]) -> None:
         """The numpy form of one replay of :meth:`capture_update` (tests: emulated graphs)."""
