@@ -153,16 +153,19 @@ class _GraphOptimizer:
 class _GraphRunner:
     """Replays a record on the GPU as CUDA graphs between the steps a graph cannot hold.
 
-    CuPy refuses cuBLAS calls during stream capture, and host work (optimizer
-    bookkeeping, random draws, variable reads) cannot be captured, so the record
-    is cut into segments: runs of device-only steps become one graph each; the
-    rest run as ordinary launches in between. A graph reads and writes fixed
-    addresses, so every value that crosses into a graph lives in a buffer this
-    runner owns ("static"): arguments and host-step results are copied into it
-    on each call, graph results are read from it, and returned values are
-    copied out. Call 1 after the trace runs eagerly (kernels compile, pools
-    fill); call 2 captures; later calls launch. A step that fails to capture
-    is moved out of the graphs and the segments are captured anew.
+    CuPy refuses cuBLAS calls during stream capture (matrix products join the
+    graphs through gputape.cublas), and host work (random draws, Python steps)
+    cannot be captured, so the record is cut into segments: runs of device-only
+    steps become one graph each; the rest run as ordinary launches in between.
+    Variable reads and the host half of an optimizer update the fused kernel can
+    do (``_GraphOptimizer``) run before their graph's launch and do not cut it.
+    A graph reads and writes fixed addresses: arguments and host-step results are
+    copied into buffers this runner owns ("static") on each call, variables are
+    read and updated at their own arrays (``_bind_variables``), graph results are
+    read from the buffers, and returned values are copied out. Call 1 after the
+    trace runs eagerly (kernels compile, pools fill); call 2 captures; later calls
+    launch. A step that fails to capture is moved out of the graphs and the
+    segments are captured anew.
     """
 
     def __init__(self, trace: _Trace, arg_slots: list[int], out_refs: list[Any], backend_: Any) -> None:
