@@ -444,12 +444,16 @@ class Optimizer:
     def _fused_kind(self) -> str | None:
         return None
 
-    def _apply_fused(self, kind: str, raw: list[tuple[Any, Variable]], lr: float, step: int) -> None:
+    def _fused_opt(self, kind: str, lr: float) -> FusedOptimizer:
         fused = self.__dict__.get("_fused")
         if fused is None:
             fused = FusedOptimizer(kind, lr, **self._fused_hyper())
             self._fused = fused
-            self._fused_at = None
+            self._fused_at = None  # the step count the fused one's device counter holds
+        return fused
+
+    def _apply_fused(self, kind: str, raw: list[tuple[Any, Variable]], lr: float, step: int) -> None:
+        fused = self._fused_opt(kind, lr)
         params = [v for _, v in raw]
         fresh = {id(v): self._new_entry(v) for v in params if id(v) not in self._slots}
         entries = [self._slots.get(id(v)) or fresh[id(v)] for v in params]
@@ -471,6 +475,79 @@ class Optimizer:
 
     def _fused_hyper(self) -> dict[str, Any]:
         return {}
+
+    # -- the update inside a CUDA graph (gputape.function's _GraphOptimizer) -------------------
+    # The graph holds the fused launch; these host halves run before each replay's launch.
+
+    def _graph_kind(self) -> str | None:
+        """The fused kind when a graph can hold the whole update (clipping needs host norms: no)."""
+        if self.clipnorm is not None or self.global_clipnorm is not None:
+            return None
+        return self._fused_kind()
+
+    def _graph_state(self, variables: list[Variable]) -> tuple[FusedOptimizer, list[tuple[Any, Any]]]:
+        """At capture: the fused optimizer (made if the eager steps did not) and each variable's slots."""
+        kind = self._graph_kind()
+        assert kind is not None
+        fused = self._fused_opt(kind, self._rate_at(self._step_count()))
+        if fused._step is None:
+            fused._init_state(variables[0]._data)
+        slots: list[tuple[Any, Any]] = []
+        for v in variables:
+            if not self.slot_names:  # (plain SGD keeps no slots: no entries either, as eagerly)
+                slots.append((None, None))
+                continue
+            entry = self._slots.get(id(v))
+            if entry is None:
+                entry = self._slots[id(v)] = self._new_entry(v)
+            slots.append((entry[1].get("momentum"), entry[1].get("velocity")))
+        return fused, slots
+
+    def _graph_prepare(self) -> tuple[int, float]:
+        """The step number and its learning rate; raises (a schedule's NaN) before anything changes."""
+        step = self._step_count() + 1
+        return step, self._rate_at(step - 1)
+
+    def _graph_commit(
+        self,
+        fused: FusedOptimizer,
+        parity: int,
+        prepared: tuple[int, float],
+        variables: list[Variable],
+        slots: list[tuple[Any, Any]],
+        copy: Callable[[Any, Any], None],
+    ) -> int:
+        """Just before the launch, with Ctrl-C held: the device state the graph reads, and the count.
+
+        The graph updates the slot arrays it captured: where ``set_state`` (or an eager
+        step's spare swap) put other arrays in their place, their values are copied into
+        the captured ones, which go back in (returns how many copies). The learning rate
+        is written to the device only when it changed, the device step count only when it
+        is not the host's (``iterations`` assigned, ``set_state``, an eager fused step's
+        parity flip); both are asynchronous fills on the graph's stream.
+        """
+        copies = 0
+        for v, pair in zip(variables, slots):
+            entry = self._slots.get(id(v))
+            for name, bound in zip(("momentum", "velocity"), pair if entry is not None else ()):
+                if bound is None or entry[1][name] is bound:
+                    continue
+                now = entry[1][name]
+                copy(bound, now)
+                entry[1][name] = bound
+                spare = entry[2]
+                if spare is not None and spare.get(name) is bound:
+                    spare[name] = now  # the spare must not alias the slot it is written from
+                copies += 1
+        step, lr = prepared
+        if fused._lr0 != lr:
+            fused.learning_rate = lr
+        if self._fused_at != step - 1 or fused._parity != parity:
+            fused.iterations = step - 1
+            fused._parity = parity
+        self._fused_at = step
+        self._count_step(step)
+        return copies
 
     def _clip(self, raw: list[tuple[Any, Variable]]) -> list[tuple[Any, Variable]]:
         if self.clipnorm is not None:

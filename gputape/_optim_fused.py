@@ -24,7 +24,9 @@ from . import backend
 from ._state import current_trace
 from .tensor import Variable
 
-OPTIMIZERS = _kb.CudaModule("optimizers", ("gt_optimizer_update_f32", "gt_optimizer_update_f64"))
+OPTIMIZERS = _kb.CudaModule(
+    "optimizers", ("gt_optimizer_update_f32", "gt_optimizer_update_f64", "gt_optimizer_step_sync")
+)
 
 KINDS = {"sgd": 0, "adam": 1, "adamw": 1}
 # The update each kind runs, on the CPU and as the kernel's reference (gt.optim's classes
@@ -251,14 +253,7 @@ class FusedOptimizer:
         for p, g in zip(arrays, gs):
             if p.shape != g.shape:
                 raise ValueError(f"FusedOptimizer.update: gradient shape {g.shape} != parameter shape {p.shape}")
-        hyper = {
-            "momentum": self.momentum,
-            "nesterov": self.nesterov,
-            "beta_1": self.beta_1,
-            "beta_2": self.beta_2,
-            "epsilon": self.epsilon,
-            "weight_decay": self.weight_decay,
-        }
+        hyper = self._hyper()
         if self._xp is np:
             gs = [g if g.dtype == p.dtype else g.astype(p.dtype) for p, g in zip(arrays, gs)]
             m = [s[0] for s in slots]
@@ -268,7 +263,61 @@ class FusedOptimizer:
             self._launch(arrays, gs, slots, hyper)
         self._parity ^= 1
 
-    def _launch(self, arrays: list[Any], gs: list[Any], slots: list[tuple[Any, Any]], hyper: dict) -> None:
+    def _hyper(self) -> dict[str, Any]:
+        return {
+            "momentum": self.momentum,
+            "nesterov": self.nesterov,
+            "beta_1": self.beta_1,
+            "beta_2": self.beta_2,
+            "epsilon": self.epsilon,
+            "weight_decay": self.weight_decay,
+        }
+
+    # -- the form a CUDA graph holds (gputape.function) --------------------------------------
+    def capture_update(self, params: list[Any], grads: list[Any], slots: list[tuple[Any, Any]]) -> list[Any]:
+        """Launch the update into the stream capture under way, at parity ``self._parity``, frozen.
+
+        A graph replays its kernels' arguments as captured, so the parity cannot flip per
+        replay: the update reads ``step[p]`` and writes ``step[p ^ 1]``, and a captured
+        ``gt_optimizer_step_sync`` copies the count back into ``step[p]``. Pointer tables
+        are the graph's own (allocated during the capture, so their addresses are fixed),
+        filled by :meth:`finish_capture` once the capture is over. Returns what the graph
+        needs kept alive; pass it to :meth:`finish_capture`. The caller does not flip
+        ``_parity``: after a replay both slots hold the count.
+        """
+        keep: list[Any] = []
+        parity = self._parity
+        self._launch(params, grads, slots, self._hyper(), keep)
+        dev = self._step.device
+        with dev:
+            sync = OPTIMIZERS.function("gt_optimizer_step_sync", dev.id)
+            sync((1,), (1,), (self._step, np.int32(parity)))
+        return keep
+
+    @staticmethod
+    def finish_capture(keep: list[Any]) -> None:
+        """Fill the pointer tables :meth:`capture_update` allocated (copies on the current stream, not
+        captured: ordered after a graph still running that used the same memory; ``keep`` keeps
+        the host side alive)."""
+        for item in keep:
+            if type(item) is tuple:
+                dev, host = item
+                dev.set(host, stream=backend.xp_of(dev).cuda.get_current_stream())
+
+    def replay_update_ref(self, params: list[Any], grads: list[Any], slots: list[tuple[Any, Any]]) -> None:
+        """The numpy form of one replay of :meth:`capture_update` (tests: emulated graphs)."""
+        p = self._parity
+        gs = [g if g.dtype == a.dtype else g.astype(a.dtype) for a, g in zip(params, grads)]
+        m = [s[0] for s in slots]
+        v = [s[1] for s in slots]
+        with np.errstate(all="ignore"):
+            ref_optimizer_update(self.kind, params, gs, m, v, self._step, p, self._lr, **self._hyper())
+        self._step[p] = self._step[p ^ 1]
+
+    def _launch(
+        self, arrays: list[Any], gs: list[Any], slots: list[tuple[Any, Any]], hyper: dict, capture: list | None = None
+    ) -> None:
+        """The kernel launches; ``capture``: inside a stream capture (collects what must outlive it)."""
         cp = self._xp
         dev = self._step.device
         # One launch per dtype: the kernel is templated on T (mixed-precision models
@@ -306,7 +355,13 @@ class FusedOptimizer:
                 total = offsets[-1]
                 if total == 0:
                     continue
-                table = self._tables.get(cp, (dt.char, *ptrs, *offsets), ptrs, offsets)
+                if capture is None:
+                    table = self._tables.get(cp, (dt.char, *ptrs, *offsets), ptrs, offsets)
+                else:  # the graph's own table: its content is written after the capture
+                    host = np.concatenate([np.array(ptrs, np.uint64).view(np.int64), np.array(offsets, np.int64)])
+                    table = cp.empty(host.shape, cp.int64)
+                    capture.append((table, host))
+                    capture.extend(keep)
                 n = len(idx)
                 fn = OPTIMIZERS.function(
                     "gt_optimizer_update_f32" if dt == np.float32 else "gt_optimizer_update_f64", dev.id

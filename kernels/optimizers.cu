@@ -12,6 +12,11 @@
 // thread writes t to step[parity ^ 1]; the host flips `parity` per launch. So there is
 // no host round trip and no grid-wide race on the counter.
 //
+// Inside a CUDA graph the parity is frozen with the other arguments, so gt.function's
+// graph runs the update with a fixed parity p and then gt_optimizer_step_sync, which
+// copies the new count back into step[p]: after each replay both slots hold t, and the
+// next replay reads step[p] again (see _GraphOptimizer in gputape/function/_graphs.py).
+//
 // kind 0: SGD, Keras' form: m = momentum*m - lr*g; p += m (nesterov: p += momentum*m -
 //         lr*g); p -= lr*g when momentum == 0 (slot1 unused).
 // kind 1: Adam, Keras' form: m += (g - m)(1 - b1); v += (g^2 - v)(1 - b2);
@@ -89,3 +94,8 @@ __device__ __forceinline__ void gt_multi_tensor_update(const unsigned long long*
 
 GT_OPT(gt_optimizer_update_f32, float)
 GT_OPT(gt_optimizer_update_f64, double)
+
+// The graph form's follow-up (one thread): step[parity] = step[parity ^ 1].
+extern "C" __global__ void gt_optimizer_step_sync(long long* step, int parity) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) step[parity] = step[parity ^ 1];
+}

@@ -79,6 +79,51 @@ def test_fused_optimizer_variant_matches_on_the_cpu(bench):
     np.testing.assert_allclose([float(b()) for _ in range(4)], [float(a()) for _ in range(4)], rtol=1e-5)
 
 
+def test_the_torch_compile_peer_takes_the_same_steps_and_restarts(bench):
+    """torch_compiled_mlp's code path on the CPU (torch.compile's "eager" backend: dynamo without
+    Inductor, which the GPU run uses): the nn.Linear model holds the shared start (transposed)
+    and a second build is the first one restarted, from the same start."""
+    torch = pytest.importorskip("torch")
+    X, Y, init = bench.mlp_data(32)
+    ref = bench.torch_mlp(X, Y, init, "cpu", fused=False)
+    want = [float(ref()) for _ in range(4)]
+    bench._COMPILED.clear()
+    first = bench.torch_compiled_mlp(X, Y, init, "cpu", backend="eager")
+    got = [float(first()) for _ in range(4)]
+    # (nn.Linear computes x @ W.T + b in one addmm: rounding apart, the same step)
+    np.testing.assert_allclose(got, want, rtol=1e-4)
+    assert got[-1] < got[0] / 10
+    again = bench.torch_compiled_mlp(X, Y, init, "cpu", backend="eager")
+    assert again is first  # compiled once per process
+    assert [float(again()) for _ in range(4)] == got  # restarted: the same start, the same steps
+    assert torch.is_tensor(again())
+
+
+def test_a_peer_that_cannot_be_built_is_skipped_with_the_reason(bench, monkeypatch):
+    import time
+
+    monkeypatch.setattr(bench, "SKIPPED", {})
+    systems = {}
+
+    def broken():
+        raise RuntimeError("Cannot find a working triton installation\nmore text")
+
+    def slow():
+        time.sleep(5)
+        return lambda: 0.0
+
+    bench.add_peer(systems, "broken", broken)
+    t0 = time.perf_counter()
+    bench.add_peer(systems, "slow", slow, budget_s=0.2)
+    assert time.perf_counter() - t0 < 3
+    bench.add_peer(systems, "fine", lambda: lambda: 1.0)
+    assert list(systems) == ["fine"]
+    assert bench.SKIPPED == {
+        "broken": "RuntimeError: Cannot find a working triton installation",
+        "slow": "TimeoutError: not built within 0.2 s",
+    }
+
+
 @pytest.mark.skipif(backend.gpu_available(), reason="this machine has a GPU")
 def test_bench_fails_loudly_without_a_gpu(bench, capsys):
     assert bench.main(["--elements", "1024"]) == 2

@@ -48,6 +48,18 @@ What a user of ``tf.function`` should know:
   or under ``gt.debug.check_numerics`` (whose checks are per-op).
 * **Variables created inside the function** are created at trace time only
   (TensorFlow allows it on the first call only, for the same reason).
+* **On a GPU, the optimizer update is inside the CUDA graph** for SGD, Adam and
+  AdamW without clipping (the one-launch fused kernel; its step count and learning
+  rate live on the device): before each launch the host advances ``iterations`` and
+  writes the schedule's rate to the device when it changed, with Ctrl-C held until
+  the launch is issued, so a step is taken whole or not at all. Other optimizers
+  (and clipping, which needs host norms) run between graphs. The graphs read and
+  update variables at their own arrays, copying nothing while ``var`` keeps the array
+  captured; an array a tape or tensor still holds is not changed (the variable gets a
+  copy, the graph is captured anew: ``graph_report["recaptures"]``), a new array
+  (``assign`` while shared, ``set_state``) is copied in. The graphs keep a reference to
+  each variable's array, so an eager in-place update of such a variable outside the
+  function copies it (copy-on-write) and the next call copies it back in, once.
 
 >>> import gputape as gt, numpy as np
 >>> w = gt.Variable(np.ones((3, 1), np.float32))
@@ -96,6 +108,7 @@ from ._codegen import (
     fused_kernel_source,
 )
 from ._graphs import (
+    _COPY_KEYS,
     _FUSE_MAX,
     _FUSED_KERNELS,
     _TRANSFER_KEYS,
@@ -445,6 +458,12 @@ class Function:
 
         ``transfers``: the host->device and device->host copies (and bytes) the latest call of
         the compiled step made; a step whose inputs and variables live on its GPU makes none.
+        ``copies``: its device-to-device copies: into the graphs' argument buffers (one per
+        argument), into variables (none while each variable's array is the one captured and,
+        when the graph updates it, no tape or tensor holds it), into an optimizer's captured
+        slots (after ``set_state``), and results copied out. ``recaptures``: graphs captured
+        anew because a variable's captured array was held elsewhere. ``optimizers_in_graphs``:
+        optimizer updates the graphs hold (the others run as host steps between them).
         """
         conc = self._cache[self._keys[-1]] if self._keys else None
         r = conc.replay if conc is not None else None
@@ -452,13 +471,17 @@ class Function:
             return {}
         return {
             "graphs": sum(1 for s in r.segments if s.capture),
-            "host_steps": len(r.host_only),
+            # steps run between the graphs (variable reads are done before a graph: not counted)
+            "host_steps": sum(1 for i in r.host_only if r.steps[i].kind not in ("var", "param")),
             "steps": len(r.steps),
             "captures": r.captures,
             "refused": list(r.failures),
             "fused_chains": [len(c) for c in r.fused_chains],
             # host<->device copies the latest call made (None before the first call)
             "transfers": None if r.transfers is None else dict(zip(_TRANSFER_KEYS, r.transfers)),
+            "copies": None if r.transfers is None else dict(zip(_COPY_KEYS, r.copies)),
+            "recaptures": r.recaptures,
+            "optimizers_in_graphs": sum(1 for i, st in enumerate(r.steps) if st.kind == "opt" and i not in r.host_only),
         }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import sys
 import threading
 import types
 from collections.abc import Callable
@@ -14,8 +15,9 @@ import numpy as np
 
 from .. import backend
 from .. import expr as _expr
+from .._state import defer_interrupts
 from ..ops import raw_namespace
-from ..tensor import Variable
+from ..tensor import _EXCLUSIVE_REFS, Variable
 from ._codegen import (
     _Const,
     _fusable,
@@ -28,37 +30,142 @@ from ._codegen import (
     compose,
     fused_kernel_source,
 )
-from ._trace import _Trace
+from ._trace import _OptimizerStep, _Trace
 
 _log = logging.getLogger("gputape")
 _FUSE_MAX = 16  # steps per kernel: each array operand is a kernel parameter
 _FUSED_KERNELS: dict[tuple[str, int], Any] = {}
 
 
+_getrefcount = sys.getrefcount
+
+
+def _one_holder() -> int:
+    d = {0: object()}
+    return _getrefcount(d[0])
+
+
+_ONE_HOLDER = _one_holder()  # what _getrefcount(d[key]) says of a value only the dict d holds
+
+
 class _Segment:
-    __slots__ = ("capture", "end", "graph", "ins", "live_outs", "start", "var_reads")
+    __slots__ = (
+        "arg_ins",
+        "capture",
+        "end",
+        "graph",
+        "ins",
+        "live_outs",
+        "loose_reads",
+        "opts",
+        "start",
+        "var_reads",
+        "variables",
+    )
 
     def __init__(self, start: int, end: int, capture: bool) -> None:
         self.start, self.end, self.capture = start, end, capture
         self.graph: Any = None
         self.var_reads: list[tuple[int, Variable]] = []  # done on the host before the launch
         self.ins: list[int] = []  # slots read in the segment, made before it
+        self.arg_ins: list[int] = []  # those of them that are not variables (copied into buffers)
         self.live_outs: list[int] = []  # slots made in the segment and read after it
+        # (variable, updated in the graph, its slots): read and updated at the variable's own array
+        self.variables: list[tuple[Variable, bool, list[int]]] = []
+        self.opts: list[int] = []  # the optimizer steps it holds (their host halves run before the launch)
+        self.loose_reads: list[tuple[int, Variable]] = []  # variable reads only later segments use
+
+
+class _GraphOptimizer:
+    """An optimizer step a CUDA graph holds: the one fused launch, reading step count and rate on the device.
+
+    Outside a graph (a call that runs eagerly, a refused capture) it is the recorded
+    step, unchanged: ``Optimizer._apply_live``, all or nothing. In a graph it is split:
+
+    * the host half, before each launch: :meth:`prepare` computes the step number and
+      its learning rate (a schedule's error raises here, before anything changed), then
+      :meth:`commit`, with Ctrl-C held through the launch that follows, advances
+      ``iterations``, writes the rate to the device only when it changed and the device
+      step count only when it is not the host's (both asynchronous);
+    * the device half, captured: FusedOptimizer's kernel at a frozen parity plus the
+      one-thread sync that leaves the count in both ping-pong slots (``capture_update``).
+
+    A Ctrl-C during the host half is held until the launch has been issued, so the step
+    is taken whole (count, slots and variables) or, when it arrives before, not at all;
+    a launch itself is all or nothing. Its arguments are the gradients, then the
+    variables' slots (``"param"`` steps: the variables' own arrays, see
+    ``_GraphRunner._bind_variables``).
+    """
+
+    def __init__(self, step: _OptimizerStep) -> None:
+        self.step = step
+        self.opt = step.opt
+        self.kind = step.opt._graph_kind()
+        self.variables = step.variables
+        self.n = len(step.variables)
+        self.fused: Any = None
+        self.parity = 0
+        self.slots: list[tuple[Any, Any]] = []
+        self.keep: list[Any] = []  # what the captured launch reads besides its arguments
+        self.ids: list[int] = []  # the variables' arrays captured (emulation: a replay must be given these)
+
+    def __call__(self, *arrays: Any) -> list[Any]:
+        return self.step(*arrays[: self.n])
+
+    def _grads(self, arrays: tuple) -> tuple[list[Any], list[Any]]:
+        n = self.n
+        return list(arrays[:n]), list(arrays[n:])
+
+    def before_capture(self) -> None:
+        # before the capture begins: state made now (a fresh fused optimizer's step counter,
+        # zero slots) must not be made by kernels the graph would record and rerun
+        self.fused, self.slots = self.opt._graph_state(self.variables)
+        self.parity = self.fused._parity
+
+    def capture(self, backend_: Any, *arrays: Any) -> list[Any]:
+        grads, params = self._grads(arrays)
+        self.ids = [id(a) for a in params]
+        self.keep = backend_.capture_optimizer(self.fused, params, grads, self.slots)
+        return params
+
+    def finish_capture(self, backend_: Any) -> None:
+        backend_.finish_optimizer(self.fused, self.keep)
+
+    def replay(self, *arrays: Any) -> list[Any]:
+        """Emulated graphs: what the captured launch does, on the buffers it captured."""
+        grads, params = self._grads(arrays)
+        if [id(a) for a in params] != self.ids:  # (its gradients are made inside the graph: new each time here)
+            raise AssertionError("emulated graph: the optimizer step was replayed on variables it did not capture")
+        self.fused.replay_update_ref(params, grads, self.slots)
+        return params
+
+    def still_fits(self) -> bool:
+        """False once the optimizer was changed so that the kernel cannot do its update (clipping set)."""
+        return self.opt._graph_kind() == self.kind
+
+    def prepare(self) -> tuple[int, float]:
+        return self.opt._graph_prepare()
+
+    def commit(self, prepared: tuple[int, float], copy: Callable[[Any, Any], None]) -> int:
+        return self.opt._graph_commit(self.fused, self.parity, prepared, self.variables, self.slots, copy)
 
 
 class _GraphRunner:
     """Replays a record on the GPU as CUDA graphs between the steps a graph cannot hold.
 
-    CuPy refuses cuBLAS calls during stream capture, and host work (optimizer
-    bookkeeping, random draws, variable reads) cannot be captured, so the record
-    is cut into segments: runs of device-only steps become one graph each; the
-    rest run as ordinary launches in between. A graph reads and writes fixed
-    addresses, so every value that crosses into a graph lives in a buffer this
-    runner owns ("static"): arguments and host-step results are copied into it
-    on each call, graph results are read from it, and returned values are
-    copied out. Call 1 after the trace runs eagerly (kernels compile, pools
-    fill); call 2 captures; later calls launch. A step that fails to capture
-    is moved out of the graphs and the segments are captured anew.
+    CuPy refuses cuBLAS calls during stream capture (matrix products join the
+    graphs through gputape.cublas), and host work (random draws, Python steps)
+    cannot be captured, so the record is cut into segments: runs of device-only
+    steps become one graph each; the rest run as ordinary launches in between.
+    Variable reads and the host half of an optimizer update the fused kernel can
+    do (``_GraphOptimizer``) run before their graph's launch and do not cut it.
+    A graph reads and writes fixed addresses: arguments and host-step results are
+    copied into buffers this runner owns ("static") on each call, variables are
+    read and updated at their own arrays (``_bind_variables``), graph results are
+    read from the buffers, and returned values are copied out. Call 1 after the
+    trace runs eagerly (kernels compile, pools fill); call 2 captures; later calls
+    launch. A step that fails to capture is moved out of the graphs and the
+    segments are captured anew.
     """
 
     def __init__(self, trace: _Trace, arg_slots: list[int], out_refs: list[Any], backend_: Any) -> None:
@@ -72,12 +179,17 @@ class _GraphRunner:
         if getattr(backend_, "fuse", False):
             self._fuse_backward(arg_slots, out_refs)
         self.nslots = trace.nslots
+        self.returned = set(_slots_in(out_refs))
+        self._optimizers_in_graphs()
         self.arg_slots = arg_slots
         self.out_refs = out_refs
         self.calls = 0
         self.transfers: list[int] | None = None  # host<->device copies of the latest call
-        self.host_only: set[int] = {i for i, st in enumerate(self.steps) if st.kind != "device"}
-        self.returned = set(_slots_in(out_refs))
+        self.copies = [0, 0, 0, 0]  # the latest call's device copies: _COPY_KEYS
+        self.recaptures = 0  # graphs captured anew because a variable's captured array could not be kept
+        self.var_buf: dict[int, Any] = {}  # id(variable) -> the array the graphs read and update
+        self.replaced: set[int] = set()  # variables whose array was replaced since the capture
+        self.host_only: set[int] = {i for i, st in enumerate(self.steps) if st.kind not in ("device", "opt")}
         n = len(self.steps)
         self.last = _last_reads(self.steps)
         for k in self.returned:
@@ -95,6 +207,56 @@ class _GraphRunner:
         self.failures: list[str] = []
         self._lock = threading.Lock()
         self._plan()
+
+    def _optimizers_in_graphs(self) -> None:
+        """Optimizer steps whose update the fused kernel can do become graph steps (``_GraphOptimizer``).
+
+        Each is preceded by one ``"param"`` step per variable: the variable's array, read
+        as the graphs read variables (before the launch), which the captured kernel updates
+        in place. Left as host steps: optimizers without a fused kind (or clipping, which
+        needs host norms), variables not on the graphs' kind of device, an optimizer
+        recorded twice in one call (each launch would need its own host half), a variable
+        updated by two of them, and steps whose results are read later.
+        """
+        steps = self.steps
+        seen_opts: dict[int, int] = {}
+        for st in steps:
+            if type(st.fn) is _OptimizerStep:
+                seen_opts[id(st.fn.opt)] = seen_opts.get(id(st.fn.opt), 0) + 1
+        last = _last_reads(steps)
+        for k in self.returned:
+            last[k] = len(steps)
+        reads: dict[int, list[tuple[int, int]]] = {}  # id(variable) -> (step, slot) of its reads
+        for j, st in enumerate(steps):
+            if st.kind == "var":
+                reads.setdefault(id(st.fn), []).append((j, st.outs))
+        on_gpu = not isinstance(self.backend, _EmulatedGraphs)
+        updated: set[int] = set()
+        out: list[_Step] = []
+        for i, st in enumerate(steps):
+            fn = st.fn
+            graph_kind = getattr(fn.opt, "_graph_kind", None) if type(fn) is _OptimizerStep else None
+            if (
+                graph_kind is None
+                or graph_kind() is None
+                or seen_opts[id(fn.opt)] != 1
+                or any(id(v) in updated for v in fn.variables)
+                or any(k in last for k in _made(st.outs))
+                # a value read before the update and used after it: the in-place update would change it
+                or any(j < i < last.get(k, -1) for v in fn.variables for j, k in reads.get(id(v), ()))
+                or any(backend.is_gpu_array(v._data) != on_gpu for v in fn.variables)
+            ):
+                out.append(st)
+                continue
+            updated.update(id(v) for v in fn.variables)
+            ks = []
+            for v in fn.variables:
+                k = self.nslots
+                self.nslots += 1
+                out.append(_Step(v, None, k, "param"))
+                ks.append(_Slot(k))
+            out.append(_Step(_GraphOptimizer(fn), [*st.refs, *ks], None, "opt"))
+        self.steps = out
 
     def _capturable_gemms(self, gemm: Any) -> None:
         """Matrix products through a capturable GEMM (gputape.cublas): they join the graphs."""
@@ -165,34 +327,68 @@ class _GraphRunner:
 
     # planning
     def _plan(self) -> None:
+        steps = self.steps
         segs: list[_Segment] = []
-        for i, st in enumerate(self.steps):
+        updated: set[int] = set()  # variables an optimizer step of the open capture segment updates
+        for i, st in enumerate(steps):
+            kind = st.kind
             # A variable read launches nothing and no device step changes a variable, so a
             # read inside a run of device steps is done before that run's graph: it does not
-            # cut the graph in two.
-            cap = i not in self.host_only or (st.kind == "var" and bool(segs) and segs[-1].capture)
+            # cut the graph in two. Except after an optimizer step in the graph updated it:
+            # the read must see the new value, so it waits for the launch.
+            # A read just before a graph joins it too, when only reads come in between.
+            if kind == "var" and id(st.fn) in updated and segs[-1].capture:
+                cap = False
+            elif kind == "var" or kind == "param":  # (a "param" comes just before its optimizer step)
+                j = i
+                while j < len(steps) and steps[j].kind in ("var", "param"):
+                    j += 1
+                cap = (kind == "var" and bool(segs) and segs[-1].capture) or (
+                    j < len(steps) and j not in self.host_only
+                )
+            else:
+                cap = i not in self.host_only
             if segs and segs[-1].capture == cap:
                 segs[-1].end = i + 1
             else:
                 segs.append(_Segment(i, i + 1, cap))
-            if cap and st.kind == "var":
+                updated = set()
+            if cap and kind in ("var", "param"):
                 segs[-1].var_reads.append((st.outs, st.fn))
+            if cap and kind == "opt":
+                segs[-1].opts.append(i)
+                updated.update(id(v) for v in st.fn.variables)
         made_in: dict[int, int] = {k: -1 for k in self.arg_slots}
         for si, seg in enumerate(segs):
             for i in range(seg.start, seg.end):
-                st = self.steps[i]
+                st = steps[i]
                 for k in _made(st.outs):
-                    made_in[k] = -1 if st.kind == "var" and seg.capture else si
+                    made_in[k] = -1 if st.kind in ("var", "param") and seg.capture else si
+        # a variable's slot: the array the graphs read it at, in every segment that reads the slot
+        var_slots = {k: var for seg in segs if seg.capture for k, var in seg.var_reads}
+        self.var_segs: dict[int, list[_Segment]] = {}
         for si, seg in enumerate(segs):
             if not seg.capture:
                 continue
             ins: set[int] = set()
             for i in range(seg.start, seg.end):
-                for k in _slots_in(self.steps[i].refs or ()):
+                for k in _slots_in(steps[i].refs or ()):
                     if made_in.get(k, -1) != si:
                         ins.add(k)
             seg.ins = sorted(ins)
             seg.live_outs = sorted(k for k, where in made_in.items() if where == si and self.last.get(k, -1) >= seg.end)
+            by_var: dict[int, tuple[Variable, bool, list[int]]] = {}
+            written = {id(v) for i in seg.opts for v in steps[i].fn.variables}
+            for k in seg.ins:
+                var = var_slots.get(k)
+                if var is not None:
+                    by_var.setdefault(id(var), (var, id(var) in written, []))[2].append(k)
+            seg.variables = list(by_var.values())
+            seg.arg_ins = [k for k in seg.ins if k not in var_slots]
+            seg.loose_reads = [(k, v) for k, v in seg.var_reads if k not in ins and self.last.get(k, -1) >= seg.end]
+            for key in by_var:
+                self.var_segs.setdefault(key, []).append(seg)
+        self.var_slots = var_slots
         self.segments = segs
         self.static: dict[int, Any] = {}
 
@@ -212,14 +408,18 @@ class _GraphRunner:
         steps = self.steps
         for i in range(seg.start, seg.end):
             fn, refs, outs, kind = steps[i]
-            if kind == "var":
-                if not graph:
+            if kind == "var" or kind == "param":
+                if not graph and kind == "var":  # (a "param" feeds only its "opt" step's graph form)
                     env[outs] = fn._data
             else:
                 if capturing:
                     self._current = i
                     self.backend.before_capture_step(i, fn)
-                res = fn(*[self._resolve(r, env) for r in refs])
+                args = [self._resolve(r, env) for r in refs]
+                if kind == "opt" and graph:
+                    res = fn.capture(self.backend, *args) if capturing else fn.replay(*args)
+                else:
+                    res = fn(*args)
                 if isinstance(outs, int):
                     env[outs] = res
                 elif outs is not None:
@@ -247,27 +447,44 @@ class _GraphRunner:
         self.calls += 1
         replan = False
         static = self.static
+        copies = self.copies = [0, 0, 0, 0]
         with b.on_stream():
             for seg in self.segments:
                 if not seg.capture or eager:
                     self._exec(seg, env)
                     continue
-                for k, var in seg.var_reads:
+                self._bind_variables(seg, env)
+                for k, var in seg.loose_reads:
                     env[k] = var._data
-                for k in seg.ins:
+                for k in seg.arg_ins:
                     st = static.get(k)
                     v = env[k]
                     if st is None:
-                        # buffers of our own: the caller's arrays, variables' arrays (which
-                        # others may share) and host results are copied in on every call
+                        # buffers of our own: the caller's arrays and host results are copied
+                        # in on every call (once each)
                         st = static[k] = b.own(v)
+                        copies[0] += 1
                     elif v is not st:
                         b.copy(st, v)
+                        copies[0] += 1
                     env[k] = st
+                opts = [self.steps[i].fn for i in seg.opts]
+                if not all(o.still_fits() for o in opts):  # the update moves out of the graphs
+                    self.host_only.update(i for i, o in zip(seg.opts, opts) if not o.still_fits())
+                    self._exec(seg, env)
+                    eager = replan = True
+                    continue
                 if seg.graph is None and not self._capture(seg, env):
                     eager = replan = True  # the segment ran without a graph; so does the rest of this call
                     continue
-                b.launch(seg.graph)
+                if opts:
+                    prepared = [o.prepare() for o in opts]  # raises before anything changed
+                    with defer_interrupts():  # the optimizers' host halves and the launch: both or neither
+                        for o, p in zip(opts, prepared):
+                            copies[2] += o.commit(p, b.copy)
+                        b.launch(seg.graph)
+                else:
+                    b.launch(seg.graph)
                 for k in seg.live_outs:
                     env[k] = static[k]
                 end = seg.end
@@ -277,17 +494,67 @@ class _GraphRunner:
             out = []
             for r in self.out_refs:
                 v = self._resolve(r, env)
-                if type(r) is _Slot and static.get(r.k) is v:
-                    v = b.own(v)  # the next call overwrites the graph's buffer
+                if type(r) is _Slot and v is not None and (static.get(r.k) is v or r.k in self.var_slots):
+                    v = b.own(v)  # the next call overwrites the graph's buffer (or updates the variable)
+                    copies[3] += 1
                 out.append(v)
         if replan:
             self._plan()  # without the refused step; the next call captures anew
         return tuple(out)
 
+    def _bind_variables(self, seg: _Segment, env: list) -> None:
+        """Before a launch: each variable at the array the graph captured, copied in only when it must be.
+
+        The graphs read (and the optimizer step updates) a variable's own array: no copy
+        while ``var._data`` is still the array captured and, for a variable the graph
+        updates, nobody else holds it (copy-on-write, as ``Variable._exclusive``: the
+        runner's one reference aside). Otherwise, when the captured array is ours alone,
+        the variable's value is copied into it and it becomes the variable's array again
+        (once: a variable the graphs only read whose array is replaced again, by updates
+        outside them, keeps its own array, updated in place there, and is copied in per call);
+        when someone else holds it (a tape, a tensor), the variable's own array (a copy, if
+        the graph would update a shared one) is captured anew (``recaptures``).
+        No local name for an array here: the reference counts are the test.
+        """
+        b = self.backend
+        vb = self.var_buf
+        for var, updated, ks in seg.variables:
+            key = id(var)
+            if key not in vb:
+                vb[key] = var._data  # the first capture: the variable's own array
+            if var._data is not vb[key]:  # replaced (assign while shared, copy-on-write, set_state)
+                if _getrefcount(vb[key]) <= _ONE_HOLDER:
+                    b.copy(vb[key], var._data)
+                    self.copies[1] += 1
+                    if updated or key not in self.replaced:
+                        var._data = vb[key]
+                        self.replaced.add(key)
+                    # else: replaced again, by updates outside the graphs (an eager optimizer):
+                    # the variable keeps its own array, which those then update in place, and
+                    # the graph reads a copy, as before any of this
+                else:
+                    self._recapture(var, updated and _getrefcount(var._data) > _EXCLUSIVE_REFS)
+            elif updated and _getrefcount(var._data) > _EXCLUSIVE_REFS + 1:
+                self._recapture(var, True)
+            for k in ks:
+                env[k] = vb[key]
+
+    def _recapture(self, var: Variable, copy: bool) -> None:
+        if copy:  # the graph must not update an array another holder sees
+            var._data = self.backend.own(var._data)
+            self.copies[1] += 1
+        self.var_buf[id(var)] = var._data
+        for seg in self.var_segs.get(id(var), ()):
+            if seg.graph is not None:
+                seg.graph = None
+                self.recaptures += 1
+
     def _capture(self, seg: _Segment, env: list) -> bool:
         b = self.backend
         self._current = seg.start
         ins = [(k, env[k]) for k in seg.ins]
+        for i in seg.opts:
+            self.steps[i].fn.before_capture()
         try:
             seg.graph = b.capture(lambda: self._exec(seg, env, capturing=True, graph=True), self, seg)
         except Exception as exc:
@@ -300,6 +567,8 @@ class _GraphRunner:
             self._exec(seg, env)  # nothing of the segment ran: run it now
             return False
         self.captures += 1
+        for i in seg.opts:
+            self.steps[i].fn.finish_capture(b)
         for k in seg.live_outs:
             self.static[k] = env[k]
         return True
@@ -307,14 +576,19 @@ class _GraphRunner:
     def emulated_launch(self, seg: _Segment) -> None:
         """CPU tests: a "graph" recomputes its segment from the captured buffers into them."""
         env: list[Any] = [None] * self.nslots
+        var_slots, vb = self.var_slots, self.var_buf
         for k in seg.ins:
-            env[k] = self.static[k]
+            var = var_slots.get(k)
+            env[k] = self.static[k] if var is None else vb[id(var)]
         self._exec(seg, env, graph=True)
         for k in seg.live_outs:
             np.copyto(self.static[k], env[k])
 
 
 _TRANSFER_KEYS = ("host_to_device", "host_to_device_bytes", "device_to_host", "device_to_host_bytes")
+# device-to-device copies of a call: into argument buffers, into variables' captured arrays (or
+# copy-on-write), into an optimizer's captured slot arrays, and results copied out of the graphs
+_COPY_KEYS = ("arguments", "variables", "optimizer_slots", "results")
 
 
 def _step_name(fn: Any) -> str:
@@ -383,6 +657,12 @@ class _CudaGraphs:
     def launch(self, graph: Any) -> None:
         graph.launch(stream=self.stream)
 
+    def capture_optimizer(self, fused: Any, params: list, grads: list, slots: list) -> list:
+        return fused.capture_update(params, grads, slots)
+
+    def finish_optimizer(self, fused: Any, keep: list) -> None:
+        fused.finish_capture(keep)
+
     def copy(self, dst: Any, src: Any) -> None:
         self.cp.copyto(dst, src)
 
@@ -424,6 +704,12 @@ class _EmulatedGraphs:
     def launch(self, graph: Any) -> None:
         self.launches += 1
         graph()
+
+    def capture_optimizer(self, fused: Any, params: list, grads: list, slots: list) -> list:
+        return []  # (a real capture records the launch; the emulated launch runs _GraphOptimizer.replay)
+
+    def finish_optimizer(self, fused: Any, keep: list) -> None:
+        pass
 
     def copy(self, dst: Any, src: Any) -> None:
         np.copyto(dst, src)
