@@ -1,0 +1,511 @@
+"""The compiled backward replayed as one CUDA graph (gputape._backward_graph).
+
+On the CPU the graph backend is :class:`gputape._backward_graph.EmulatedGraphs`: numpy tapes take
+the GPU path, an array's pointer is its numpy address, a capture poisons its outputs (a result no
+launch wrote is NaN) and a launch asserts that every array it reads sits where it sat at capture,
+then runs the function into the captured buffers. Every result is compared, bit for bit, with
+the sweep's (``GradientTape(compile=False)``), and the counters say which path produced it.
+The ``gpu`` tests run the real CUDA graphs.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import weakref
+
+import numpy as np
+import pytest
+
+import gputape as gt
+from gputape import _backward_graph as bg
+
+report = gt.debug.backward_cache_report
+
+
+def graphs():
+    return report()["graphs"]
+
+
+@pytest.fixture(autouse=True)
+def emulated(monkeypatch):
+    monkeypatch.setattr(gt.config, "_compile_backward", True)  # whatever the environment says
+    monkeypatch.setattr(gt.config, "_backward_graphs", True)
+    e = bg.EmulatedGraphs()
+    was = bg.emulate(e)
+    gt.debug.clear_backward_cache()
+    yield e
+    bg.emulate(was)
+    gt.debug.clear_backward_cache()
+
+
+def same_bits(a, b, what=""):
+    if a is None or b is None:
+        assert a is None and b is None, what
+        return
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype and a.shape == b.shape, (what, a.dtype, b.dtype, a.shape, b.shape)
+    assert a.tobytes() == b.tobytes(), (what, a, b)
+
+
+def grads(record, comp=True, persistent=False, **kw):
+    with gt.GradientTape(compile=comp, persistent=persistent) as tape:
+        target, sources = record(tape)
+    return [None if g is None else g.numpy() for g in tape.gradient(target, sources, **kw)]
+
+
+def mlp():
+    rng = np.random.default_rng(0)
+    w1 = gt.Variable(rng.standard_normal((6, 5)))
+    b1 = gt.Variable(np.zeros(5))
+    w2 = gt.Variable(rng.standard_normal((5, 3)))
+    x = gt.constant(rng.standard_normal((4, 6)))
+    labels = np.array([0, 2, 1, 2])
+
+    def record(tape):
+        h = gt.nn.relu(x @ w1 + b1)
+        logp = gt.nn.log_softmax(h @ w2)
+        return -gt.mean(logp[np.arange(4), labels]), [w1, b1, w2]
+
+    return record
+
+
+def chain(n=100):
+    x = gt.constant(np.linspace(-1, 1, 16))
+
+    def record(tape):
+        tape.watch(x)
+        y = x
+        for i in range(n):
+            y = gt.tanh(y) * 1.01 if i % 2 else y * y * 0.5 + 0.1
+        return gt.sum(y), [x]
+
+    return record
+
+
+# -- the graph path --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make", [mlp, chain], ids=["mlp", "chain"])
+def test_the_graph_replays_and_equals_the_sweep(make, emulated, monkeypatch):
+    monkeypatch.setattr(bg, "RECAPTURE_AFTER", 1)  # numpy's allocator moves arrays at will
+    record = make()
+    want = grads(record, comp=False)
+    for step in range(12):
+        for a, w in zip(grads(record), want):
+            same_bits(a, w, f"step {step}")
+    g = graphs()
+    # seen, compiled, warm-up, then a launch on every call: a replay, or a (re)capture at new addresses
+    assert g["eager"] == {"warmup": 1} and g["replays"] == 12 - 3, g
+    assert 1 <= g["captures"] <= bg.MAX_CAPTURES, g
+    assert emulated.launches == g["replays"] and g["refused"] == {}
+
+
+def test_arrays_at_the_captured_addresses_are_read_in_place(emulated):
+    """A persistent tape's residuals and a held seed stay where they were: no copies, only launches."""
+    x = gt.constant(np.linspace(-1, 1, 7))
+    w = gt.constant(np.linspace(0.5, 1.5, 7))
+    og = gt.constant(np.array(2.0))
+    with gt.GradientTape(persistent=True, compile=False) as ref:
+        ref.watch([x, w])
+        y = gt.sum(gt.exp(x * w) * x)
+    want = [g.numpy() for g in ref.gradient(y, [x, w], output_gradients=og)]
+    with gt.GradientTape(persistent=True) as tape:
+        tape.watch([x, w])
+        y = gt.sum(gt.exp(x * w) * x)
+    held, nodes = tape.saved_bytes, list(tape._nodes)
+    for _ in range(8):  # seen, compiled, warm-up, capture, replays
+        for a, b in zip(tape.gradient(y, [x, w], output_gradients=og), want):
+            same_bits(a.numpy(), b)
+        assert tape.saved_bytes == held and tape._nodes == nodes  # nothing freed, nothing swapped
+    g = graphs()
+    assert (g["captures"], g["recaptures"], g["replays"]) == (1, 0, 5) and g["eager"] == {"warmup": 1}, g
+    (entry,) = bg._entries.values()
+    assert entry.graph.copied == {}  # every read in place
+    assert emulated.launches == 5
+
+
+def test_the_graph_holds_none_of_the_arrays_it_read():
+    x = gt.constant(np.linspace(-1, 1, 5))
+    refs = []
+    for _ in range(4):
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            h = gt.tanh(x * 2.0)
+            refs.append(weakref.ref(h._data))
+            y = gt.sum(h * h)
+        del h
+        tape.gradient(y, x)
+        del y, tape
+    assert graphs()["captures"] == 1
+    assert all(r() is None for r in refs)  # the capture's residuals too: the pool may hand them out again
+
+
+def test_an_address_mismatch_runs_the_compiled_function_and_is_right(emulated, monkeypatch):
+    monkeypatch.setattr(bg, "RECAPTURE_AFTER", 10**9)
+    x = gt.constant(np.linspace(-1, 1, 9))
+    keep = []  # persistent tapes that hold their residuals: each new tape's arrays sit elsewhere
+
+    def record(tape):
+        tape.watch(x)
+        return gt.sum(gt.sin(x * 3.0) * gt.exp(x)), [x]
+
+    want = grads(record, comp=False)
+    for _ in range(8):
+        with gt.GradientTape(persistent=True) as tape:
+            target, sources = record(tape)
+        same_bits(tape.gradient(target, sources)[0].numpy(), want[0])
+        keep.append(tape)
+    g = graphs()
+    assert g["captures"] == 1 and g["replays"] == 1, g  # the capture's own call launches it
+    assert g["eager"]["address"] == 8 - 2 - 1 - 1 and g["recaptures"] == 0, g
+
+
+def test_recapture_reads_moved_arrays_from_buffers_of_its_own(emulated, monkeypatch):
+    monkeypatch.setattr(bg, "RECAPTURE_AFTER", 2)
+    x = gt.constant(np.linspace(-1, 1, 9))
+    keep = []
+
+    def record(tape):
+        tape.watch(x)
+        return gt.sum(gt.sin(x * 3.0) * gt.exp(x)), [x]
+
+    want = grads(record, comp=False)
+    for _ in range(10):
+        with gt.GradientTape(persistent=True) as tape:
+            target, sources = record(tape)
+        same_bits(tape.gradient(target, sources)[0].numpy(), want[0])
+        keep.append(tape)  # (every tape's arrays at new addresses)
+    g = graphs()
+    # seen, compiled, warm-up, capture, 1 mismatch, recapture (copies in what moved), then replays
+    assert (g["captures"], g["recaptures"], g["eager"].get("address")) == (2, 1, 1), g
+    assert g["replays"] == 10 - 3 - 1, g  # (each capture launches for its own call)
+    (entry,) = bg._entries.values()
+    moved = set(entry.graph.copied)
+    assert moved and ("S", 0) in moved  # each seed is a new array: copied in
+    assert emulated.released == 1  # the first graph was dropped at the recapture
+
+
+def test_captures_per_structure_are_bounded(monkeypatch):
+    """The same structure in float32 and float64 (one compiled backward): a layout mismatch each time."""
+    monkeypatch.setattr(bg, "RECAPTURE_AFTER", 1)
+    xs = [gt.constant(np.linspace(-1, 1, 6).astype(dt)) for dt in (np.float32, np.float64)]
+
+    def record_for(x):
+        def record(tape):
+            tape.watch(x)
+            return gt.sum(gt.tanh(x) * x), [x]
+
+        return record
+
+    want = [grads(record_for(x), comp=False) for x in xs]
+    for _ in range(8):
+        for x, w in zip(xs, want):
+            same_bits(grads(record_for(x))[0], w[0])
+    g = graphs()
+    assert report()["cached"] == 1 and g["captures"] == bg.MAX_CAPTURES, (report(), g)
+    assert g["eager"]["layout"] > 0, g
+
+
+def test_a_parameter_that_differs_is_a_value_mismatch():
+    """sum over axis 0 and over axis 1 of a square matrix: one compiled backward (it reads the axis
+    from the node), but a graph bakes the axis in, so the other axis runs eagerly."""
+    x = gt.constant(np.arange(9.0).reshape(3, 3) / 7)
+
+    def record_for(axis):
+        def record(tape):
+            tape.watch(x)
+            return gt.sum(gt.sin(gt.sum(gt.exp(x), axis=axis)) * np.array([1.0, 2.0, 3.0])), [x]
+
+        return record
+
+    want = {a: grads(record_for(a), comp=False) for a in (0, 1)}
+    for a in (0, 0, 0, 0, 1, 0, 1):
+        same_bits(grads(record_for(a))[0], want[a][0], f"axis {a}")
+    assert report()["cached"] == 1
+    assert graphs()["eager"].get("value", 0) >= 1, graphs()
+
+
+def test_a_shape_change_is_a_new_structure(monkeypatch):
+    monkeypatch.setattr(bg, "RECAPTURE_AFTER", 1)
+    xs = {n: gt.constant(np.linspace(-2, 2, n)) for n in (4, 7)}
+
+    def record_for(n):
+        def record(tape):
+            tape.watch(xs[n])
+            return gt.sum(gt.tanh(xs[n] * 2.0)), [xs[n]]
+
+        return record
+
+    want = {n: grads(record_for(n), comp=False) for n in xs}
+    for _ in range(8):
+        for n in xs:
+            same_bits(grads(record_for(n))[0], want[n][0])
+    g = graphs()
+    assert g["held"] == 2 and report()["cached"] == 2 and g["captures"] >= 2 and g["replays"] >= 6, g
+    assert "layout" not in g["eager"], g  # each shape has its own graph
+
+
+def test_a_gradient_that_is_a_view_of_an_input_is_copied_inside_the_graph():
+    """d y / d y is the seed itself: the graph's output would be the capture-time seed's memory."""
+    x = gt.constant(np.array([0.5, -1.0, 2.0]))
+    og = gt.constant(np.array([3.0, 4.0, 5.0]))
+
+    def record(tape):
+        tape.watch(x)
+        y = gt.exp(x) * x
+        return y, [y, x]
+
+    want = grads(record, comp=False, output_gradients=og)
+    for _ in range(7):
+        got = grads(record, output_gradients=og)
+        same_bits(got[0], want[0])
+        same_bits(got[1], want[1])
+    (entry,) = bg._entries.values()
+    assert entry.graph.alias == {0} and graphs()["replays"] >= 1
+
+
+# -- non-persistent tapes: skeletons, explain ------------------------------------------------------
+
+
+def test_a_replay_frees_residuals_and_leaves_the_sweeps_skeletons():
+    x = gt.constant(np.linspace(0, 1, 1000))
+    c = gt.constant(np.linspace(1, 2, 1000))
+    skeletons, answers = {}, {}
+    for comp in (False, True, True, True, True, True):
+        with gt.GradientTape(compile=comp) as tape:
+            tape.watch(x)
+            h = gt.exp(x)
+            ref = weakref.ref(h._data)
+            y = gt.sum(gt.sin(h) * gt.stop_gradient(h * c))
+        del h
+        tape.gradient(y, [x, c])
+        assert ref() is None and tape.saved_bytes == 0  # freed with their nodes
+        skeletons[comp] = [(n.prim.name, n.ids, n.out) for n in tape._retired._nodes]
+        e1, e2 = tape.explain(y, x), tape.explain(y, c)
+        answers.setdefault(comp, []).append((e1.reason, e2.reason, str(e1), str(e2)))
+    assert graphs()["replays"] >= 1, graphs()
+    assert [(p, len(i), type(o)) for p, i, o in skeletons[True]] == [
+        (p, len(i), type(o)) for p, i, o in skeletons[False]
+    ]
+    assert all(a == answers[False][0] for a in answers[True])
+
+
+# -- refusals, switches, counters ------------------------------------------------------------------
+
+
+def test_a_capture_that_fails_marks_the_structure_graphless(emulated, caplog):
+    emulated.refuse = lambda nodes: True
+    record = chain(6)
+    want = grads(record, comp=False)
+    with caplog.at_level("DEBUG", logger="gputape"):
+        for _ in range(7):
+            same_bits(grads(record)[0], want[0])
+    g = graphs()
+    assert g["refused"] == {"capture_failed:RuntimeError": 1} and g["captures"] == 0, g
+    assert g["eager"] == {"warmup": 1, "graphless": 7 - 3}, g
+    assert "emulated capture refusal" in caplog.text
+
+
+def test_custom_gradient_is_refused():
+    x = gt.constant(np.array([1.0, 2.0]))
+
+    @gt.custom_gradient
+    def f(a):
+        return a * 2.0, lambda dy: dy * 3.0
+
+    def record(tape):
+        tape.watch(x)
+        return gt.sum(f(x) * x), [x]
+
+    want = grads(record, comp=False)
+    for _ in range(5):
+        same_bits(grads(record)[0], want[0])
+    assert graphs()["refused"] == {"custom_gradient": 1}, graphs()
+
+
+def test_a_value_it_cannot_compare_is_refused(monkeypatch):
+    x = gt.constant(np.array([1.0, 2.0]))
+
+    def record(tape):
+        tape.watch(x)
+        return gt.sum(gt.exp(x)), [x]
+
+    for _ in range(3):
+        grads(record)
+    (entry,) = bg._entries.values()
+    monkeypatch.setattr(bg, "_SCALARS", ())  # an int parameter (sum's) is now beyond comparison
+    want = grads(record, comp=False)
+    same_bits(grads(record)[0], want[0])
+    assert graphs()["refused"] == {"unsupported_value:int": 1}, graphs()
+    assert entry.refused and entry.graph is None
+
+
+def test_the_switch_and_the_tapes_opt_out():
+    record = chain(4)
+    want = grads(record, comp=False)
+    gt.config.set_backward_graphs(False)
+    try:
+        assert graphs()["enabled"] is False
+        for _ in range(5):
+            same_bits(grads(record)[0], want[0])
+    finally:
+        gt.config.set_backward_graphs(True)
+    g = graphs()
+    assert g["eager"] == {"disabled": 3} and g["captures"] == 0, g
+    for _ in range(3):
+        same_bits(grads(record, comp=False)[0], want[0])  # compile=False: the sweep, no graph path
+    assert graphs()["eager"] == {"disabled": 3}
+    with pytest.raises(TypeError, match="set_backward_graphs"):
+        gt.config.set_backward_graphs("no")
+
+
+def test_environment_variable_turns_graphs_off():
+    code = "import gputape as gt; print(gt.config.get_backward_graphs())"
+    for value, expect in (("0", "False"), ("off", "False"), ("1", "True")):
+        env = {"GPUTAPE_BACKWARD_GRAPHS": value, "PATH": "", "GPUTAPE_DEVICE": "cpu"}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == expect
+
+
+def test_higher_order_and_check_numerics_never_reach_a_graph():
+    x = gt.constant(np.array([0.3, -0.7]))
+    for _ in range(4):
+        with gt.GradientTape() as outer:
+            outer.watch(x)
+            with gt.GradientTape() as inner:
+                inner.watch(x)
+                y = gt.sum(gt.tanh(x) * x)
+            g1 = inner.gradient(y, x)
+        outer.gradient(g1, x)
+    assert report()["fallbacks"]["recording_gradient"] == 4
+    with gt.debug.check_numerics():
+        for _ in range(4):
+            grads(chain(3))
+    assert report()["fallbacks"]["check_numerics"] == 4
+    g = graphs()
+    assert g["captures"] == 1 and g["held"] == 1, g  # the outer tape's gradient only
+
+
+def test_a_busy_graph_runs_eagerly():
+    record = chain(4)
+    want = grads(record, comp=False)
+    for _ in range(5):
+        grads(record)
+    (entry,) = bg._entries.values()
+    with entry.lock:  # another thread is replaying it
+        same_bits(grads(record)[0], want[0])
+    assert graphs()["eager"]["busy"] == 1
+
+
+def test_entries_are_bounded_and_dropped_graphs_released(emulated, monkeypatch):
+    monkeypatch.setattr(bg, "CACHE_SIZE", 1)
+    for n in (3, 4, 3):
+        x = gt.constant(np.linspace(0, 1, n))
+        for _ in range(4):
+            with gt.GradientTape() as tape:
+                tape.watch(x)
+                y = gt.sum(gt.sin(x))
+            tape.gradient(y, x)
+    assert graphs()["held"] == 1 and emulated.released == 2 and graphs()["captures"] == 3
+
+
+def test_the_emulation_catches_a_launch_on_memory_it_was_not_captured_on(monkeypatch):
+    """The stand-in is strict where a real graph would silently read stale memory."""
+    monkeypatch.setattr(bg, "_mismatch", lambda *a: None)  # a runner that forgot to check
+    x = gt.constant(np.linspace(-1, 1, 9))
+    keep = []
+    with pytest.raises(AssertionError, match="not where it was captured"):
+        for _ in range(6):
+            with gt.GradientTape(persistent=True) as tape:
+                tape.watch(x)
+                y = gt.sum(gt.sin(x * 3.0) * gt.exp(x))
+            tape.gradient(y, x)
+            keep.append(tape)
+
+
+def test_counters_are_cleared_with_the_cache():
+    for _ in range(4):
+        grads(chain(3))
+    assert graphs()["captures"] == 1
+    gt.debug.clear_backward_cache()
+    g = graphs()
+    assert (g["captures"], g["replays"], g["held"], g["eager"], g["refused"]) == (0, 0, 0, {}, {})
+
+
+def test_numpy_tapes_without_the_emulation_never_take_the_path():
+    bg.emulate(None)
+    for _ in range(5):
+        grads(chain(3))
+    g = graphs()
+    assert report()["hits"] == 3 and (g["captures"], g["eager"], g["held"]) == (0, {}, 0)
+
+
+# -- on a GPU ------------------------------------------------------------------------------------
+
+
+def grads_raw(record, comp, persistent=False):
+    with gt.GradientTape(compile=comp, persistent=persistent) as tape:
+        target, sources = record(tape)
+    return [g._data for g in tape.gradient(target, sources)]
+
+
+def _gpu_mlp():
+    rng = np.random.default_rng(0)
+    dev = "cuda"
+    ps = [
+        gt.Variable(gt.constant(rng.standard_normal(s).astype(np.float32) * 0.1).to(dev)._data)
+        for s in ((784, 256), (256,), (256, 10), (10,))
+    ]
+    x = gt.constant(rng.standard_normal((1024, 784)).astype(np.float32)).to(dev)
+    y = gt.constant(rng.integers(0, 10, 1024)).to(dev)
+    w1, b1, w2, b2 = ps
+
+    def record(tape):
+        h = gt.nn.relu(x @ w1 + b1)
+        return gt.mean(gt.nn.sparse_softmax_cross_entropy_with_logits(y, h @ w2 + b2)), ps
+
+    return record
+
+
+def _gpu_chain():
+    x = gt.constant(np.linspace(-1, 1, 1 << 16).astype(np.float32)).to("cuda")
+
+    def record(tape):
+        tape.watch(x)
+        y = x
+        for i in range(100):
+            y = gt.tanh(y) * 1.01 if i % 2 else y * y * 0.5 + 0.1
+        return gt.sum(y), [x]
+
+    return record
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("make", [_gpu_mlp, _gpu_chain], ids=["mlp", "chain"])
+def test_gpu_graph_replay_equals_the_sweep(make):
+    bg.emulate(None)
+    record = make()
+    want = [g.get() for g in grads_raw(record, False)]
+    for _ in range(12):
+        for a, w in zip(grads_raw(record, True), want):
+            np.testing.assert_allclose(a.get(), w, rtol=2e-5, atol=1e-6)
+    g = graphs()
+    assert g["refused"] == {}, g
+    assert g["captures"] >= 1 and g["replays"] >= 5, g
+
+
+@pytest.mark.gpu
+def test_gpu_mismatch_path_is_right():
+    bg.emulate(None)
+    record = _gpu_chain()
+    want = [g.get() for g in grads_raw(record, False)]
+    keep = []
+    for _ in range(8):  # persistent tapes held: every tape's residuals at new addresses
+        with gt.GradientTape(persistent=True) as tape:
+            target, sources = record(tape)
+        np.testing.assert_allclose(tape.gradient(target, sources)[0]._data.get(), want[0], rtol=2e-5, atol=1e-6)
+        keep.append(tape)
+    g = graphs()
+    assert g["refused"] == {} and g["eager"].get("address", 0) >= 1 and g["recaptures"] >= 1, g
+    assert g["replays"] >= 2, g
