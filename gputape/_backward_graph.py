@@ -17,8 +17,9 @@ every call, never assumed:
   same pointer, shape, strides and dtype on a live array mean that the memory the graph reads is
   that tape's data. Anything else runs the compiled function eagerly (counted by reason:
   ``address``, ``layout``, ``value``).
-* **Recapture.** After :data:`RECAPTURE_AFTER` consecutive mismatches the structure is captured
-  again at the new addresses, at most :data:`MAX_CAPTURES` times in all. Arrays whose address
+* **Recapture.** After :data:`RECAPTURE_AFTER` mismatching calls since its capture (consecutive
+  or not: a residual that alternates between two blocks mismatches every other call) the
+  structure is captured again at the new addresses, at most :data:`MAX_CAPTURES` times in all. Arrays whose address
   changed while their layout did not (a batch sliced from a device-resident data set, a
   residual that is also the user's variable and so alternates between two blocks) are then read
   from buffers of the graph's own, copied in before each launch (one device copy each), so
@@ -70,7 +71,7 @@ from .primitive import Node
 _log = logging.getLogger("gputape")
 
 CACHE_SIZE = 16  # structures with a graph entry kept (least recently used dropped: each holds a memory pool)
-RECAPTURE_AFTER = 3  # consecutive mismatching calls before a structure is captured at the new addresses
+RECAPTURE_AFTER = 3  # mismatching calls since the capture before a structure is captured at the new addresses
 MAX_CAPTURES = 4  # captures per structure, the first included; past it, mismatches stay eager
 
 _counts = {"captures": 0, "recaptures": 0, "replays": 0}
@@ -126,7 +127,7 @@ class _Entry:
         self.visited: tuple[int, ...] | None = None  # set by the first (eager) run: the nodes it reads
         self.graph: _Graph | None = None
         self.refused = False
-        self.misses = 0  # consecutive mismatching calls
+        self.misses = 0  # mismatching calls since the capture
         self.pending: set[tuple] = set()  # places whose address (not layout) changed: copied at the recapture
         self.captures = 0
 
@@ -179,8 +180,6 @@ def _run(entry: _Entry, b: Any, fn: Callable[..., tuple], tape: Any, seeds: list
         return _capture(entry, b, fn, tape, seeds)
     why = _mismatch(g, b, nodes, seeds, entry.pending)
     if why is None:
-        entry.misses = 0
-        entry.pending.clear()
         return _replay(g, b, tape, seeds)
     entry.misses += 1
     if entry.misses >= RECAPTURE_AFTER and entry.captures < MAX_CAPTURES:
@@ -249,7 +248,7 @@ def _records(places: list, copied: dict, b: Any, nodes: list, seeds: list) -> li
 
 
 _MISSING = ("missing",)
-_SCALARS = (int, str, bool, type(None), np.dtype, type(Ellipsis))
+_SCALARS = (int, str, bool, type(None), type(Ellipsis))
 
 
 def _record(b: Any, v: Any) -> Any:
@@ -257,11 +256,11 @@ def _record(b: Any, v: Any) -> Any:
     if b.is_array(v):
         return (_ARRAY, b.pointer(v), v.shape, v.strides, v.dtype)
     t = type(v)
-    if t in _SCALARS:
+    if t in _SCALARS or isinstance(v, (np.dtype, type)):
         return (t, v)
     if t is float or t is complex or isinstance(v, np.generic):
         return (t, repr(v))  # (repr: -0.0 is not 0.0 and nan is nan, for a product's bits)
-    if t is tuple or t is list:
+    if isinstance(v, (tuple, list)):  # (TensorShape included)
         return (t, tuple(_record(b, e) for e in v))
     if t is dict:
         return (t, tuple((k, _record(b, e)) for k, e in v.items()))
@@ -269,6 +268,9 @@ def _record(b: Any, v: Any) -> Any:
         return (t, _record(b, v.start), _record(b, v.stop), _record(b, v.step))
     if isinstance(v, np.ndarray):
         raise _RefusedError("host_array")  # read from host memory by a GPU graph: a copy a capture cannot hold
+    slots = getattr(t, "__slots__", None)
+    if slots is not None and not hasattr(v, "__dict__"):  # a small value object (getitem's index operand)
+        return (t, tuple(_record(b, getattr(v, s, None)) for s in ((slots,) if type(slots) is str else slots)))
     raise _RefusedError(f"unsupported_value:{t.__name__}")
 
 
@@ -291,15 +293,22 @@ def _drop(entry: _Entry) -> None:
 
 
 class _Visits(list):
-    """The node list a capture runs on: records which positions the function reads."""
+    """The node list the first run reads: records which positions the function reads."""
 
     def __init__(self, nodes: list) -> None:
         super().__init__(nodes)
         self.read: set[int] = set()
 
     def __getitem__(self, p: Any) -> Any:
-        self.read.add(p)
+        if type(p) is int:
+            self.read.add(p % len(self))
+        else:  # (a slice, or whatever the generated code may do: every node it could reach)
+            self.read.update(range(len(self)))
         return list.__getitem__(self, p)
+
+    def __iter__(self) -> Iterator[Any]:
+        self.read.update(range(len(self)))
+        return list.__iter__(self)
 
 
 def _clone(n: Node, saved: tuple) -> Node:
@@ -422,11 +431,8 @@ def _overlaps(b: Any, o: Any, extents: list) -> bool:
 
 def _replay(g: _Graph, b: Any, tape: Any, seeds: list) -> tuple:
     nodes = tape._nodes
-    with b.launching():
-        for place, buf in g.copied.items():
-            b.copy(buf, _at(place, nodes, seeds))
-        b.launch(g.handle, lambda: _substitute(nodes, seeds, g.copied))
-    out = tuple(None if o is None else b.copy_of(o) for o in g.outs)
+    copies = [(buf, _at(place, nodes, seeds)) for place, buf in g.copied.items()]
+    out = b.replay(g.handle, copies, g.outs, lambda: _substitute(nodes, seeds, g.copied))
     _counts["replays"] += 1
     if not tape._persistent:  # the generated code's host work: skeletons (the residuals are freed with them)
         for p in g.visited:
@@ -462,7 +468,6 @@ class _CudaGraphs:
         with cp.cuda.Device(device_index):
             self.stream = cp.cuda.Stream(non_blocking=True)
         self.gemm = cublas.gemm_for(device_index)
-        self._forms: dict[int, tuple[Any, Callable]] = {}
 
     def is_array(self, v: Any) -> bool:
         return isinstance(v, self.cp.ndarray)
@@ -472,18 +477,18 @@ class _CudaGraphs:
         return v.data.ptr
 
     def graph_form(self, fn: Callable[..., tuple]) -> Callable[..., tuple]:
-        """``fn`` with its matrix products through the capturable GEMM (its VJP namespace ``F`` rebound)."""
-        got = self._forms.get(id(fn))
-        if got is not None and got[0] is fn:
-            return got[1]
-        form = fn
+        """``fn`` with its matrix products through the capturable GEMM (its VJP namespace ``F`` rebound).
+
+        Without the GEMM (or an ``F`` to rebind) it is ``fn``: CuPy's matmul then refuses the capture.
+        """
         F = getattr(fn, "__globals__", {}).get("F")
-        if self.gemm is not None and F is not None:
-            ns = types.SimpleNamespace(**vars(F))
-            ns.matmul = self.gemm.matmul
-            form = types.FunctionType(fn.__code__, {**fn.__globals__, "F": ns}, fn.__name__, fn.__defaults__)
-        self._forms[id(fn)] = (fn, form)
-        return form
+        if self.gemm is None or F is None:
+            return fn
+        ns = types.SimpleNamespace(**vars(F))
+        ns.matmul = self.gemm.matmul
+        return types.FunctionType(
+            fn.__code__, {**fn.__globals__, "F": ns}, fn.__name__, fn.__defaults__, fn.__closure__
+        )
 
     @contextlib.contextmanager
     def capturing(self) -> Iterator[Any]:
@@ -502,11 +507,15 @@ class _CudaGraphs:
         finally:
             caller.wait_event(self.stream.record())  # and the caller's next kernels (and frees) after the graph
 
-    def launching(self) -> Any:
-        return self._on_stream()
-
-    def launch(self, handle: Any, memory: Callable[[], Any]) -> None:
-        handle[0].launch(stream=self.stream)
+    def replay(self, handle: Any, copies: list, outs: list, memory: Callable[[], Any]) -> tuple:
+        """Copy the moved inputs in, launch, and copy the outputs out (on the caller's stream, its pool)."""
+        cp = self.cp
+        with cp.cuda.Device(self.index):
+            with self._on_stream():
+                for buf, src in copies:
+                    cp.copyto(buf, src)
+                handle[0].launch(stream=self.stream)
+            return tuple(None if o is None else o.copy() for o in outs)
 
     def release(self, handle: Any) -> None:
         if handle is not None:
@@ -514,9 +523,6 @@ class _CudaGraphs:
 
     def own(self, v: Any) -> Any:
         return v.copy()
-
-    def copy(self, dst: Any, src: Any) -> None:
-        self.cp.copyto(dst, src)
 
     def copy_of(self, v: Any) -> Any:
         return v.copy()
@@ -576,30 +582,27 @@ class EmulatedGraphs:
     def capturing(self) -> Iterator[Any]:
         yield _EmulatedCapture(self)
 
-    def launching(self) -> Any:
-        return contextlib.nullcontext()
-
-    def launch(self, handle: Any, memory: Callable[[], tuple[list, list]]) -> None:
-        body, places, reads, outs = handle
+    def replay(self, handle: Any, copies: list, outs: list, memory: Callable[[], tuple[list, list]]) -> tuple:
+        body, places, reads, bufs = handle
+        for buf, src in copies:
+            np.copyto(buf, src)
         nodes, seeds = memory()
         for place, want in zip(places, reads):
             v = _at(place, nodes, seeds)
             if want is not None:
                 got = (self.pointer(v), v.shape, v.strides, v.dtype)
                 assert got == want, f"emulated graph: {place} is not where it was captured: {got} != {want}"
-        for buf, r in zip(outs, body(nodes, seeds)):
+        for buf, r in zip(bufs, body(nodes, seeds)):
             if buf is not None:
                 np.copyto(buf, r)
         self.launches += 1
+        return tuple(None if o is None else np.array(o, copy=True) for o in outs)
 
     def release(self, handle: Any) -> None:
         self.released += 1
 
     def own(self, v: Any) -> Any:
         return np.array(v, copy=True)
-
-    def copy(self, dst: Any, src: Any) -> None:
-        np.copyto(dst, src)
 
     def copy_of(self, v: Any) -> Any:
         return np.array(v, copy=True)

@@ -16,6 +16,8 @@ import weakref
 
 import numpy as np
 import pytest
+from test_backward_compile import _case_record, numpy_of, run
+from test_grad_registry import ALL, COMPOSITES
 
 import gputape as gt
 from gputape import _backward_graph as bg
@@ -186,6 +188,33 @@ def test_recapture_reads_moved_arrays_from_buffers_of_its_own(emulated, monkeypa
     assert emulated.released == 1  # the first graph was dropped at the recapture
 
 
+def test_arrays_alternating_between_two_addresses_are_copied_in_after_the_recapture():
+    """A residual that is also the user's variable alternates between two blocks (the previous
+    step's is alive while the next one is made): mismatches need not be consecutive to count."""
+    rng = np.random.default_rng(3)
+    pairs = [tuple(gt.constant(rng.standard_normal(5)) for _ in range(2)) for _ in range(2)]
+    og = gt.constant(np.array(1.5))
+
+    def record_for(a, b):
+        def record(tape):
+            tape.watch([a, b])
+            return gt.sum(a * b), [a, b]  # (multiply saves both inputs: the caller's arrays)
+
+        return record
+
+    want = [grads(record_for(*p), comp=False, output_gradients=og) for p in pairs]
+    for step in range(14):
+        got = grads(record_for(*pairs[step % 2]), output_gradients=og)
+        for a, w in zip(got, want[step % 2]):
+            same_bits(a, w, f"step {step}")
+    g = graphs()
+    # seen, compiled, warm-up, capture (pair 1); pair 0 mismatches on calls 5, 7, 9: the third recaptures
+    assert (g["captures"], g["recaptures"], g["eager"]) == (2, 1, {"warmup": 1, "address": 2}), g
+    assert g["replays"] == 14 - 3 - 2, g
+    (entry,) = bg._entries.values()
+    assert {p for p in entry.graph.copied if p[0] != "S"} == {(0, 0), (0, 1)}  # multiply's two residuals
+
+
 def test_captures_per_structure_are_bounded(monkeypatch):
     """The same structure in float32 and float64 (one compiled backward): a layout mismatch each time."""
     monkeypatch.setattr(bg, "RECAPTURE_AFTER", 1)
@@ -263,6 +292,24 @@ def test_a_gradient_that_is_a_view_of_an_input_is_copied_inside_the_graph():
         same_bits(got[1], want[1])
     (entry,) = bg._entries.values()
     assert entry.graph.alias == {0} and graphs()["replays"] >= 1
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize(
+    ("name", "i", "f", "args"),
+    ALL + [(n, 0, f, a) for n, f, a in COMPOSITES],
+    ids=[f"{n}-{i}" for n, i, _, _ in ALL] + [c[0] for c in COMPOSITES],
+)
+def test_every_primitive_replays_bitwise_equal_to_the_sweep(name, i, f, args, dtype, monkeypatch):
+    """No primitive's node holds a value the check cannot compare: each replays, the sweep's bits."""
+    monkeypatch.setattr(bg, "RECAPTURE_AFTER", 1)
+    record = _case_record(f, args, dtype)
+    want = numpy_of(run(record, False, unconnected_gradients="zero"))
+    for _ in range(6):
+        for k, (a, b) in enumerate(zip(numpy_of(run(record, True, unconnected_gradients="zero")), want)):
+            same_bits(a, b, f"source {k}")
+    g = graphs()
+    assert g["refused"] == {} and g["replays"] == 3, g
 
 
 # -- non-persistent tapes: skeletons, explain ------------------------------------------------------
