@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import types
 import weakref
 
 import numpy as np
@@ -486,6 +487,44 @@ def test_numpy_tapes_without_the_emulation_never_take_the_path():
         grads(chain(3))
     g = graphs()
     assert report()["hits"] == 3 and (g["captures"], g["eager"], g["held"]) == (0, {}, 0)
+
+
+def test_the_graph_form_routes_matrix_products_through_the_capturable_gemm():
+    """On a GPU the capture runs the compiled function with ``F.matmul`` rebound to gputape.cublas's
+    GEMM (CuPy's matmul refuses a capture); checked here with a counting stand-in for the GEMM."""
+    record = mlp()
+    want = grads(record, comp=False)
+    for _ in range(2):
+        grads(record)
+    (fn,) = gt._backward_compile._cache.values()
+    calls = []
+    cuda = bg._CudaGraphs.__new__(bg._CudaGraphs)
+    cuda.gemm = types.SimpleNamespace(matmul=lambda a, b: calls.append(a.shape) or np.matmul(a, b))
+    form = cuda.graph_form(fn)
+    assert form is not fn and form.__globals__["F"].matmul is cuda.gemm.matmul
+    assert fn.__globals__["F"].matmul is np.matmul  # the compiled function itself is untouched
+    with gt.GradientTape() as tape:
+        target, _ = record(tape)
+    seeds = [np.ones((), target.dtype)]
+    got = form(tape._nodes, seeds)
+    assert len(calls) == 3  # dW1 = x^T g, dh = g W2^T, dW2 = h^T g (x needs no gradient)
+    for a, w in zip(got, want):
+        same_bits(a, w)
+    cuda.gemm = None
+    assert cuda.graph_form(fn) is fn
+
+
+def test_the_benchmark_row_turns_graphs_off_for_its_call_only():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_bench.py"
+    spec = importlib.util.spec_from_file_location("gpu_bench_rows", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    seen = []
+    step = mod.without_backward_graphs(lambda: seen.append(gt.config.get_backward_graphs()) or 7)
+    assert step() == 7 and seen == [False] and gt.config.get_backward_graphs() is True
 
 
 # -- on a GPU ------------------------------------------------------------------------------------
