@@ -569,16 +569,17 @@ def _gpu_chain():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("make", [_gpu_mlp, _gpu_chain], ids=["mlp", "chain"])
-def test_gpu_graph_replay_equals_the_sweep(make):
+def test_gpu_graph_replay_equals_the_sweep(make, monkeypatch):
     bg.emulate(None)
+    monkeypatch.setattr(bg, "RECAPTURE_AFTER", 1)  # (the pool may move a residual once or twice)
     record = make()
     want = [g.get() for g in grads_raw(record, False)]
-    for _ in range(12):
+    for _ in range(16):
         for a, w in zip(grads_raw(record, True), want):
-            np.testing.assert_allclose(a.get(), w, rtol=2e-5, atol=1e-6)
+            np.testing.assert_allclose(a.get(), w, rtol=1e-4, atol=1e-5)
     g = graphs()
-    assert g["refused"] == {}, g
-    assert g["captures"] >= 1 and g["replays"] >= 5, g
+    assert g["refused"] == {} and g["captures"] >= 1, g
+    assert g["replays"] >= 16 - 3 - 2, g  # every call after the warm-up launches a graph, bar a mismatch or two
 
 
 @pytest.mark.gpu
@@ -587,11 +588,12 @@ def test_gpu_mismatch_path_is_right():
     record = _gpu_chain()
     want = [g.get() for g in grads_raw(record, False)]
     keep = []
-    for _ in range(8):  # persistent tapes held: every tape's residuals at new addresses
+    for _ in range(10):  # persistent tapes held: every tape's residuals at new addresses
         with gt.GradientTape(persistent=True) as tape:
             target, sources = record(tape)
-        np.testing.assert_allclose(tape.gradient(target, sources)[0]._data.get(), want[0], rtol=2e-5, atol=1e-6)
+        np.testing.assert_allclose(tape.gradient(target, sources)[0]._data.get(), want[0], rtol=1e-4, atol=1e-5)
         keep.append(tape)
     g = graphs()
-    assert g["refused"] == {} and g["eager"].get("address", 0) >= 1 and g["recaptures"] >= 1, g
-    assert g["replays"] >= 2, g
+    # seen, compiled, warm-up, capture, 2 address mismatches, recapture (moved arrays copied in), replays
+    assert g["refused"] == {} and g["eager"].get("address") == 2 and g["recaptures"] == 1, g
+    assert g["replays"] == 10 - 3 - 2, g
