@@ -19,11 +19,11 @@ every call, never assumed:
   ``address``, ``layout``, ``value``).
 * **Recapture.** After :data:`RECAPTURE_AFTER` mismatching calls since its capture (consecutive
   or not: a residual that alternates between two blocks mismatches every other call) the
-  structure is captured again at the new addresses, at most :data:`MAX_CAPTURES` times in all. Arrays whose address
-  changed while their layout did not (a batch sliced from a device-resident data set, a
-  residual that is also the user's variable and so alternates between two blocks) are then read
-  from buffers of the graph's own, copied in before each launch (one device copy each), so
-  that the usual causes of a mismatch stop being mismatches.
+  structure is captured again at the new addresses, at most :data:`MAX_CAPTURES` times in all.
+  Arrays whose address changed while their layout did not (a batch sliced from a
+  device-resident data set, a residual that is also the user's variable) are then read from
+  buffers of the graph's own, copied in before each launch (one device copy each), so that the
+  usual causes of a mismatch stop being mismatches.
 * **Outputs.** The gradients the graph writes live in its private memory pool; each replay
   copies them out into fresh arrays (the next replay overwrites the graph's). A gradient that
   is a view of an input (a seed passed through) is copied inside the graph.
@@ -31,7 +31,9 @@ every call, never assumed:
   the memory pool from handing their blocks to the next step's forward, and so any match).
 
 On the host, a replay does what the generated code does there: a non-persistent tape's visited
-nodes become their residual-free skeletons (``explain()`` after ``gradient()`` keeps working).
+nodes become their residual-free skeletons (``explain()`` after ``gradient()`` keeps working),
+all at once after the launch rather than node by node (the graph's temporaries live in its own
+pool, allocated at capture).
 
 It applies exactly where a compiled backward runs (higher order, ``check_numerics``, a
 ``gt.function`` trace or the profiler take the sweep before it) and is refused for good, by
@@ -178,7 +180,6 @@ def _run(entry: _Entry, b: Any, fn: Callable[..., tuple], tape: Any, seeds: list
     g = entry.graph
     if g is None:
         if entry.visited is None:  # kernels compiled, cuBLAS loaded, before anything is captured
-            _eager["warmup"] = _eager.get("warmup", 0) + 1
             return _warmup(entry, b.graph_form(fn), tape, seeds)
         return _capture(entry, b, fn, tape, seeds)
     why = _mismatch(g, b, nodes, seeds, entry.pending)
@@ -192,18 +193,22 @@ def _run(entry: _Entry, b: Any, fn: Callable[..., tuple], tape: Any, seeds: list
 
 
 def _warmup(entry: _Entry, form: Callable[..., tuple], tape: Any, seeds: list) -> tuple:
-    """Run the capture's form eagerly on a copy of the node list, to learn which nodes it reads.
+    """Run the capture's form eagerly, on the tape's nodes moved into a list that records which it reads.
 
     Which nodes a compiled backward visits is fixed by its structure, except behind the tests
-    of VJPs that may return None at run time (``custom_gradient``'s: refused at the capture).
+    of VJPs that may return None at run time (``custom_gradient``'s: refused here, before it runs).
     """
     nodes = tape._nodes
+    if any(n.prim.name.startswith("custom_gradient") for n in nodes):
+        return _refuse(entry, "custom_gradient", entry.fn, tape, seeds)
+    _eager["warmup"] = _eager.get("warmup", 0) + 1
     seen = _Visits(nodes)
-    out = form(seen, seeds)
-    entry.visited = visited = tuple(sorted(seen.read, reverse=True))
-    if not tape._persistent:
-        for p in visited:  # the skeletons the function left in the copy
-            nodes[p] = list.__getitem__(seen, p)
+    nodes.clear()  # (the moved list holds the only references: residuals are freed as the function drops them)
+    try:
+        out = form(seen, seeds)
+    finally:
+        nodes.extend(list.__iter__(seen))  # with the skeletons the function left, on a non-persistent tape
+    entry.visited = tuple(sorted(seen.read, reverse=True))
     return out
 
 
@@ -354,8 +359,6 @@ def _capture(entry: _Entry, b: Any, fn: Callable[..., tuple], tape: Any, seeds: 
     g = _Graph()
     g.backend = b
     try:
-        if any(n.prim.name.startswith("custom_gradient") for n in nodes):
-            raise _RefusedError("custom_gradient")
         g.visited = visited = entry.visited
         g.places = [("S", j) for j in range(len(seeds))]
         for p in sorted(visited):

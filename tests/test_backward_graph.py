@@ -144,21 +144,27 @@ def test_the_graph_holds_none_of_the_arrays_it_read():
     assert all(r() is None for r in refs)  # the capture's residuals too: the pool may hand them out again
 
 
-def test_an_address_mismatch_runs_the_compiled_function_and_is_right(emulated, monkeypatch):
-    monkeypatch.setattr(bg, "RECAPTURE_AFTER", 10**9)
+def held_tapes(n):
+    """``n`` gradients of one structure from persistent tapes kept alive: each new tape's residuals
+    (and seed) sit at new addresses. Each gradient is checked against the sweep's bits."""
     x = gt.constant(np.linspace(-1, 1, 9))
-    keep = []  # persistent tapes that hold their residuals: each new tape's arrays sit elsewhere
 
     def record(tape):
         tape.watch(x)
         return gt.sum(gt.sin(x * 3.0) * gt.exp(x)), [x]
 
     want = grads(record, comp=False)
-    for _ in range(8):
+    keep = []
+    for _ in range(n):
         with gt.GradientTape(persistent=True) as tape:
             target, sources = record(tape)
         same_bits(tape.gradient(target, sources)[0].numpy(), want[0])
         keep.append(tape)
+
+
+def test_an_address_mismatch_runs_the_compiled_function_and_is_right(emulated, monkeypatch):
+    monkeypatch.setattr(bg, "RECAPTURE_AFTER", 10**9)
+    held_tapes(8)
     g = graphs()
     assert g["captures"] == 1 and g["replays"] == 1, g  # the capture's own call launches it
     assert g["eager"]["address"] == 8 - 2 - 1 - 1 and g["recaptures"] == 0, g
@@ -166,19 +172,7 @@ def test_an_address_mismatch_runs_the_compiled_function_and_is_right(emulated, m
 
 def test_recapture_reads_moved_arrays_from_buffers_of_its_own(emulated, monkeypatch):
     monkeypatch.setattr(bg, "RECAPTURE_AFTER", 2)
-    x = gt.constant(np.linspace(-1, 1, 9))
-    keep = []
-
-    def record(tape):
-        tape.watch(x)
-        return gt.sum(gt.sin(x * 3.0) * gt.exp(x)), [x]
-
-    want = grads(record, comp=False)
-    for _ in range(10):
-        with gt.GradientTape(persistent=True) as tape:
-            target, sources = record(tape)
-        same_bits(tape.gradient(target, sources)[0].numpy(), want[0])
-        keep.append(tape)  # (every tape's arrays at new addresses)
+    held_tapes(10)
     g = graphs()
     # seen, compiled, warm-up, capture, 1 mismatch, recapture (copies in what moved), then replays
     assert (g["captures"], g["recaptures"], g["eager"].get("address")) == (2, 1, 1), g
@@ -461,15 +455,8 @@ def test_entries_are_bounded_and_dropped_graphs_released(emulated, monkeypatch):
 def test_the_emulation_catches_a_launch_on_memory_it_was_not_captured_on(monkeypatch):
     """The stand-in is strict where a real graph would silently read stale memory."""
     monkeypatch.setattr(bg, "_mismatch", lambda *a: None)  # a runner that forgot to check
-    x = gt.constant(np.linspace(-1, 1, 9))
-    keep = []
     with pytest.raises(AssertionError, match="not where it was captured"):
-        for _ in range(6):
-            with gt.GradientTape(persistent=True) as tape:
-                tape.watch(x)
-                y = gt.sum(gt.sin(x * 3.0) * gt.exp(x))
-            tape.gradient(y, x)
-            keep.append(tape)
+        held_tapes(6)
 
 
 def test_counters_are_cleared_with_the_cache():
