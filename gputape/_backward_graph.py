@@ -20,10 +20,11 @@ every call, never assumed:
 * **Recapture.** After :data:`RECAPTURE_AFTER` mismatching calls since its capture (consecutive
   or not: a residual that alternates between two blocks mismatches every other call) the
   structure is captured again at the new addresses, at most :data:`MAX_CAPTURES` times in all.
-  Arrays whose address changed while their layout did not (a batch sliced from a
-  device-resident data set, a residual that is also the user's variable) are then read from
-  buffers of the graph's own, copied in before each launch (one device copy each), so that the
-  usual causes of a mismatch stop being mismatches.
+  The first recapture reads in place (the pool may have settled after its first steps); from
+  the second on, every array whose address ever changed while its layout did not (a batch
+  sliced from a device-resident data set, a residual that is also the user's variable) is read
+  from a buffer of the graph's own, copied in before each launch (one device copy each), so
+  that the usual causes of a mismatch stop being mismatches.
 * **Outputs.** The gradients the graph writes live in its private memory pool; each replay
   copies them out into fresh arrays (the next replay overwrites the graph's). A gradient that
   is a view of an input (a seed passed through) is copied inside the graph.
@@ -58,6 +59,7 @@ reads sits where it sat at capture (where a real graph would read stale memory).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import types
@@ -75,7 +77,7 @@ _ndarray = np.ndarray
 
 CACHE_SIZE = 16  # structures with a graph entry kept (least recently used dropped: each holds a memory pool)
 RECAPTURE_AFTER = 3  # mismatching calls since the capture before a structure is captured at the new addresses
-MAX_CAPTURES = 4  # captures per structure, the first included; past it, mismatches stay eager
+MAX_CAPTURES = 6  # captures per structure, the first included; past it, mismatches stay eager
 
 _counts = {"captures": 0, "recaptures": 0, "replays": 0}
 _eager: dict[str, int] = {}  # calls on this path that ran the compiled function eagerly, by reason
@@ -108,13 +110,14 @@ class _Copied:
 class _Graph:
     """One capture: the backend's handle, what it reads, its output buffers, the nodes it visits."""
 
-    __slots__ = ("alias", "backend", "copied", "expect", "handle", "outs", "places", "visited")
+    __slots__ = ("alias", "backend", "check", "copied", "expect", "handle", "outs", "places", "visited")
 
     def __init__(self) -> None:
         self.backend: Any = None
         self.handle: Any = None
         self.places: list[tuple] = []  # where each read is: ("S", j), (p, k) for n.saved[k], (p, "params")
         self.expect: list[Any] = []  # the record of each place at capture
+        self.check: Callable[[list, list], bool] = lambda N, S: False  # expect, as generated straight-line tests
         self.copied: dict[tuple, Any] = {}  # place -> the graph's own buffer it is read from
         self.outs: list[Any] = []  # the graph's output buffers (None: no gradient)
         self.alias: set[int] = set()  # outputs that were views of inputs: copied inside the graph
@@ -122,7 +125,7 @@ class _Graph:
 
 
 class _Entry:
-    __slots__ = ("captures", "fn", "graph", "lock", "misses", "pending", "refused", "visited")
+    __slots__ = ("captures", "fn", "graph", "lock", "misses", "moved", "pending", "refused", "visited")
 
     def __init__(self, fn: Callable[..., tuple]) -> None:
         self.fn = fn
@@ -131,7 +134,8 @@ class _Entry:
         self.graph: _Graph | None = None
         self.refused = False
         self.misses = 0  # mismatching calls since the capture
-        self.pending: set[tuple] = set()  # places whose address (not layout) changed: copied at the recapture
+        self.pending: set[tuple] = set()  # places whose address (not layout) changed since the capture
+        self.moved: set[tuple] = set()  # places that ever moved: copied in from the second recapture on
         self.captures = 0
 
 
@@ -214,6 +218,8 @@ def _warmup(entry: _Entry, form: Callable[..., tuple], tape: Any, seeds: list) -
 
 def _mismatch(g: _Graph, b: Any, nodes: list, seeds: list, pending: set) -> str | None:
     """None when the graph reads exactly this tape's data, else why not (places that moved go to ``pending``)."""
+    if g.check(nodes, seeds):
+        return None
     cur = _records(g.places, g.copied, b, nodes, seeds)
     if cur == g.expect:
         return None
@@ -248,10 +254,10 @@ def _records(places: list, copied: dict, b: Any, nodes: list, seeds: list) -> li
         except (IndexError, AttributeError):  # not the structure it was: no record can match
             out.append(_MISSING)
             continue
-        if place in copied:
-            out.append(_Copied(v.shape, v.dtype) if b.is_array(v) else _record(b, v))
-        else:
-            out.append(_record(b, v))
+        try:
+            out.append(_Copied(v.shape, v.dtype) if place in copied and b.is_array(v) else _record(b, v))
+        except _RefusedError:  # (this tape's value is beyond comparison: not the capture's)
+            out.append(_MISSING)
     return out
 
 
@@ -280,6 +286,51 @@ def _record(b: Any, v: Any) -> Any:
     if slots is not None and not hasattr(v, "__dict__"):  # a small value object (getitem's index operand)
         return (t, tuple(_record(b, getattr(v, s, None)) for s in ((slots,) if type(slots) is str else slots)))
     raise _RefusedError(f"unsupported_value:{t.__name__}")
+
+
+def _checker(g: _Graph, b: Any, nodes: list) -> Callable[[list, list], bool]:
+    """``g.expect == _records(...)`` as generated straight-line tests (the check runs on every call).
+
+    True only when every record matches; False sends the call to the slow comparison, which
+    also says why. A value it has no quick test for is compared through its record.
+    """
+    ns: dict[str, Any] = {"REC": functools.partial(_record, b), "ARR": b.array_type, "PTR": b.pointer}
+    lines = ["def check(N, S):", "    try:"]
+    emit = lambda text: lines.append("        " + text)
+    empty = _record(b, {})
+    node = None
+    for i, (place, e) in enumerate(zip(g.places, g.expect)):
+        p, k = place
+        if p == "S":
+            emit(f"v = S[{k}]")
+        else:
+            if p != node:
+                node = p
+                emit(f"n = N[{p}]")
+                emit("s = n.saved")
+                emit(f"if len(s) != {len(nodes[p].saved)}: return False")
+            emit("v = n.params" if k == "params" else f"v = s[{k}]")
+        if type(e) is _Copied:
+            ns[f"D{i}"] = e.dtype  # (dtype: `is` first, numpy's dtypes being shared instances)
+            emit(
+                f"if type(v) is not ARR or v.shape != {e.shape!r} or (v.dtype is not D{i} and v.dtype != D{i}):"
+                " return False"
+            )
+        elif type(e) is tuple and len(e) == 5 and e[0] is _ARRAY:
+            ns[f"D{i}"] = e[4]
+            emit(
+                f"if type(v) is not ARR or {b.pointer_source('v')} != {e[1]} or v.shape != {e[2]!r}"
+                f" or v.strides != {e[3]!r} or (v.dtype is not D{i} and v.dtype != D{i}): return False"
+            )
+        elif e == empty:
+            emit("if type(v) is not dict or v: return False")
+        else:
+            ns[f"E{i}"] = e
+            emit(f"if REC(v) != E{i}: return False")
+    emit("return True")
+    lines += ["    except Exception:", "        return False"]
+    exec(compile("\n".join(lines) + "\n", "<gputape graph check>", "exec"), ns)
+    return ns["check"]
 
 
 def _remember(key: Any, entry: _Entry) -> None:
@@ -349,7 +400,10 @@ def _substitute(nodes: list, seeds: list, copied: dict) -> tuple[list, list]:
 def _capture(entry: _Entry, b: Any, fn: Callable[..., tuple], tape: Any, seeds: list) -> tuple:
     nodes = tape._nodes
     old = entry.graph
-    moved = set(entry.pending)
+    # The first recapture reads in place at the new addresses (the pool may have settled after
+    # its first steps); from the second on, every place that ever moved is copied in.
+    entry.moved |= entry.pending
+    moved = set(entry.moved) if entry.captures >= 2 else set()
     if old is not None:
         moved |= set(old.copied)
     _drop(entry)
@@ -376,6 +430,7 @@ def _capture(entry: _Entry, b: Any, fn: Callable[..., tuple], tape: Any, seeds: 
                     g.copied[place] = b.own(v)  # (from the graph's pool, filled before the capture)
             run_nodes, run_seeds = _substitute(nodes, seeds, g.copied)
             g.expect = _records(g.places, g.copied, b, run_nodes, run_seeds)
+            g.check = _checker(g, b, nodes)
             extents = [_extent(b, _at(place, run_nodes, run_seeds)) for place in g.places]
 
             def body(N: list, S: list) -> list:
@@ -474,6 +529,7 @@ class _CudaGraphs:
         with cp.cuda.Device(device_index):
             self.stream = cp.cuda.Stream(non_blocking=True)
         self.gemm = cublas.gemm_for(device_index)
+        self.array_type = cp.ndarray
 
     def is_array(self, v: Any) -> bool:
         return isinstance(v, self.cp.ndarray)
@@ -481,6 +537,10 @@ class _CudaGraphs:
     @staticmethod
     def pointer(v: Any) -> int:
         return v.data.ptr
+
+    @staticmethod
+    def pointer_source(name: str) -> str:
+        return f"{name}.data.ptr"
 
     def graph_form(self, fn: Callable[..., tuple]) -> Callable[..., tuple]:
         """``fn`` with its matrix products through the capturable GEMM (its VJP namespace ``F`` rebound).
@@ -574,12 +634,18 @@ class EmulatedGraphs:
         self.captures = 0
         self.released = 0
 
+    array_type = np.ndarray
+
     def is_array(self, v: Any) -> bool:
         return isinstance(v, np.ndarray)
 
     @staticmethod
     def pointer(v: Any) -> int:
         return v.__array_interface__["data"][0]
+
+    @staticmethod
+    def pointer_source(name: str) -> str:
+        return f"PTR({name})"
 
     def graph_form(self, fn: Callable[..., tuple]) -> Callable[..., tuple]:
         return fn

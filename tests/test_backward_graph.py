@@ -98,9 +98,11 @@ def test_the_graph_replays_and_equals_the_sweep(make, emulated, monkeypatch):
         for a, w in zip(grads(record), want):
             same_bits(a, w, f"step {step}")
     g = graphs()
-    # seen, compiled, warm-up, then a launch on every call: a replay, or a (re)capture at new addresses
-    assert g["eager"] == {"warmup": 1} and g["replays"] == 12 - 3, g
-    assert 1 <= g["captures"] <= bg.MAX_CAPTURES, g
+    # seen, compiled, warm-up, then a launch on every call (a replay, or a recapture at new
+    # addresses) but for the calls where numpy's allocator moved an array a graph was not yet
+    # copying in once the captures were spent
+    assert set(g["eager"]) <= {"warmup", "address"} and g["eager"]["warmup"] == 1, g
+    assert g["replays"] >= 12 - 3 - 3 and 1 <= g["captures"] <= bg.MAX_CAPTURES, g
     assert emulated.launches == g["replays"] and g["refused"] == {}
 
 
@@ -174,13 +176,15 @@ def test_recapture_reads_moved_arrays_from_buffers_of_its_own(emulated, monkeypa
     monkeypatch.setattr(bg, "RECAPTURE_AFTER", 2)
     held_tapes(10)
     g = graphs()
-    # seen, compiled, warm-up, capture, 1 mismatch, recapture (copies in what moved), then replays
-    assert (g["captures"], g["recaptures"], g["eager"].get("address")) == (2, 1, 1), g
-    assert g["replays"] == 10 - 3 - 1, g  # (each capture launches for its own call)
+    # seen, compiled, warm-up, capture; a mismatch, a recapture in place at the new addresses (a pool
+    # that settled would match from now on); a mismatch again, a recapture that copies in what
+    # moved twice; then replays (each capture launches for its own call)
+    assert (g["captures"], g["recaptures"], g["eager"]) == (3, 2, {"warmup": 1, "address": 2}), g
+    assert g["replays"] == 10 - 3 - 2, g
     (entry,) = bg._entries.values()
     moved = set(entry.graph.copied)
     assert moved and ("S", 0) in moved  # each seed is a new array: copied in
-    assert emulated.released == 1  # the first graph was dropped at the recapture
+    assert emulated.released == 2  # the earlier graphs were dropped at the recaptures
 
 
 def test_arrays_alternating_between_two_addresses_are_copied_in_after_the_recapture():
@@ -198,16 +202,55 @@ def test_arrays_alternating_between_two_addresses_are_copied_in_after_the_recapt
         return record
 
     want = [grads(record_for(*p), comp=False, output_gradients=og) for p in pairs]
-    for step in range(14):
+    for step in range(18):
         got = grads(record_for(*pairs[step % 2]), output_gradients=og)
         for a, w in zip(got, want[step % 2]):
             same_bits(a, w, f"step {step}")
     g = graphs()
-    # seen, compiled, warm-up, capture (pair 1); pair 0 mismatches on calls 5, 7, 9: the third recaptures
-    assert (g["captures"], g["recaptures"], g["eager"]) == (2, 1, {"warmup": 1, "address": 2}), g
-    assert g["replays"] == 14 - 3 - 2, g
+    # seen, compiled, warm-up, capture (pair 1); pair 0 mismatches on calls 5, 7, 9: the third
+    # recaptures in place (pair 0); pair 1 mismatches on calls 10, 12, 14: the third recaptures
+    # with both residuals copied in (they moved again); every later call replays
+    assert (g["captures"], g["recaptures"], g["eager"]) == (3, 2, {"warmup": 1, "address": 4}), g
+    assert g["replays"] == 18 - 3 - 4, g
     (entry,) = bg._entries.values()
     assert {p for p in entry.graph.copied if p[0] != "S"} == {(0, 0), (0, 1)}  # multiply's two residuals
+
+
+def test_the_generated_check_agrees_with_the_records(monkeypatch):
+    """The per-call test is generated straight-line code; the slow comparison of records (which
+    also names the reason) must agree with it on a match, a moved array and a changed value."""
+    x = gt.constant(np.linspace(-1, 1, 6))
+    og = gt.constant(np.array(1.0))
+    with gt.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = gt.sum(gt.exp(x) * gt.sum(x * x, axis=0, keepdims=True))
+    for _ in range(4):
+        tape.gradient(y, x, output_gradients=og)
+    (entry,) = bg._entries.values()
+    g = entry.graph
+    seeds = [og._data]
+    b = bg._emulation
+
+    def agree(nodes):
+        quick = g.check(nodes, seeds)
+        assert quick == (bg._records(g.places, g.copied, b, nodes, seeds) == g.expect)
+        return quick
+
+    assert agree(tape._nodes)
+    moved = list(tape._nodes)
+    n = moved[0]
+    moved[0] = bg._clone(n, tuple(np.array(a, copy=True) for a in n.saved))  # same values elsewhere
+    assert not agree(moved)
+    for p, n in enumerate(tape._nodes):
+        if n.params:
+            changed = list(tape._nodes)
+            changed[p] = bg._clone(n, n.saved)
+            changed[p].params = {**n.params, "keepdims": object()}  # (and beyond comparison)
+            assert not agree(changed)
+            assert bg._mismatch(g, b, changed, seeds, set()) == "value"
+            break
+    else:
+        raise AssertionError("no node with parameters")
 
 
 def test_captures_per_structure_are_bounded(monkeypatch):
@@ -575,12 +618,13 @@ def test_gpu_mismatch_path_is_right():
     record = _gpu_chain()
     want = [g.get() for g in grads_raw(record, False)]
     keep = []
-    for _ in range(10):  # persistent tapes held: every tape's residuals at new addresses
+    for _ in range(12):  # persistent tapes held: every tape's residuals at new addresses
         with gt.GradientTape(persistent=True) as tape:
             target, sources = record(tape)
         np.testing.assert_allclose(tape.gradient(target, sources)[0]._data.get(), want[0], rtol=1e-4, atol=1e-5)
         keep.append(tape)
     g = graphs()
-    # seen, compiled, warm-up, capture, 2 address mismatches, recapture (moved arrays copied in), replays
-    assert g["refused"] == {} and g["eager"].get("address") == 2 and g["recaptures"] == 1, g
-    assert g["replays"] == 10 - 3 - 2, g
+    # seen, compiled, warm-up, capture, 2 mismatches, recapture in place, 2 mismatches, recapture
+    # copying in what moved twice, replays
+    assert g["refused"] == {} and g["eager"].get("address") == 4 and g["recaptures"] == 2, g
+    assert g["replays"] == 12 - 3 - 4, g
