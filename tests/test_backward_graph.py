@@ -22,6 +22,7 @@ from test_grad_registry import ALL, COMPOSITES
 
 import gputape as gt
 from gputape import _backward_graph as bg
+from gputape import cublas
 
 report = gt.debug.backward_cache_report
 
@@ -542,6 +543,119 @@ def test_the_graph_form_routes_matrix_products_through_the_capturable_gemm():
         same_bits(a, w)
     cuda.gemm = None
     assert cuda.graph_form(fn) is fn
+
+
+class _Log(list):
+    def ctx(self, name):
+        log = self
+
+        class Ctx:
+            def __enter__(self):
+                log.append(f"enter {name}")
+
+            def __exit__(self, *exc):
+                log.append(f"exit {name}")
+
+        return Ctx()
+
+
+def _mock_cupy(log):
+    """CuPy's stream, event, pool and graph calls as gt.function's graph runner makes them, logged."""
+
+    class Stream:
+        def __init__(self, name):
+            self.name = name
+
+        def record(self):
+            log.append(f"record {self.name}")
+            return f"event of {self.name}"
+
+        def wait_event(self, ev):
+            log.append(f"{self.name} waits for {ev}")
+
+        def __enter__(self):
+            log.append(f"current {self.name}")
+
+        def __exit__(self, *exc):
+            log.append(f"current back from {self.name}")
+
+        def begin_capture(self):
+            log.append(f"begin capture on {self.name}")
+
+        def end_capture(self):
+            log.append(f"end capture on {self.name}")
+            return types.SimpleNamespace(launch=lambda stream: log.append(f"launch on {stream.name}"))
+
+        def synchronize(self):
+            log.append(f"synchronize {self.name}")
+
+    caller = Stream("caller")
+    pool = types.SimpleNamespace(malloc="pool.malloc")
+    cuda = types.SimpleNamespace(
+        Device=lambda i: log.ctx(f"device {i}"),
+        Stream=lambda non_blocking: Stream("private"),
+        get_current_stream=lambda: caller,
+        MemoryPool=lambda: pool,
+        using_allocator=lambda malloc: log.ctx(f"allocator {malloc}"),
+    )
+    return types.SimpleNamespace(
+        cuda=cuda, ndarray=np.ndarray, copyto=lambda d, s: (log.append("copy in"), np.copyto(d, s))
+    )
+
+
+def test_the_cuda_backend_fences_streams_around_capture_and_launch(monkeypatch):
+    """No GPU here: the real backend's CuPy calls, in order, against a logging stand-in of the calls
+    gt.function's (H200-tested) graph runner makes: the private stream waits for the caller before
+    it reads, the caller waits for it before the outputs are copied out, capture under the pool."""
+    log = _Log()
+    cp = _mock_cupy(log)
+    monkeypatch.setattr(gt.backend, "cupy_module", lambda: cp)
+    monkeypatch.setattr(cublas, "gemm_for", lambda i: None)
+    b = bg._CudaGraphs(0)
+    assert log == ["enter device 0", "exit device 0"]  # (the private stream made on the device)
+    log.clear()
+    buf, src = np.zeros(3), np.arange(3.0)
+    with b.capturing() as cap:
+        outs = cap.run(lambda N, S: [np.asarray(S[0]) * 2.0], [], [src], [])
+    assert log == [
+        "enter device 0",
+        "record caller",
+        "private waits for event of caller",
+        "current private",
+        "enter allocator pool.malloc",
+        "begin capture on private",
+        "end capture on private",
+        "exit allocator pool.malloc",
+        "current back from private",
+        "record private",
+        "caller waits for event of private",
+        "exit device 0",
+    ]
+    log.clear()
+    got = b.replay(cap.handle, [(buf, src)], outs + [None], lambda: None)
+    assert log == [
+        "enter device 0",
+        "record caller",
+        "private waits for event of caller",
+        "current private",
+        "copy in",
+        "launch on private",
+        "current back from private",
+        "record private",
+        "caller waits for event of private",
+        "exit device 0",
+    ]
+    assert got[1] is None and got[0] is not outs[0] and (got[0] == outs[0]).all()  # copied out
+    assert (buf == src).all()
+    log.clear()
+    b.release(cap.handle)
+    assert log == ["synchronize private"]
+
+
+def test_the_two_backends_offer_the_same_calls():
+    calls = {"capturing", "replay", "release", "own", "copy_of", "is_array", "pointer", "pointer_source", "graph_form"}
+    for cls in (bg._CudaGraphs, bg.EmulatedGraphs):
+        assert calls <= {n for n in vars(cls) if not n.startswith("_")}, cls
 
 
 def test_the_benchmark_row_turns_graphs_off_for_its_call_only():
