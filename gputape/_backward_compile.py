@@ -112,7 +112,7 @@ def gradients(tape: Any, seeds: dict[int, Any], source_ids: list[int], diff: boo
         except KeyError:  # another thread evicted it meanwhile
             pass
         # on a GPU, from one CUDA graph of fn where the tape may replay it (gputape._backward_graph)
-        return dict(zip(source_ids, _backward_graph.run(key, fn, tape, list(seeds.values()))))
+        return dict(zip(source_ids, _backward_graph.run(fn, tape, list(seeds.values()))))
     _counts["misses"] += 1
     if key not in _seen:
         _remember(_seen, key, None)

@@ -82,7 +82,7 @@ MAX_CAPTURES = 6  # captures per structure, the first included; past it, mismatc
 _counts = {"captures": 0, "recaptures": 0, "replays": 0}
 _eager: dict[str, int] = {}  # calls on this path that ran the compiled function eagerly, by reason
 _refused: dict[str, int] = {}  # structures marked graph-less for good, by reason
-_entries: OrderedDict[Any, _Entry] = OrderedDict()
+_entries: OrderedDict[Callable[..., tuple], _Entry] = OrderedDict()  # by compiled backward
 _lock = threading.Lock()
 _emulation: Any = None  # tests: the backend numpy tapes replay on (see emulate())
 _backends: dict[int, Any] = {}  # device index -> _CudaGraphs
@@ -139,10 +139,11 @@ class _Entry:
         self.captures = 0
 
 
-def run(key: Any, fn: Callable[..., tuple], tape: Any, seeds: list) -> tuple:
+def run(fn: Callable[..., tuple], tape: Any, seeds: list) -> tuple:
     """``fn(tape._nodes, seeds)``, from a CUDA graph of ``fn`` when the tape is on a GPU and may replay it.
 
-    ``key`` is the compiled backward's structural key, ``fn`` its generated function.
+    ``fn`` is the compiled backward of the tape's structure: one function per structure, so it
+    keys the graph (hashing it is free, where the structural key is a long tuple).
     """
     s0 = seeds[0] if seeds else None
     if type(s0) is _ndarray:  # (the CPU's hot path: one test)
@@ -157,13 +158,13 @@ def run(key: Any, fn: Callable[..., tuple], tape: Any, seeds: list) -> tuple:
         return _eager_run("disabled", fn, tape, seeds)
     if b is None:
         return _eager_run("graphless", fn, tape, seeds)
-    entry = _entries.get(key)
-    if entry is None or entry.fn is not fn:  # (a structure compiled anew after an eviction: a new function)
+    entry = _entries.get(fn)
+    if entry is None:
         entry = _Entry(fn)
-        _remember(key, entry)
+        _remember(fn, entry)
     else:
         with contextlib.suppress(KeyError):  # another thread dropped it meanwhile
-            _entries.move_to_end(key)
+            _entries.move_to_end(fn)
     if entry.refused:
         return _eager_run("graphless", fn, tape, seeds)
     if not entry.lock.acquire(blocking=False):  # another thread replays this graph (its buffers are shared)
@@ -333,9 +334,9 @@ def _checker(g: _Graph, b: Any, nodes: list) -> Callable[[list, list], bool]:
     return ns["check"]
 
 
-def _remember(key: Any, entry: _Entry) -> None:
+def _remember(fn: Callable[..., tuple], entry: _Entry) -> None:
     with _lock:
-        _entries[key] = entry
+        _entries[fn] = entry
         while len(_entries) > max(int(CACHE_SIZE), 0):
             _, old = _entries.popitem(last=False)
             _drop(old)
