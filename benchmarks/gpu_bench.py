@@ -6,7 +6,8 @@
    is reported in GB/s (bytes that must move, read + written) and as a fraction
    of the copy's bandwidth.
 2. The 784-256-256-10 MLP training step, batch 1024, Adam: gputape on the GPU
-   (with ``gt.optim.Adam`` and with the fused one-launch optimizer) against
+   (with ``gt.optim.Adam``, its eager tape's backward replayed as one CUDA graph and,
+   beside it, as ordinary launches, and with the fused one-launch optimizer) against
    numpy by hand on the CPU, gputape on the CPU and PyTorch CUDA eager (default
    and fused Adam), PyTorch's whole step captured in one CUDA graph (capturable
    Adam, static buffers) and ``torch.compile(mode="reduce-overhead")`` (skipped, with
@@ -300,6 +301,21 @@ def gputape_mlp(
 FUNCTIONS: list[Any] = []  # the compiled ones report their CUDA-graph plan
 
 
+def without_backward_graphs(step: Callable[[], Any]) -> Callable[[], Any]:
+    """``step`` with the eager tape's backward as ordinary launches (no CUDA graph of the
+    compiled backward: ``gt.config.set_backward_graphs(False)`` for the call), for the row beside."""
+
+    def run() -> Any:
+        was = gt.config.get_backward_graphs()
+        gt.config.set_backward_graphs(False)
+        try:
+            return step()
+        finally:
+            gt.config.set_backward_graphs(was)
+
+    return run
+
+
 def torch_mlp(X: np.ndarray, Y: np.ndarray, init: list[np.ndarray], device: str, fused: bool) -> Callable[[], Any]:
     import torch
 
@@ -491,6 +507,9 @@ def mlp_systems(device: str, batch: int) -> dict[str, Callable[[], Any]]:
     out["gputape compiled (CPU)"] = gputape_mlp(X, Y, init, "cpu", fused=False, compiled=True)
     if device != "cpu":
         out[f"gputape ({device}, gt.optim.Adam)"] = gputape_mlp(X, Y, init, device, fused=False)
+        out[f"gputape ({device}, gt.optim.Adam, backward graph off)"] = without_backward_graphs(
+            gputape_mlp(X, Y, init, device, fused=False)
+        )
         out[f"gputape compiled ({device}, no graphs)"] = gputape_mlp(X, Y, init, device, fused=False, compiled=False)
         out[f"gputape compiled ({device}, graphs, GEMMs between)"] = gputape_mlp(
             X, Y, init, device, fused=False, compiled=True, capture_gemm=False
@@ -576,6 +595,7 @@ def chain_bench(cp: Any, device: str, sizes: tuple[int, ...] = (16, 1 << 20)) ->
         x0 = chain_data(n)
         x = gt.constant(backend.to_device(x0, device))
         systems: dict[str, Callable[[], Any]] = {"gputape eager": lambda x=x: gputape_chain_grad(x)}
+        systems["gputape eager, backward graph off"] = without_backward_graphs(lambda x=x: gputape_chain_grad(x))
         for fuse in (False, True):
             f = gt.function(gputape_chain_grad, fuse=fuse)
             systems[f"gputape compiled, graphs{', fused backward' if fuse else ''}"] = lambda f=f, x=x: f(x)
@@ -654,6 +674,8 @@ def main(argv: list[str] | None = None) -> int:
         mlp = mlp_bench(cp, args.device, args.batch)
         print("\n== 100-link elementwise chain, gradient", flush=True)
         chain = chain_bench(cp, args.device)
+        graphs = gt.debug.backward_cache_report()["graphs"]
+        print(f"\n== eager tapes' backward as CUDA graphs: {graphs}", flush=True)
     result = {
         "device": props,
         "versions": backend.versions(),
@@ -661,6 +683,7 @@ def main(argv: list[str] | None = None) -> int:
         "bandwidth": bw,
         "mlp": mlp,
         "chain": chain,
+        "backward_graphs": graphs,
     }
     print(_fmt_table(bw, mlp), flush=True)
     if args.json:

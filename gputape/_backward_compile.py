@@ -64,7 +64,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _state, config
+from . import _backward_graph, _state, config
 from . import expr as _expr
 from ._state import tls as _tls
 from .backward import _sweep
@@ -111,7 +111,8 @@ def gradients(tape: Any, seeds: dict[int, Any], source_ids: list[int], diff: boo
             _cache.move_to_end(key)
         except KeyError:  # another thread evicted it meanwhile
             pass
-        return dict(zip(source_ids, fn(tape._nodes, list(seeds.values()))))
+        # on a GPU, from one CUDA graph of fn where the tape may replay it (gputape._backward_graph)
+        return dict(zip(source_ids, _backward_graph.run(fn, tape, list(seeds.values()))))
     _counts["misses"] += 1
     if key not in _seen:
         _remember(_seen, key, None)
@@ -402,7 +403,9 @@ def backward_cache_report() -> dict[str, Any]:
 
     >>> import gputape as gt
     >>> sorted(gt.debug.backward_cache_report())
-    ['cached', 'capacity', 'compiles', 'enabled', 'evictions', 'fallbacks', 'hits', 'misses']
+    ['cached', 'capacity', 'compiles', 'enabled', 'evictions', 'fallbacks', 'graphs', 'hits', 'misses']
+
+    ``graphs``: the CUDA-graph replay of compiled backwards on a GPU (:func:`gputape._backward_graph.report`).
     """
     return {
         **_counts,
@@ -410,6 +413,7 @@ def backward_cache_report() -> dict[str, Any]:
         "cached": len(_cache),
         "capacity": CACHE_SIZE,
         "enabled": config._compile_backward,
+        "graphs": _backward_graph.report(),
     }
 
 
@@ -426,3 +430,4 @@ def clear_backward_cache() -> None:
         for k in _counts:
             _counts[k] = 0
         _fallbacks.clear()
+    _backward_graph.clear()

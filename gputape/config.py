@@ -31,11 +31,13 @@ __all__ = [
     "LogicalDevice",
     "PhysicalDevice",
     "get_backward_compilation",
+    "get_backward_graphs",
     "get_soft_device_placement",
     "get_vector_kernels",
     "list_logical_devices",
     "list_physical_devices",
     "set_backward_compilation",
+    "set_backward_graphs",
     "set_soft_device_placement",
     "set_vector_kernels",
 ]
@@ -99,6 +101,42 @@ def get_backward_compilation() -> bool:
     True
     """
     return _compile_backward
+
+
+# The compiled backward of a GPU tape replayed as one CUDA graph (gputape._backward_graph).
+_backward_graphs = os.environ.get("GPUTAPE_BACKWARD_GRAPHS", "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def set_backward_graphs(enabled: bool) -> None:
+    """Let a compiled backward on a GPU replay as one CUDA graph (True, the default) or not.
+
+    On, a tape on CuPy arrays whose structure has a compiled backward (see
+    :func:`set_backward_compilation`) captures it into a CUDA graph and replays the graph while
+    the arrays it reads sit at the addresses it was captured on (checked on every call);
+    otherwise the compiled backward runs as ordinary launches. CPU tapes are not affected. The
+    environment variable ``GPUTAPE_BACKWARD_GRAPHS=0`` sets the default to off; counters:
+    ``gt.debug.backward_cache_report()["graphs"]``.
+
+    >>> import gputape as gt
+    >>> was = gt.config.get_backward_graphs()
+    >>> gt.config.set_backward_graphs(False); gt.config.get_backward_graphs()
+    False
+    >>> gt.config.set_backward_graphs(was)
+    """
+    global _backward_graphs
+    if not isinstance(enabled, (bool, int)):
+        raise TypeError(f"gt.config.set_backward_graphs: enabled must be a bool, got {enabled!r}")
+    _backward_graphs = bool(enabled)
+
+
+def get_backward_graphs() -> bool:
+    """Whether a compiled backward on a GPU may replay as a CUDA graph (see :func:`set_backward_graphs`).
+
+    >>> import gputape as gt
+    >>> isinstance(gt.config.get_backward_graphs(), bool)
+    True
+    """
+    return _backward_graphs
 
 
 class PhysicalDevice(NamedTuple):

@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("dispatch", ["gputape.dispatch"]),
     (
         "backward sweep, its compiled form and its explanations",
-        ["gputape.backward", "gputape._backward_compile", "gputape.explain"],
+        ["gputape.backward", "gputape._backward_compile", "gputape._backward_graph", "gputape.explain"],
     ),
     ("ops", ["gputape.ops*", "gputape.random", "gputape.linalg*", "gputape.fft"]),
     ("tape", ["gputape.tape", "gputape._custom"]),
