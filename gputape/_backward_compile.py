@@ -68,6 +68,7 @@ from . import _state, config
 from . import expr as _expr
 from ._state import tls as _tls
 from .backward import _sweep
+from .backward import sum_to_plan as _sum_to_plan
 from .primitive import Node, Swept
 
 _log = logging.getLogger("gputape")
@@ -344,7 +345,7 @@ def _node(
         # later tape's array constant may broadcast further, so those keep the run-time test.)
         known = None if None in n.shapes else _broadcast(n.shapes)
         for k in temps:
-            _fit(w, p, k, n, slot[ids[k]], shape_known=known is not None and n.shapes[k] == known)
+            _fit(w, p, k, n, slot[ids[k]], cotangent=known)
     else:
         vjp = w.const(f"V{p}", n.prim.vjp)
         if len(ids) <= 2:
@@ -372,20 +373,53 @@ def _broadcast(shapes: tuple) -> tuple | None:
         return None
 
 
-def _fit(w: _Writer, p: int, k: int, n: Any, s: int, shape_known: bool = False) -> None:
+def _fit(w: _Writer, p: int, k: int, n: Any, s: int, cotangent: tuple | None = None) -> None:
     """The sweep's reduction to the input's shape, cast to its dtype, and accumulation.
 
-    ``shape_known``: the cotangent has the input's shape on every run (the sweep's test would
-    always be false), so the test is left out.
+    ``cotangent``: the shape the cotangent has on every run (an elementwise node's output shape).
+    Where it is the input's shape the sweep's test would always be false and is left out; where it
+    differs, :func:`~gputape.backward.sum_to_plan`'s steps are written inline (the same numpy calls
+    ``F.sum_to`` makes), behind a test of that shape which keeps the sweep's general path for any
+    other shape.
     """
     shape = n.shapes[k]
-    if not shape_known:
+    t = f"t{k}"
+    if cotangent != shape:
         lit = _literal(shape) or w.const(f"H{p}_{k}", shape)
-        w.emit(f"if t{k}.shape != {lit}: t{k} = F.sum_to(t{k}, {lit}, 0)")
+        general = f"{t} = F.sum_to({t}, {lit}, 0)"
+        if cotangent is None or _literal(cotangent) is None:
+            w.emit(f"if {t}.shape != {lit}: {general}")
+        else:
+            w.emit(f"if {t}.shape == {_literal(cotangent)}:")
+            w.depth += 1
+            w.emit(f"{t} = {_inline_sum_to(w, t, cotangent, shape)}")
+            w.depth -= 1
+            w.emit(f"elif {t}.shape != {lit}:")
+            w.depth += 1
+            w.emit(general)
+            w.depth -= 1
     casts = n.casts
     if casts is not None and casts[k] is not None:
-        w.emit(f"t{k} = t{k}.astype({w.const(f'C{p}_{k}', casts[k])})")
-    w.accumulate(s, f"t{k}")
+        w.emit(f"{t} = {t}.astype({w.const(f'C{p}_{k}', casts[k])})")
+    w.accumulate(s, t)
+
+
+def _inline_sum_to(w: _Writer, t: str, xs: tuple, shape: tuple) -> str:
+    """``F.sum_to(t, shape, 0)`` for a ``t`` of shape ``xs``, on numpy arrays, as one expression.
+
+    The raw namespace's ``F.sum`` is ``np.add.reduce`` for every dtype but bool (cotangents are
+    floating or complex), ``F.reshape`` is ``np.reshape``, which calls the array's ``reshape``.
+    """
+    first, axes, then, widen = _sum_to_plan(xs, shape, 0)
+    if first is not None:
+        t = f"{t}.reshape({first!r})"
+    if axes:
+        t = f"{w.const('ADD_REDUCE', np.add.reduce)}({t}, axis={axes!r}, keepdims=True)"
+    if then is not None:
+        t = f"{t}.reshape({then!r})"
+    if widen:
+        t = f"F.broadcast_to({t}, {shape!r})"
+    return t
 
 
 # -- the user's view -------------------------------------------------------------------------------
