@@ -591,6 +591,28 @@ def test_explain_after_gradient_matches_the_sweep():
     assert report()["hits"] == 1 and report()["compiles"] == 1
 
 
+@pytest.mark.parametrize("comp", [False, True])
+def test_the_retired_snapshot_keeps_the_whole_recording(comp):
+    """After gradient() a non-persistent tape keeps an id-only snapshot for explain(): every field
+    of the recording (a field added to the tape later must be added to the snapshot too)."""
+    x = gt.constant(np.array([1.0, 2.0]))
+    for _ in range(3):  # seen, compiled, hit
+        with gt.GradientTape(compile=comp) as tape:
+            tape.watch(x)
+            y = gt.sum(gt.exp(x) * gt.stop_gradient(x))
+        fields = dict(vars(tape))
+        tape.gradient(y, x)
+        kept = vars(tape._retired)
+        assert set(fields) - {"_undo"} == set(kept), set(fields) ^ set(kept)
+        for k, v in fields.items():
+            if k not in ("_undo", "_retired"):
+                assert kept[k] is v or kept[k] == v, k
+        assert kept["_retired"] is None
+        assert [type(n).__name__ for n in tape._retired._nodes] == ["Swept"] * 3
+        assert tape._nodes == [] and tape._tensors is None and tape._used
+    assert report()["hits"] == (1 if comp else 0)
+
+
 # -- dynamic None: custom gradients ----------------------------------------------------------------
 
 
