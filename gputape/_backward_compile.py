@@ -11,9 +11,10 @@ takes from the structure already taken:
 * each node, last to first, that the sweep would visit: its residuals read from the node, its
   VJP (a primitive declared in :mod:`gputape.expr` has its derivative expression written inline,
   the very text its generated VJP evaluates; any other VJP is called as the sweep calls it), the
-  reduction of broadcast dimensions (``F.sum_to``) and the cast back to the input's dtype, then
-  the accumulation ``prev + gi`` in the sweep's order. So the result is bitwise equal to the
-  sweep's on the CPU.
+  reduction of broadcast dimensions (``F.sum_to``; where the key fixes the cotangent's shape, as
+  for an elementwise node's, the steps of :func:`~gputape.backward.sum_to_plan` written out: the
+  same numpy calls) and the cast back to the input's dtype, then the accumulation ``prev + gi``
+  in the sweep's order. So the result is bitwise equal to the sweep's on the CPU.
 * gradients live in local variables instead of a dict; those the structure alone cannot decide
   (a VJP other than a declared one may return None: ``custom_gradient``'s grad_fn, say) are
   tested at run time exactly as the sweep tests them.
