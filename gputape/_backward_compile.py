@@ -57,6 +57,7 @@ out, the tape was already swept, no source was recorded, a tape of over :data:`M
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections import OrderedDict
@@ -79,7 +80,8 @@ MAX_NODES = 20_000  # larger tapes stay on the sweep: generating and compiling t
 
 _ABSENT, _YES, _MAYBE = 0, 1, 2  # what the code generator knows of a gradient variable
 
-_cache: OrderedDict[tuple, Callable[..., tuple]] = OrderedDict()
+_cache: dict[tuple, Callable[..., tuple]] = {}  # each function's ``used`` stamp orders the LRU eviction
+_uses = itertools.count()  # the stamps (a hit that moved its key in an OrderedDict hashed the key again)
 _seen: OrderedDict[tuple, None] = OrderedDict()  # keys seen once: compiled at the second sight
 _lock = threading.Lock()
 _counts = {"hits": 0, "misses": 0, "compiles": 0, "evictions": 0}
@@ -109,10 +111,7 @@ def gradients(tape: Any, seeds: dict[int, Any], source_ids: list[int], diff: boo
     fn = _cache.get(key)
     if fn is not None:
         _counts["hits"] += 1
-        try:
-            _cache.move_to_end(key)
-        except KeyError:  # another thread evicted it meanwhile
-            pass
+        fn.used = next(_uses)  # type: ignore[attr-defined]
         return dict(zip(source_ids, fn(tape._nodes, list(seeds.values()))))
     _counts["misses"] += 1
     if key not in _seen:
@@ -125,6 +124,7 @@ def gradients(tape: Any, seeds: dict[int, Any], source_ids: list[int], diff: boo
         return _fallback("compile_error", tape, seeds, source_ids, diff, F)
     _counts["compiles"] += 1
     _seen.pop(key, None)
+    fn.used = next(_uses)  # type: ignore[attr-defined]
     _remember(_cache, key, fn)
     return dict(zip(source_ids, fn(tape._nodes, list(seeds.values()))))
 
@@ -134,13 +134,15 @@ def _fallback(why: str, tape: Any, seeds: dict, source_ids: list, diff: bool, F:
     return _sweep(tape, seeds, source_ids, diff, F)
 
 
-def _remember(table: OrderedDict, key: tuple, value: Any) -> None:
+def _remember(table: dict, key: tuple, value: Any) -> None:
     with _lock:
         table[key] = value
         while len(table) > max(int(CACHE_SIZE), 0):
-            table.popitem(last=False)
-            if table is _cache:
+            if table is _cache:  # the least recently used function
+                del table[min(table, key=lambda k: table[k].used)]
                 _counts["evictions"] += 1
+            else:  # the oldest sight
+                table.popitem(last=False)  # type: ignore[call-arg]
 
 
 def _structure(tape: Any, seeds: dict, source_ids: list, xp: Any) -> tuple | str:

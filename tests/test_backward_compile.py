@@ -765,6 +765,29 @@ def test_lru_bound_and_evictions(monkeypatch):
     assert report()["hits"] == r["hits"] + 1
 
 
+def test_eviction_takes_the_least_recently_used_not_the_oldest(monkeypatch):
+    monkeypatch.setattr(bc, "CACHE_SIZE", 2)
+    a, b, c = (gt.constant(np.ones(n)) for n in (1, 2, 3))
+
+    def once(x):
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            y = gt.sum(gt.sin(x))
+        tape.gradient(y, x)
+
+    for x in (a, a, b, b):  # a compiled, then b
+        once(x)
+    once(a)  # a hit: a is now the more recent
+    h = report()["hits"]
+    once(c)
+    once(c)  # c compiled: b goes, not the older a
+    assert report()["evictions"] == 1
+    once(a)
+    assert report()["hits"] == h + 1
+    once(b)
+    assert report()["hits"] == h + 1 and report()["misses"] >= 5
+
+
 def test_profiler_sees_every_backward_op_the_sweep_runs_them_while_it_profiles(tmp_path):
     """The profiler times each VJP where the sweep calls it: while it runs, tapes take the sweep."""
     _loop(n=3)  # compiled and hit before the profile
