@@ -11,9 +11,10 @@ takes from the structure already taken:
 * each node, last to first, that the sweep would visit: its residuals read from the node, its
   VJP (a primitive declared in :mod:`gputape.expr` has its derivative expression written inline,
   the very text its generated VJP evaluates; any other VJP is called as the sweep calls it), the
-  reduction of broadcast dimensions (``F.sum_to``) and the cast back to the input's dtype, then
-  the accumulation ``prev + gi`` in the sweep's order. So the result is bitwise equal to the
-  sweep's on the CPU.
+  reduction of broadcast dimensions (``F.sum_to``; where the key fixes the cotangent's shape, as
+  for an elementwise node's, the steps of :func:`~gputape.backward.sum_to_plan` written out: the
+  same numpy calls) and the cast back to the input's dtype, then the accumulation ``prev + gi``
+  in the sweep's order. So the result is bitwise equal to the sweep's on the CPU.
 * gradients live in local variables instead of a dict; those the structure alone cannot decide
   (a VJP other than a declared one may return None: ``custom_gradient``'s grad_fn, say) are
   tested at run time exactly as the sweep tests them.
@@ -56,6 +57,7 @@ out, the tape was already swept, no source was recorded, a tape of over :data:`M
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections import OrderedDict
@@ -68,6 +70,7 @@ from . import _backward_graph, _state, config
 from . import expr as _expr
 from ._state import tls as _tls
 from .backward import _sweep
+from .backward import sum_to_plan as _sum_to_plan
 from .primitive import Node, Swept
 
 _log = logging.getLogger("gputape")
@@ -77,7 +80,8 @@ MAX_NODES = 20_000  # larger tapes stay on the sweep: generating and compiling t
 
 _ABSENT, _YES, _MAYBE = 0, 1, 2  # what the code generator knows of a gradient variable
 
-_cache: OrderedDict[tuple, Callable[..., tuple]] = OrderedDict()
+_cache: dict[tuple, Callable[..., tuple]] = {}  # each function's ``used`` stamp orders the LRU eviction
+_uses = itertools.count()  # the stamps (a hit that moved its key in an OrderedDict hashed the key again)
 _seen: OrderedDict[tuple, None] = OrderedDict()  # keys seen once: compiled at the second sight
 _lock = threading.Lock()
 _counts = {"hits": 0, "misses": 0, "compiles": 0, "evictions": 0}
@@ -107,10 +111,7 @@ def gradients(tape: Any, seeds: dict[int, Any], source_ids: list[int], diff: boo
     fn = _cache.get(key)
     if fn is not None:
         _counts["hits"] += 1
-        try:
-            _cache.move_to_end(key)
-        except KeyError:  # another thread evicted it meanwhile
-            pass
+        fn.used = next(_uses)  # type: ignore[attr-defined]
         # on a GPU, from one CUDA graph of fn where the tape may replay it (gputape._backward_graph)
         return dict(zip(source_ids, _backward_graph.run(fn, tape, list(seeds.values()))))
     _counts["misses"] += 1
@@ -124,6 +125,7 @@ def gradients(tape: Any, seeds: dict[int, Any], source_ids: list[int], diff: boo
         return _fallback("compile_error", tape, seeds, source_ids, diff, F)
     _counts["compiles"] += 1
     _seen.pop(key, None)
+    fn.used = next(_uses)  # type: ignore[attr-defined]
     _remember(_cache, key, fn)
     return dict(zip(source_ids, fn(tape._nodes, list(seeds.values()))))
 
@@ -133,13 +135,15 @@ def _fallback(why: str, tape: Any, seeds: dict, source_ids: list, diff: bool, F:
     return _sweep(tape, seeds, source_ids, diff, F)
 
 
-def _remember(table: OrderedDict, key: tuple, value: Any) -> None:
+def _remember(table: dict, key: tuple, value: Any) -> None:
     with _lock:
         table[key] = value
         while len(table) > max(int(CACHE_SIZE), 0):
-            table.popitem(last=False)
-            if table is _cache:
+            if table is _cache:  # the least recently used function
+                del table[min(table, key=lambda k: table[k].used)]
                 _counts["evictions"] += 1
+            else:  # the oldest sight
+                table.popitem(last=False)  # type: ignore[call-arg]
 
 
 def _structure(tape: Any, seeds: dict, source_ids: list, xp: Any) -> tuple | str:
@@ -345,7 +349,7 @@ def _node(
         # later tape's array constant may broadcast further, so those keep the run-time test.)
         known = None if None in n.shapes else _broadcast(n.shapes)
         for k in temps:
-            _fit(w, p, k, n, slot[ids[k]], shape_known=known is not None and n.shapes[k] == known)
+            _fit(w, p, k, n, slot[ids[k]], cotangent=known)
     else:
         vjp = w.const(f"V{p}", n.prim.vjp)
         if len(ids) <= 2:
@@ -373,20 +377,53 @@ def _broadcast(shapes: tuple) -> tuple | None:
         return None
 
 
-def _fit(w: _Writer, p: int, k: int, n: Any, s: int, shape_known: bool = False) -> None:
+def _fit(w: _Writer, p: int, k: int, n: Any, s: int, cotangent: tuple | None = None) -> None:
     """The sweep's reduction to the input's shape, cast to its dtype, and accumulation.
 
-    ``shape_known``: the cotangent has the input's shape on every run (the sweep's test would
-    always be false), so the test is left out.
+    ``cotangent``: the shape the cotangent has on every run (an elementwise node's output shape).
+    Where it is the input's shape the sweep's test would always be false and is left out; where it
+    differs, :func:`~gputape.backward.sum_to_plan`'s steps are written inline (the same numpy calls
+    ``F.sum_to`` makes), behind a test of that shape which keeps the sweep's general path for any
+    other shape.
     """
     shape = n.shapes[k]
-    if not shape_known:
+    t = f"t{k}"
+    if cotangent != shape:
         lit = _literal(shape) or w.const(f"H{p}_{k}", shape)
-        w.emit(f"if t{k}.shape != {lit}: t{k} = F.sum_to(t{k}, {lit}, 0)")
+        general = f"{t} = F.sum_to({t}, {lit}, 0)"
+        if cotangent is None or _literal(cotangent) is None:
+            w.emit(f"if {t}.shape != {lit}: {general}")
+        else:
+            w.emit(f"if {t}.shape == {_literal(cotangent)}:")
+            w.depth += 1
+            w.emit(f"{t} = {_inline_sum_to(w, t, cotangent, shape)}")
+            w.depth -= 1
+            w.emit(f"elif {t}.shape != {lit}:")
+            w.depth += 1
+            w.emit(general)
+            w.depth -= 1
     casts = n.casts
     if casts is not None and casts[k] is not None:
-        w.emit(f"t{k} = t{k}.astype({w.const(f'C{p}_{k}', casts[k])})")
-    w.accumulate(s, f"t{k}")
+        w.emit(f"{t} = {t}.astype({w.const(f'C{p}_{k}', casts[k])})")
+    w.accumulate(s, t)
+
+
+def _inline_sum_to(w: _Writer, t: str, xs: tuple, shape: tuple) -> str:
+    """``F.sum_to(t, shape, 0)`` for a ``t`` of shape ``xs``, on numpy arrays, as one expression.
+
+    The raw namespace's ``F.sum`` is ``np.add.reduce`` for every dtype but bool (cotangents are
+    floating or complex), ``F.reshape`` is ``np.reshape``, which calls the array's ``reshape``.
+    """
+    first, axes, then, widen = _sum_to_plan(xs, shape, 0)
+    if first is not None:
+        t = f"{t}.reshape({first!r})"
+    if axes:
+        t = f"{w.const('ADD_REDUCE', np.add.reduce)}({t}, axis={axes!r}, keepdims=True)"
+    if then is not None:
+        t = f"{t}.reshape({then!r})"
+    if widen:
+        t = f"F.broadcast_to({t}, {shape!r})"
+    return t
 
 
 # -- the user's view -------------------------------------------------------------------------------

@@ -198,6 +198,68 @@ def _fit(F: Any, gi: Any, shape: tuple, nb: int, cast: Any) -> Any:
     return gi
 
 
+def sum_to(F: Any, x: Any, shape: tuple[int, ...], nb: int = 0) -> Any:
+    """Reduce (or broadcast) a cotangent ``x`` to ``shape``: undoing broadcasting, in one place.
+
+    The first ``nb`` axes of both are a batch of cotangents (``jacobian``) and are kept:
+    broadcasting inserted its axes after them. The steps depend on the shapes alone
+    (:func:`sum_to_plan`, memoized), so the compiled backward, which knows the shapes, writes
+    the same steps inline.
+    """
+    xs = x.shape
+    if xs == shape:
+        return x
+    key = (xs, shape, nb)
+    plan = _plans.get(key)
+    if plan is None:
+        if len(_plans) >= 4096:  # shapes that never repeat: keep the table bounded
+            _plans.clear()
+        plan = _plans[key] = sum_to_plan(xs, shape, nb)
+    first, axes, then, widen = plan
+    if first is not None:
+        x = F.reshape(x, first)
+    if axes:
+        x = F.sum(x, axis=axes, keepdims=True)
+    if then is not None:
+        x = F.reshape(x, then)
+    if widen:
+        x = F.broadcast_to(x, shape)
+    return x
+
+
+_plans: dict[tuple, tuple] = {}
+
+
+def sum_to_plan(xs: tuple, shape: tuple, nb: int = 0) -> tuple[tuple | None, tuple, tuple | None, bool]:
+    """:func:`sum_to`'s steps from shape ``xs`` to ``shape``, in its order: ``(reshape to this first,
+    or None; axes summed with keepdims; reshape to this then, or None; broadcast_to shape last)``.
+
+    >>> sum_to_plan((4, 3), (3,))
+    (None, (0,), (3,), False)
+    >>> sum_to_plan((4, 3), (4, 1))
+    (None, (1,), None, False)
+    >>> sum_to_plan((), (2, 2))
+    (None, (), None, True)
+    >>> sum_to_plan((5, 3), (5, 2, 1), nb=1)  # a jacobian's batch of 5: (5, 1, 3), summed to (5, 1, 1)
+    ((5, 1, 3), (2,), None, True)
+    """
+    first = then = None
+    extra = len(xs) - len(shape)
+    if extra < 0:
+        if not (nb and len(xs) >= nb and xs[:nb] == shape[:nb]):
+            return None, (), None, True
+        xs = first = xs[:nb] + (1,) * (-extra) + xs[nb:]
+        extra = 0
+    axes = tuple(range(nb, nb + extra)) + tuple(
+        nb + extra + i for i, s in enumerate(shape[nb:]) if s == 1 and xs[nb + extra + i] != 1
+    )
+    if axes:
+        xs = tuple(1 if a in axes else d for a, d in enumerate(xs))
+        if extra:
+            xs = then = xs[:nb] + xs[nb + extra :]
+    return first, axes, then, xs != shape
+
+
 _NEED1 = (True,)
 _NEED2 = ((None, (False, True)), ((True, False), (True, True)))
 

@@ -35,7 +35,7 @@ from .ops import DIFF_NAMESPACE as _DIFF_F
 from .ops import raw_namespace as _raw_namespace
 from .primitive import DIFF_DTYPES, Node
 from .recording import _nbytes_saved, _where, traced
-from .tensor import Tensor, Variable, _new, _wrap
+from .tensor import Tensor, Variable, _new, _to_array, _wrap
 
 _log = logging.getLogger("gputape")
 _ndarray = np.ndarray
@@ -79,6 +79,8 @@ class UnconnectedGradientError(ValueError):
 
 
 def _parse_unconnected(value: Any) -> UnconnectedGradients:
+    if type(value) is UnconnectedGradients:
+        return value
     try:
         return UnconnectedGradients(value.value if isinstance(value, UnconnectedGradients) else value)
     except ValueError:
@@ -422,9 +424,25 @@ class GradientTape(_state.Scope):
     def _finish_backprop(self) -> None:
         if not self._persistent:
             # Keep what explain() needs (ids and edges, no arrays); drop the rest.
+            # Field by field (copying __dict__ cost four times as much): the recording's state as
+            # __init__ and _fresh() make it, with the node list itself (_drop() starts a new one).
             retired = _new(GradientTape)
-            retired.__dict__.update(self.__dict__)
-            retired._nodes = [n.swept() if type(n) is Node else n for n in self._nodes]
+            retired._compile = self._compile
+            retired._persistent = False
+            retired._auto = self._auto
+            retired._tensors = self._tensors
+            retired._watched_vars = self._watched_vars
+            retired._nodes = nodes = self._nodes
+            retired._leaves = self._leaves
+            retired._edges = self._edges
+            retired._broken = self._broken
+            retired._exports = self._exports
+            retired._retired = None
+            retired._used = self._used
+            if Node in map(type, nodes):  # the backward left some (a compiled or swept one visits most)
+                for p, n in enumerate(nodes):
+                    if type(n) is Node:
+                        nodes[p] = n.swept()
             self._drop()
             self._tensors = None  # watched_variables() still answers, as in TensorFlow
             self._retired = retired
@@ -461,8 +479,8 @@ class GradientTape(_state.Scope):
         unconnected = _parse_unconnected(unconnected_gradients)
         self._begin_backprop("gradient")
         # Argument errors leave the tape usable (as in TensorFlow): only a sweep consumes it.
-        flat_t, _ = _flatten(target)
-        flat_s, s_spec = _flatten(sources)
+        flat_t, _ = _leaves(target)
+        flat_s, s_spec = _leaves(sources)
         _check_sources(flat_s, "gradient")
         if output_gradients is None:
             flat_og = [None] * len(flat_t)
@@ -486,7 +504,7 @@ class GradientTape(_state.Scope):
                 self._raise_unconnected(flat_t, flat_s, out)
         finally:
             self._finish_backprop()
-        return _unflatten(s_spec, out)
+        return _rebuild(s_spec, out)
 
     def _raise_unconnected(self, flat_t: list, flat_s: list, out: list) -> None:
         for s, g in zip(flat_s, out):
@@ -522,7 +540,7 @@ class GradientTape(_state.Scope):
         if not isinstance(target, Tensor):
             raise TypeError(f"GradientTape.jacobian: target must be a gt.Tensor, got {type(target).__name__}")
         self._begin_backprop("jacobian")
-        flat_s, s_spec = _flatten(sources)
+        flat_s, s_spec = _leaves(sources)
         _check_sources(flat_s, "jacobian")
         diff = _any_tape()
         tshape = target.shape
@@ -544,7 +562,7 @@ class GradientTape(_state.Scope):
                 out.append(_result(g, s, unconnected, diff, tshape))
         finally:
             self._finish_backprop()
-        return _unflatten(s_spec, out)
+        return _rebuild(s_spec, out)
 
     @_spanned
     def batch_jacobian(
@@ -598,6 +616,26 @@ class GradientTape(_state.Scope):
         return out
 
 
+def _leaves(x: Any) -> tuple[list, Any]:
+    """``_nest.flatten(x)``, without its recursion for a tensor or a flat list or tuple of them
+    (the forms a training loop passes); :func:`_rebuild` takes the spec back."""
+    if isinstance(x, Tensor):
+        return [x], None
+    tx = type(x)
+    if (tx is list or tx is tuple) and all(isinstance(t, Tensor) for t in x):
+        return list(x), tx
+    return _flatten(x)
+
+
+def _rebuild(spec: Any, flat: list) -> Any:
+    """``_nest.unflatten`` for the specs :func:`_leaves` makes."""
+    if spec is list:
+        return flat
+    if spec is tuple:
+        return tuple(flat)
+    return _unflatten(spec, flat)
+
+
 def _quiet() -> Any:
     # Infinite and NaN gradients are results (sqrt at 0 is inf), not numpy warnings.
     return np.errstate(divide="ignore", invalid="ignore", over="ignore")
@@ -614,8 +652,6 @@ def _check_sources(flat_s: list, what: str) -> None:
 
 def _seeds(flat_t: list, flat_og: list, diff: bool, lead: Any) -> dict[int, Any]:
     """Initial cotangents: ones (or output_gradients) for each floating target."""
-    from .tensor import _to_array
-
     seeds: dict[int, Any] = {}
     for t, og in zip(flat_t, flat_og):
         if not isinstance(t, Tensor):
@@ -633,7 +669,8 @@ def _seeds(flat_t: list, flat_og: list, diff: bool, lead: Any) -> dict[int, Any]
         xp = np if type(d) is _ndarray else backend.xp_of(d)
         if lead is None:
             if og is None:
-                g = xp.ones(d.shape, d.dtype)
+                g = xp.empty(d.shape, d.dtype)
+                g.fill(1)  # xp.ones, without numpy's Python-level wrapper around these two steps
             else:
                 g = og._data if isinstance(og, Tensor) else _to_array(og, d.dtype)
                 if g.shape != d.shape:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.extra.numpy import mutually_broadcastable_shapes
 from test_grad_registry import ALL, COMPOSITES, _flat
 
 import gputape as gt
@@ -254,6 +255,58 @@ def test_broadcasting_and_casts():
     assert g[0].dtype == np.float32 and g[1].dtype == np.float64 and g[2].shape == (3, 1)
     (fn,) = bc._cache.values()
     assert ".astype(" in fn.source and "F.sum_to(" in fn.source
+
+
+def test_known_broadcasts_are_reduced_inline():
+    """An elementwise node's cotangent has its output's shape, so the reductions back to each
+    input's shape are written out (sum_to's own steps); the bits stay the sweep's."""
+    rng = np.random.default_rng(3)
+    x = gt.constant(rng.standard_normal((2, 3, 4)))
+    b = gt.constant(rng.standard_normal(4))  # leading axes summed, then reshaped
+    c = gt.constant(rng.standard_normal((3, 1)))  # a size-1 axis kept, a leading one dropped
+    d = gt.constant(rng.standard_normal((1, 1, 4)))  # d * s has its shape; y - d * s: summed, ranks agree
+    s = gt.constant(np.array(0.5))  # a scalar: every axis summed
+
+    def record(tape):
+        tape.watch([x, b, c, d, s])
+        y = (x + b) * c - d * s
+        return gt.sum(gt.tanh(y)), [x, b, c, d, s]
+
+    g = check_compiled(record)
+    assert [a.shape for a in g] == [(2, 3, 4), (4,), (3, 1), (1, 1, 4), ()]
+    (fn,) = bc._cache.values()
+    assert fn.source.count("ADD_REDUCE(") == 4, fn.source  # b, c, d * s (to d's shape), s
+    assert "ADD_REDUCE(t1, axis=(0, 1), keepdims=True).reshape((4,))" in fn.source
+    assert "ADD_REDUCE(t1, axis=(0, 1, 2), keepdims=True).reshape(())" in fn.source
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shapes=mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=3),
+    batch=st.sampled_from([(), (2,)]),
+)
+def test_sum_to_and_its_plan_undo_broadcasting(shapes, batch):
+    """sum_to (the sweep's and, through its plan, the compiled code's reduction) sums a cotangent
+    over exactly the axes broadcasting added, for any shapes and a jacobian's batch of cotangents."""
+    from gputape.backward import sum_to
+    from gputape.ops import raw_namespace
+
+    small, big = shapes.input_shapes[0], shapes.result_shape
+    g = np.random.default_rng(len(big)).standard_normal(batch + big)
+    want = np.stack([_unbroadcast(r, small) for r in g]) if batch else _unbroadcast(g, small)
+    got = sum_to(raw_namespace(np), g, batch + small, len(batch))
+    assert got.shape == batch + small
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def _unbroadcast(g, shape):
+    """``g`` summed to ``shape`` element by element (independent of gputape): every element of the
+    broadcast result adds into the one input element it was read from."""
+    out = np.zeros(shape)
+    for idx in np.ndindex(g.shape):
+        src = tuple(i if d != 1 else 0 for i, d in zip(idx[g.ndim - len(shape) :], shape))
+        out[src] += g[idx]
+    return out
 
 
 def test_repeated_and_intermediate_sources():
@@ -538,6 +591,28 @@ def test_explain_after_gradient_matches_the_sweep():
     assert report()["hits"] == 1 and report()["compiles"] == 1
 
 
+@pytest.mark.parametrize("comp", [False, True])
+def test_the_retired_snapshot_keeps_the_whole_recording(comp):
+    """After gradient() a non-persistent tape keeps an id-only snapshot for explain(): every field
+    of the recording (a field added to the tape later must be added to the snapshot too)."""
+    x = gt.constant(np.array([1.0, 2.0]))
+    for _ in range(3):  # seen, compiled, hit
+        with gt.GradientTape(compile=comp) as tape:
+            tape.watch(x)
+            y = gt.sum(gt.exp(x) * gt.stop_gradient(x))
+        fields = dict(vars(tape))
+        tape.gradient(y, x)
+        kept = vars(tape._retired)
+        assert set(fields) - {"_undo"} == set(kept), set(fields) ^ set(kept)
+        for k, v in fields.items():
+            if k not in ("_undo", "_retired"):
+                assert kept[k] is v or kept[k] == v, k
+        assert kept["_retired"] is None
+        assert [type(n).__name__ for n in tape._retired._nodes] == ["Swept"] * 3
+        assert tape._nodes == [] and tape._tensors is None and tape._used
+    assert report()["hits"] == (1 if comp else 0)
+
+
 # -- dynamic None: custom gradients ----------------------------------------------------------------
 
 
@@ -688,6 +763,29 @@ def test_lru_bound_and_evictions(monkeypatch):
     assert report()["misses"] == r["misses"] + 1 and report()["hits"] == r["hits"]
     once(xs[2])
     assert report()["hits"] == r["hits"] + 1
+
+
+def test_eviction_takes_the_least_recently_used_not_the_oldest(monkeypatch):
+    monkeypatch.setattr(bc, "CACHE_SIZE", 2)
+    a, b, c = (gt.constant(np.ones(n)) for n in (1, 2, 3))
+
+    def once(x):
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            y = gt.sum(gt.sin(x))
+        tape.gradient(y, x)
+
+    for x in (a, a, b, b):  # a compiled, then b
+        once(x)
+    once(a)  # a hit: a is now the more recent
+    h = report()["hits"]
+    once(c)
+    once(c)  # c compiled: b goes, not the older a
+    assert report()["evictions"] == 1
+    once(a)
+    assert report()["hits"] == h + 1
+    once(b)
+    assert report()["hits"] == h + 1 and report()["misses"] >= 5
 
 
 def test_profiler_sees_every_backward_op_the_sweep_runs_them_while_it_profiles(tmp_path):

@@ -1,4 +1,4 @@
-"""Helpers shared by the op modules: argument normalisation (axes, shapes, sizes, dtypes), sum_to.
+"""Helpers shared by the op modules: argument normalisation (axes, shapes, sizes, dtypes); sum_to (gputape.backward).
 
 The normalisers are the boundary where arguments enter the ops: each runs what it always
 ran and only when that fails builds, through ``gputape._errors``, an error that names the
@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import _errors
+from ..backward import sum_to  # noqa: F401 (the ops' name for it; broadcasting is undone in the sweep's module)
 from ..tensor import NUMERIC_KINDS, Tensor
 
 NOPARAMS: dict[str, Any] = {}  # shared, never mutated: most ops take no parameters
@@ -200,32 +201,3 @@ def norm_flag(flag: Any, op: str) -> bool:
         raise
     except Exception as exc:
         raise _errors.argument_error(flag, "has no truth value", exc, op=op, cls=TypeError) from exc
-
-
-def sum_to(F: Any, x: Any, shape: tuple[int, ...], nb: int = 0) -> Any:
-    """Reduce (or broadcast) a cotangent ``x`` to ``shape``: undoing broadcasting, in one place.
-
-    The first ``nb`` axes of both are a batch of cotangents (``jacobian``) and
-    are kept: broadcasting inserted its axes after them.
-    """
-    xs = x.shape
-    if xs == shape:
-        return x
-    extra = len(xs) - len(shape)
-    if extra < 0:
-        if nb and len(xs) >= nb and xs[:nb] == shape[:nb]:
-            x = F.reshape(x, xs[:nb] + (1,) * (-extra) + xs[nb:])
-        else:
-            return F.broadcast_to(x, shape)
-        xs = x.shape
-        extra = 0
-    axes = tuple(range(nb, nb + extra)) + tuple(
-        nb + extra + i for i, s in enumerate(shape[nb:]) if s == 1 and xs[nb + extra + i] != 1
-    )
-    if axes:
-        x = F.sum(x, axis=axes, keepdims=True)
-        if extra:
-            x = F.reshape(x, xs[:nb] + x.shape[nb + extra :])
-    if x.shape != shape:
-        x = F.broadcast_to(x, shape)
-    return x

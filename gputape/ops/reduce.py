@@ -52,7 +52,23 @@ def _numpy_args(x: Any, dtype: Any, out: Any, op: str) -> Any:
 
 def _expand(F: Any, g: Any, nb: int, node: Any) -> Any:
     """Reshape a reduction's cotangent to the kept-dims shape (batch dims first)."""
-    return F.reshape(g, g.shape[:nb] + node.params["kept"])
+    # the method, not F.reshape: the same reshape without numpy's Python-level wrapper
+    return g.reshape(g.shape[:nb] + node.params["kept"])
+
+
+def _widen(F: Any, g: Any, shape: tuple) -> Any:
+    """``F.broadcast_to(g, shape)``: a reduction's cotangent back over the reduced axes.
+
+    On numpy, a one-element ``g`` (a full reduction's: a loss's mean) gets the very view
+    ``np.broadcast_to`` makes (every stride 0, read-only, reading ``g``'s one element) from the
+    array constructor, without np.broadcast_to's Python-level setup (an nditer: 1.7 us, half of
+    this VJP's time in a small training step).
+    """
+    if type(g) is np.ndarray and g.size == 1 and g.ndim <= len(shape) and F.xp is np:
+        v = np.ndarray(shape, g.dtype, g, 0, (0,) * len(shape))
+        v.flags.writeable = False
+        return v
+    return F.broadcast_to(g, shape)
 
 
 @primitive("sum")
@@ -65,7 +81,7 @@ def _sum(xp, x, axis, keepdims, kept):
 @_sum.defvjp
 def _(F, g, needs, nb, node):
     g = _expand(F, g, nb, node)
-    return (F.broadcast_to(g, g.shape[:nb] + node.shapes[0]),)
+    return (_widen(F, g, g.shape[:nb] + node.shapes[0]),)
 
 
 def sum(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: None = None) -> Any:
@@ -102,7 +118,7 @@ def _(F, g, needs, nb, node):
     for a in node.params["axis"]:
         count *= shape[a]
     g = _expand(F, g, nb, node) / (count or 1)
-    return (F.broadcast_to(g, g.shape[:nb] + shape),)
+    return (_widen(F, g, g.shape[:nb] + shape),)
 
 
 def mean(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: None = None) -> Any:
