@@ -265,11 +265,13 @@ def gputape_mlp(
     fused: bool,
     compiled: Any = None,
     capture_gemm: Any = None,
+    optimizer_in_graph: Any = None,
 ) -> Callable[[], Any]:
     """The step as a user writes it: a tape, sparse softmax cross-entropy, an optimizer.
 
     ``compiled``: None for eager; else ``gt.function(step, graphs=compiled)`` (True: CUDA
-    graphs between the cuBLAS calls; False: the replay without graphs).
+    graphs between the cuBLAS calls; False: the replay without graphs); ``optimizer_in_graph``
+    is gt.function's option of that name (None: its default).
     """
     params = [gt.Variable(backend.to_device(a, device), name=f"p{i}") for i, a in enumerate(init)]
     x0 = gt.constant(backend.to_device(X, device))
@@ -289,7 +291,11 @@ def gputape_mlp(
             opt.apply_gradients(zip(grads, params))
         return loss
 
-    f = train if compiled is None else gt.function(train, graphs=compiled, capture_gemm=capture_gemm)
+    f = (
+        train
+        if compiled is None
+        else gt.function(train, graphs=compiled, capture_gemm=capture_gemm, optimizer_in_graph=optimizer_in_graph)
+    )
     FUNCTIONS.append(f)
 
     def step() -> Any:
@@ -301,13 +307,13 @@ def gputape_mlp(
 FUNCTIONS: list[Any] = []  # the compiled ones report their CUDA-graph plan
 
 
-def without_backward_graphs(step: Callable[[], Any]) -> Callable[[], Any]:
-    """``step`` with the eager tape's backward as ordinary launches (no CUDA graph of the
-    compiled backward: ``gt.config.set_backward_graphs(False)`` for the call), for the row beside."""
+def with_backward_graphs(step: Callable[[], Any], enabled: bool = True) -> Callable[[], Any]:
+    """``step`` with the eager tape's compiled backward replayed as one CUDA graph (``enabled``,
+    ``gt.config.set_backward_graphs`` for the call; off by default), for the row beside the default."""
 
     def run() -> Any:
         was = gt.config.get_backward_graphs()
-        gt.config.set_backward_graphs(False)
+        gt.config.set_backward_graphs(enabled)
         try:
             return step()
         finally:
@@ -507,7 +513,7 @@ def mlp_systems(device: str, batch: int) -> dict[str, Callable[[], Any]]:
     out["gputape compiled (CPU)"] = gputape_mlp(X, Y, init, "cpu", fused=False, compiled=True)
     if device != "cpu":
         out[f"gputape ({device}, gt.optim.Adam)"] = gputape_mlp(X, Y, init, device, fused=False)
-        out[f"gputape ({device}, gt.optim.Adam, backward graph off)"] = without_backward_graphs(
+        out[f"gputape ({device}, gt.optim.Adam, backward graph on)"] = with_backward_graphs(
             gputape_mlp(X, Y, init, device, fused=False)
         )
         out[f"gputape compiled ({device}, no graphs)"] = gputape_mlp(X, Y, init, device, fused=False, compiled=False)
@@ -515,6 +521,9 @@ def mlp_systems(device: str, batch: int) -> dict[str, Callable[[], Any]]:
             X, Y, init, device, fused=False, compiled=True, capture_gemm=False
         )
         out[f"gputape compiled ({device}, CUDA graphs)"] = gputape_mlp(X, Y, init, device, fused=False, compiled=True)
+        out[f"gputape compiled ({device}, CUDA graphs, optimizer in the graph)"] = gputape_mlp(
+            X, Y, init, device, fused=False, compiled=True, optimizer_in_graph=True
+        )
         out[f"gputape ({device}, fused Adam)"] = gputape_mlp(X, Y, init, device, fused=True)
     try:
         import torch
@@ -595,7 +604,7 @@ def chain_bench(cp: Any, device: str, sizes: tuple[int, ...] = (16, 1 << 20)) ->
         x0 = chain_data(n)
         x = gt.constant(backend.to_device(x0, device))
         systems: dict[str, Callable[[], Any]] = {"gputape eager": lambda x=x: gputape_chain_grad(x)}
-        systems["gputape eager, backward graph off"] = without_backward_graphs(lambda x=x: gputape_chain_grad(x))
+        systems["gputape eager, backward graph on"] = with_backward_graphs(lambda x=x: gputape_chain_grad(x))
         for fuse in (False, True):
             f = gt.function(gputape_chain_grad, fuse=fuse)
             systems[f"gputape compiled, graphs{', fused backward' if fuse else ''}"] = lambda f=f, x=x: f(x)

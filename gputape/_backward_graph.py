@@ -42,8 +42,9 @@ reason (logged at debug), for a structure whose capture fails (a host synchronis
 cuBLAS or CuPy cannot capture), that holds a ``custom_gradient`` node (its grad_fn is Python run
 at capture time, reading what it likes) or a value it cannot compare. The first hit runs the
 capture's own form of the function eagerly (kernels compiled, cuBLAS warmed); the second
-captures and launches. Switch: ``gt.config.set_backward_graphs`` (``GPUTAPE_BACKWARD_GRAPHS=0``);
-``GradientTape(compile=False)`` opts a tape out with the compiled backward itself. Counters:
+captures and launches. Switch, off by default until a GPU run has checked this module:
+``gt.config.set_backward_graphs`` (``GPUTAPE_BACKWARD_GRAPHS=1``); ``GradientTape(compile=False)``
+opts a tape out with the compiled backward itself. Counters:
 ``gt.debug.backward_cache_report()["graphs"]``.
 
 CPU tests install :class:`EmulatedGraphs` (see :func:`emulate`): numpy tapes then take this path,

@@ -103,18 +103,21 @@ def get_backward_compilation() -> bool:
     return _compile_backward
 
 
-# The compiled backward of a GPU tape replayed as one CUDA graph (gputape._backward_graph).
-_backward_graphs = os.environ.get("GPUTAPE_BACKWARD_GRAPHS", "1").strip().lower() not in ("0", "false", "off", "no")
+# The compiled backward of a GPU tape replayed as one CUDA graph (gputape._backward_graph): off
+# by default until a GPU run has checked it (its tests and benchmarks run it on explicitly).
+_backward_graphs = os.environ.get("GPUTAPE_BACKWARD_GRAPHS", "0").strip().lower() in ("1", "true", "on", "yes")
 
 
 def set_backward_graphs(enabled: bool) -> None:
-    """Let a compiled backward on a GPU replay as one CUDA graph (True, the default) or not.
+    """Let a compiled backward on a GPU replay as one CUDA graph (True) or not (False, the default).
 
     On, a tape on CuPy arrays whose structure has a compiled backward (see
     :func:`set_backward_compilation`) captures it into a CUDA graph and replays the graph while
     the arrays it reads sit at the addresses it was captured on (checked on every call);
-    otherwise the compiled backward runs as ordinary launches. CPU tapes are not affected. The
-    environment variable ``GPUTAPE_BACKWARD_GRAPHS=0`` sets the default to off; counters:
+    otherwise the compiled backward runs as ordinary launches. CPU tapes are not affected. Off
+    by default: it is tested on the CPU through an emulation only, and no GPU run has checked
+    it yet (``benchmarks/gpu_check.sh`` runs its GPU tests and times it on and off). The
+    environment variable ``GPUTAPE_BACKWARD_GRAPHS=1`` sets the default to on; counters:
     ``gt.debug.backward_cache_report()["graphs"]``.
 
     >>> import gputape as gt

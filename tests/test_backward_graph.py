@@ -446,9 +446,9 @@ def test_the_switch_and_the_tapes_opt_out():
         gt.config.set_backward_graphs("no")
 
 
-def test_environment_variable_turns_graphs_off():
+def test_environment_variable_sets_the_default():
     code = "import gputape as gt; print(gt.config.get_backward_graphs())"
-    for value, expect in (("0", "False"), ("off", "False"), ("1", "True")):
+    for value, expect in (("0", "False"), ("off", "False"), ("", "False"), ("1", "True"), ("on", "True")):
         env = {"GPUTAPE_BACKWARD_GRAPHS": value, "PATH": "", "GPUTAPE_DEVICE": "cpu"}
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
         assert out.stdout.strip() == expect
@@ -658,7 +658,7 @@ def test_the_two_backends_offer_the_same_calls():
         assert calls <= {n for n in vars(cls) if not n.startswith("_")}, cls
 
 
-def test_the_benchmark_row_turns_graphs_off_for_its_call_only():
+def test_the_benchmark_row_turns_graphs_on_for_its_call_only(monkeypatch):
     import importlib.util
     from pathlib import Path
 
@@ -666,9 +666,14 @@ def test_the_benchmark_row_turns_graphs_off_for_its_call_only():
     spec = importlib.util.spec_from_file_location("gpu_bench_rows", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    monkeypatch.setattr(gt.config, "_backward_graphs", False)  # the default
     seen = []
-    step = mod.without_backward_graphs(lambda: seen.append(gt.config.get_backward_graphs()) or 7)
-    assert step() == 7 and seen == [False] and gt.config.get_backward_graphs() is True
+    step = mod.with_backward_graphs(lambda: seen.append(gt.config.get_backward_graphs()) or 7)
+    assert step() == 7 and seen == [True] and gt.config.get_backward_graphs() is False
+    off = mod.with_backward_graphs(lambda: seen.append(gt.config.get_backward_graphs()), enabled=False)
+    monkeypatch.setattr(gt.config, "_backward_graphs", True)
+    off()
+    assert seen == [True, False] and gt.config.get_backward_graphs() is True
 
 
 # -- on a GPU ------------------------------------------------------------------------------------

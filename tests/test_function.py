@@ -7,6 +7,7 @@ time (a computation the trace failed to record) would show as a difference.
 from __future__ import annotations
 
 import itertools
+import sys
 
 import numpy as np
 import pytest
@@ -373,6 +374,26 @@ def test_graph_replay_logic_equals_eager(opt, capture_gemm):
     assert f._cache[f._keys[-1]].replay.backend.launches >= 4 * rep["graphs"]
     for a, b in zip(e_losses + e_params, g_losses + g_params):
         assert np.array_equal(a, b)
+
+
+def test_the_optimizer_stays_a_host_step_when_the_backend_says_no(monkeypatch):
+    """gt.function(optimizer_in_graph=False), the default on a GPU: the update runs between graphs."""
+    gfn = sys.modules["gputape.function"]
+
+    class NoOptimizer(gfn._EmulatedGraphs):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self.optimizer = False  # what _CudaGraphs holds with optimizer_in_graph off
+
+    monkeypatch.setattr(gfn, "_EmulatedGraphs", NoOptimizer)
+    e_losses, e_params, _ = _train(False, OPTIMIZERS["adam-schedule"], steps=7)
+    g_losses, g_params, f = _train_graphs(OPTIMIZERS["adam-schedule"])
+    rep = f.graph_report
+    assert rep["optimizers_in_graphs"] == 0 and rep["host_steps"] > 0
+    for a, b in zip(e_losses + e_params, g_losses + g_params):
+        assert np.array_equal(a, b)
+    assert gt.function(lambda x: x).optimizer_in_graph is gfn.OPTIMIZER_IN_GRAPH
+    assert gt.function(lambda x: x, optimizer_in_graph=True).optimizer_in_graph is True
 
 
 def test_graph_replay_moves_a_refused_step_out_and_recaptures():

@@ -20,6 +20,16 @@ import pytest
 import gputape as gt
 from gputape import backend
 
+gfn = sys.modules["gputape.function"]
+
+
+@pytest.fixture(autouse=True)
+def _optimizer_in_graph(monkeypatch):
+    # gt.function's optimizer_in_graph is off by default on a GPU until a GPU run has checked it;
+    # these tests are that check (the emulated graphs run the logic whatever the default)
+    monkeypatch.setattr(gfn, "OPTIMIZER_IN_GRAPH", True)
+
+
 G = sys.modules["gputape.function._graphs"]
 
 

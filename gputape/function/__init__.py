@@ -159,6 +159,10 @@ _RETRACE_WARN_AT = 5
 CAPTURE_GEMM = os.environ.get("GPUTAPE_CAPTURE_GEMM", "1") != "0"
 # Fuse elementwise VJP chains into generated kernels in CUDA-graph replays (GPUTAPE_FUSE=0: off).
 FUSE_BACKWARD = os.environ.get("GPUTAPE_FUSE", "1") != "0"
+# The fused optimizer update inside the CUDA graphs (GPUTAPE_GRAPH_OPTIMIZER=1: on). Off by default
+# until a GPU run has checked it (tested on the CPU through the emulated graphs only); off, the
+# update runs as a host step between graphs, as before.
+OPTIMIZER_IN_GRAPH = os.environ.get("GPUTAPE_GRAPH_OPTIMIZER", "0").strip().lower() in ("1", "true", "on", "yes")
 
 
 _PLAIN = frozenset((int, float, bool, str, type(None)))
@@ -251,6 +255,7 @@ class Function:
         fuse: Any = None,
         input_signature: Any = None,
         reduce_retracing: bool = False,
+        optimizer_in_graph: Any = None,
     ) -> None:
         self.python_function = python_function
         self.name = name or getattr(python_function, "__name__", "function")
@@ -264,6 +269,7 @@ class Function:
         self.graphs = graphs
         self.capture_gemm = CAPTURE_GEMM if capture_gemm is None else bool(capture_gemm)
         self.fuse = FUSE_BACKWARD if fuse is None else bool(fuse)
+        self.optimizer_in_graph = OPTIMIZER_IN_GRAPH if optimizer_in_graph is None else bool(optimizer_in_graph)
         self._cache: dict[Any, _Concrete] = {}
         # The same recordings under a cheaper key for the common call: positional tensors,
         # arrays, variables and plain Python values (see _fast_key); filled on a _cache hit.
@@ -305,6 +311,7 @@ class Function:
                 self.fuse,
                 self.input_signature,
                 self.reduce_retracing,
+                self.optimizer_in_graph,
             )
             obj.__dict__[f"__gt_function_{self.name}"] = bound
         return bound
@@ -447,7 +454,8 @@ class Function:
         gpu = next((a for a in tr.keep if backend.is_gpu_array(a)), None)
         if gpu is None:
             return None
-        return _GraphRunner(tr, arg_slots, out_refs, _CudaGraphs(backend.device_of(gpu), self.capture_gemm, self.fuse))
+        graphs = _CudaGraphs(backend.device_of(gpu), self.capture_gemm, self.fuse, self.optimizer_in_graph)
+        return _GraphRunner(tr, arg_slots, out_refs, graphs)
 
     _refuse: Callable[[Any], bool] | None = None  # tests: steps the emulated capture refuses
     _fuse_emulated = False  # tests: fuse backward chains in the emulated graphs
@@ -502,6 +510,11 @@ def function(func: Callable[..., Any] | None = None, **kwargs: Any) -> Any:
       (:mod:`gputape.cublas`) instead of running between them.
     * ``fuse`` (default on, ``GPUTAPE_FUSE=0``): chains of elementwise VJPs in
       the backward pass become one generated kernel each (up to 16 ops).
+    * ``optimizer_in_graph`` (default off, ``GPUTAPE_GRAPH_OPTIMIZER=1`` turns it
+      on): an SGD/Adam/AdamW update (no clipping) runs inside the graph as the
+      fused kernel, the step count and learning rate on the device, instead of as
+      a host step between graphs. Off until a GPU run has checked it: it is
+      tested on the CPU through the emulated graphs only.
 
     On the CPU a replay is the recorded steps as straight-line Python, bitwise
     equal to eager; nothing is fused there (a fused numpy expression would not
@@ -516,7 +529,7 @@ def function(func: Callable[..., Any] | None = None, **kwargs: Any) -> Any:
     >>> float(f(gt.constant([1.0, 2.0]), 4.0)), f.tracing_count  # a new Python value: a new trace
     (12.0, 2)
     """
-    opts = {k: kwargs.get(k) for k in ("graphs", "capture_gemm", "fuse", "input_signature")}
+    opts = {k: kwargs.get(k) for k in ("graphs", "capture_gemm", "fuse", "input_signature", "optimizer_in_graph")}
     opts["reduce_retracing"] = bool(kwargs.get("reduce_retracing", False))
     if func is None:
         return lambda f: Function(f, **opts)

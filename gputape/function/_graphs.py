@@ -218,6 +218,8 @@ class _GraphRunner:
         recorded twice in one call (each launch would need its own host half), a variable
         updated by two of them, and steps whose results are read later.
         """
+        if not getattr(self.backend, "optimizer", False):
+            return  # gt.function(optimizer_in_graph=False), the default on a GPU until a GPU run checks it
         steps = self.steps
         seen_opts: dict[int, int] = {}
         for st in steps:
@@ -600,9 +602,10 @@ def _step_name(fn: Any) -> str:
 class _CudaGraphs:
     """The real backend: a private non-blocking stream and memory pool per compiled signature."""
 
-    def __init__(self, device: str, capture_gemm: bool, fuse: bool) -> None:
+    def __init__(self, device: str, capture_gemm: bool, fuse: bool, optimizer: bool = False) -> None:
         cp = backend.cupy_module()
         self.cp = cp
+        self.optimizer = optimizer  # the fused optimizer update inside the graphs (_GraphOptimizer)
         with cp.cuda.Device(backend.device_index(device)):
             self.stream = cp.cuda.Stream(non_blocking=True)
             self.pool = cp.cuda.MemoryPool()  # graph buffers: nothing else allocates from it
@@ -678,6 +681,7 @@ class _EmulatedGraphs:
         self.launches = 0
         self.gemm = types.SimpleNamespace(matmul=np.matmul) if gemm else None
         self.fuse = fuse  # (off by default: the fused numpy evaluation is not bitwise eager's)
+        self.optimizer = True  # the logic of the optimizer inside the graphs, tested here
 
     def elementwise(self, expr: _expr.Expr, nparams: int) -> Any:
         # the same expression the CUDA kernel computes, evaluated with numpy
