@@ -13,6 +13,7 @@ import weakref
 
 import numpy as np
 import pytest
+from bitwise_helpers import same_bits
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
@@ -31,15 +32,6 @@ def fresh_cache(monkeypatch):
     gt.debug.clear_backward_cache()
     yield
     gt.debug.clear_backward_cache()
-
-
-def same_bits(a, b, what=""):
-    if a is None or b is None:
-        assert a is None and b is None, what
-        return
-    a, b = np.asarray(a), np.asarray(b)
-    assert a.dtype == b.dtype and a.shape == b.shape, (what, a.dtype, b.dtype, a.shape, b.shape)
-    assert a.tobytes() == b.tobytes(), (what, a, b)
 
 
 def numpy_of(gs):

@@ -17,6 +17,7 @@ import weakref
 
 import numpy as np
 import pytest
+from bitwise_helpers import same_bits
 from test_backward_compile import _case_record, numpy_of, run
 from test_grad_registry import ALL, COMPOSITES
 
@@ -41,15 +42,6 @@ def emulated(monkeypatch):
     yield e
     bg.emulate(was)
     gt.debug.clear_backward_cache()
-
-
-def same_bits(a, b, what=""):
-    if a is None or b is None:
-        assert a is None and b is None, what
-        return
-    a, b = np.asarray(a), np.asarray(b)
-    assert a.dtype == b.dtype and a.shape == b.shape, (what, a.dtype, b.dtype, a.shape, b.shape)
-    assert a.tobytes() == b.tobytes(), (what, a, b)
 
 
 def grads(record, comp=True, persistent=False, **kw):
