@@ -79,6 +79,7 @@ def test_fused_optimizer_variant_matches_on_the_cpu(bench):
     np.testing.assert_allclose([float(b()) for _ in range(4)], [float(a()) for _ in range(4)], rtol=1e-5)
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")  # (torch's own import)
 def test_the_torch_compile_peer_takes_the_same_steps_and_restarts(bench):
     """torch_compiled_mlp's code path on the CPU (torch.compile's "eager" backend: dynamo without
     Inductor, which the GPU run uses): the nn.Linear model holds the shared start (transposed)
