@@ -182,9 +182,12 @@ DIFF_DTYPES = FLOAT_DTYPES | {np.dtype(np.complex64), np.dtype(np.complex128)}
 
 def _complex_node(node: Node, odt: Any) -> None:
     """Give a node that has complex values the complex form of its primitive, or refuse it."""
-    casts = node.casts
-    if odt.kind != "c" and not any(c is not None and c.kind == "c" for c in casts):
-        return  # real values of several float dtypes
+    if odt.kind != "c":
+        for c in node.casts:  # (a loop, not any() over a generator: every mixed-dtype op comes here)
+            if c is not None and c.kind == "c":
+                break
+        else:
+            return  # real values of several dtypes (float32 with float64, integer index operands)
     prim = node.prim
     name = prim.name
     if name not in HOLOMORPHIC and name not in COMPLEX_DIRECT:
