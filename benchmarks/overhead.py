@@ -43,7 +43,7 @@ def _data(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.nd
     return X, Y, Yoh, init
 
 
-def _median_us(f: Callable[[], Any], n: int) -> float:
+def _per_call_us(f: Callable[[], Any], n: int) -> float:
     t = time.perf_counter()
     for _ in range(n):
         f()
@@ -110,7 +110,7 @@ def phases(rounds: int, n: int = 400) -> dict[str, float]:
     times: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(rounds):
         for k, f in runs.items():
-            times[k].append(_median_us(f, n))
+            times[k].append(_per_call_us(f, n))
     med = {k: float(np.median(v)) for k, v in times.items()}
     med["gradient"] = med.pop("forward + gradient") - med["forward (tape)"]
     return med
@@ -144,11 +144,11 @@ def per_op(rounds: int, n: int = 2000) -> list[tuple[str, float, float, float]]:
     tape = gt.GradientTape()
     for _ in range(rounds):
         for name, g, f in ops:
-            times[name][0].append(_median_us(f, n))
-            times[name][1].append(_median_us(g, n))
+            times[name][0].append(_per_call_us(f, n))
+            times[name][1].append(_per_call_us(g, n))
             with tape:
                 tape.watch([x, lp, sel, z])
-                times[name][2].append(_median_us(g, n))
+                times[name][2].append(_per_call_us(g, n))
             tape.reset()
     return [(name, *(float(np.median(t)) for t in times[name])) for name, _, _ in ops]
 

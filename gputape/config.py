@@ -45,6 +45,16 @@ __all__ = [
 _soft_placement = False
 
 
+def _env_switch(name: str, default: bool) -> bool:
+    """A switch's default from the environment: 1/true/on/yes or 0/false/off/no; unset or anything else: ``default``."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("1", "true", "on", "yes"):
+        return True
+    if value in ("0", "false", "off", "no"):
+        return False
+    return default
+
+
 def set_soft_device_placement(enabled: bool) -> None:
     """Copy host tensors mixed into GPU ops to the GPU (True) instead of raising (False, the default).
 
@@ -69,7 +79,7 @@ def get_soft_device_placement() -> bool:
 
 # The compiled backward (gputape._backward_compile): GradientTape.gradient on a tape whose structure
 # was seen before runs generated straight-line code instead of the per-node sweep (same bits).
-_compile_backward = os.environ.get("GPUTAPE_COMPILE_BACKWARD", "1").strip().lower() not in ("0", "false", "off", "no")
+_compile_backward = _env_switch("GPUTAPE_COMPILE_BACKWARD", True)
 
 
 def set_backward_compilation(enabled: bool) -> None:
@@ -105,7 +115,7 @@ def get_backward_compilation() -> bool:
 
 # The compiled backward of a GPU tape replayed as one CUDA graph (gputape._backward_graph): off
 # by default until a GPU run has checked it (its tests and benchmarks run it on explicitly).
-_backward_graphs = os.environ.get("GPUTAPE_BACKWARD_GRAPHS", "0").strip().lower() in ("1", "true", "on", "yes")
+_backward_graphs = _env_switch("GPUTAPE_BACKWARD_GRAPHS", False)
 
 
 def set_backward_graphs(enabled: bool) -> None:
@@ -198,7 +208,7 @@ def _listed(cls: type, prefix: str, device_type: str | None, fn: str) -> list:
 
 # The vectorised backward kernels (gputape.expr.Derivative.vector_source): off until a GPU run
 # has measured them against cupy's ElementwiseKernel (benchmarks/gpu_bench.py shows both).
-_vector_kernels = os.environ.get("GPUTAPE_VECTOR_KERNELS", "0").strip().lower() in ("1", "true", "on", "yes")
+_vector_kernels = _env_switch("GPUTAPE_VECTOR_KERNELS", False)
 
 
 def set_vector_kernels(enabled: bool) -> None:

@@ -48,18 +48,20 @@ What a user of ``tf.function`` should know:
   or under ``gt.debug.check_numerics`` (whose checks are per-op).
 * **Variables created inside the function** are created at trace time only
   (TensorFlow allows it on the first call only, for the same reason).
-* **On a GPU, the optimizer update is inside the CUDA graph** for SGD, Adam and
-  AdamW without clipping (the one-launch fused kernel; its step count and learning
-  rate live on the device): before each launch the host advances ``iterations`` and
-  writes the schedule's rate to the device when it changed, with Ctrl-C held until
-  the launch is issued, so a step is taken whole or not at all. Other optimizers
-  (and clipping, which needs host norms) run between graphs. The graphs read and
-  update variables at their own arrays, copying nothing while ``var`` keeps the array
-  captured; an array a tape or tensor still holds is not changed (the variable gets a
-  copy, the graph is captured anew: ``graph_report["recaptures"]``), a new array
-  (``assign`` while shared, ``set_state``) is copied in. The graphs keep a reference to
-  each variable's array, so an eager in-place update of such a variable outside the
-  function copies it (copy-on-write) and the next call copies it back in, once.
+* **On a GPU, with** ``optimizer_in_graph=True`` (off by default until a GPU run has
+  checked it), the optimizer update is inside the CUDA graph for SGD, Adam and AdamW
+  without clipping (the one-launch fused kernel; its step count and learning rate live
+  on the device): before each launch the host advances ``iterations`` and writes the
+  schedule's rate to the device when it changed, with Ctrl-C held until the launch is
+  issued, so a step is taken whole or not at all. Other optimizers (and clipping, which
+  needs host norms), and every update by default, run between graphs. The graphs read
+  and update variables at their own arrays, copying nothing while ``var`` keeps the
+  array captured; an array a tape or tensor still holds is not changed (the variable
+  gets a copy, the graph is captured anew: ``graph_report["recaptures"]``), a new array
+  (``assign`` while shared, ``set_state``, an update between graphs) is copied in. The
+  graphs keep a reference to each variable's array, so an eager in-place update of such
+  a variable outside the function copies it (copy-on-write) and the next call copies it
+  back in, once.
 
 >>> import gputape as gt, numpy as np
 >>> w = gt.Variable(np.ones((3, 1), np.float32))
@@ -88,7 +90,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _state, backend
+from .. import _state, backend, config
 from .._nest import flatten, unflatten
 from ..tape import GputapeWarning
 from ..tensor import Tensor, Variable, _wrap
@@ -162,7 +164,7 @@ FUSE_BACKWARD = os.environ.get("GPUTAPE_FUSE", "1") != "0"
 # The fused optimizer update inside the CUDA graphs (GPUTAPE_GRAPH_OPTIMIZER=1: on). Off by default
 # until a GPU run has checked it (tested on the CPU through the emulated graphs only); off, the
 # update runs as a host step between graphs, as before.
-OPTIMIZER_IN_GRAPH = os.environ.get("GPUTAPE_GRAPH_OPTIMIZER", "0").strip().lower() in ("1", "true", "on", "yes")
+OPTIMIZER_IN_GRAPH = config._env_switch("GPUTAPE_GRAPH_OPTIMIZER", False)
 
 
 _PLAIN = frozenset((int, float, bool, str, type(None)))
