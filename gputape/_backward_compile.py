@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -79,6 +80,7 @@ CACHE_SIZE = 64  # compiled structures kept (least recently used evicted); read 
 MAX_NODES = 20_000  # larger tapes stay on the sweep: generating and compiling their source costs more
 
 _ABSENT, _YES, _MAYBE = 0, 1, 2  # what the code generator knows of a gradient variable
+_TEMPS = re.compile(r"\b_k[0-9]+\b")  # python_typed's temporaries
 
 _cache: dict[tuple, Callable[..., tuple]] = {}  # each function's ``used`` stamp orders the LRU eviction
 _uses = itertools.count()  # the stamps (a hit that moved its key in an OrderedDict hashed the key again)
@@ -222,6 +224,7 @@ class _Writer:
         self.lines = ["def backward(N, S):"]
         self.ns: dict[str, Any] = {}
         self.state: dict[int, int] = {}
+        self.literals: dict[int, str] = {}
         self.depth = 1
 
     def emit(self, line: str) -> None:
@@ -229,6 +232,13 @@ class _Writer:
 
     def const(self, name: str, value: Any) -> str:
         self.ns[name] = value
+        return name
+
+    def literal(self, table: Any) -> str:
+        """The name of a literal's dtype table (:func:`gputape.expr.literal`) in the generated code."""
+        name = self.literals.get(id(table))
+        if name is None:
+            name = self.literals[id(table)] = self.const(f"K{len(self.literals)}", table)
         return name
 
     def accumulate(self, s: int, t: str) -> None:
@@ -336,11 +346,16 @@ def _node(
         if ops:
             w.emit(f"{', '.join(ops)}, = n.saved")
         temps = []
+        tensors = tuple(sh is not None for sh in n.shapes)
         for k in range(len(ids)):
-            text = decl.python(k, names) if needs[k] else None
+            if not needs[k]:
+                continue
+            # literals typed by their partner's dtype (gputape.expr.python_typed): the same bits
+            text = decl.python_typed(k, names, tensors, w.literal) if _expr.TYPED_LITERALS else decl.python(k, names)
             if text is not None:
                 w.emit(f"t{k} = " + text)
                 temps.append(k)
+                ops += [t for t in sorted(set(_TEMPS.findall(text))) if t not in ops]  # (freed as the sweep frees)
         if ops:
             w.emit(f"del {', '.join(ops)}")
         # An elementwise primitive whose operands are all tensors has the broadcast of their

@@ -214,7 +214,7 @@ def _prec(e: Expr) -> int:
     return _PREC[e.op]
 
 
-def _render(e: Expr, names: dict[str, str], c: bool, ns: str = "F") -> str:
+def _render(e: Expr, names: dict[str, str], c: bool, ns: str = "F", typed: _Typed | None = None) -> str:
     op = e.op
     if op == "var":
         return names.get(e.args[0], e.args[0])
@@ -225,25 +225,91 @@ def _render(e: Expr, names: dict[str, str], c: bool, ns: str = "F") -> str:
         v = e.args[0]
         return f"T({v!r})" if c else repr(v)
     if op == "call":
-        args = ", ".join(_render(a, names, c, ns) for a in e.args[1:])
-        return f"gt_{e.args[0]}({args})" if c else f"{ns}.{e.args[0]}({args})"
+        subs = e.args[1:]
+        args = [_render(a, names, c, ns, typed) for a in subs]
+        if typed is not None and len(subs) == 2:  # minimum(x, 0)
+            args[0], args[1] = typed.pair(subs[0], subs[1], args[0], args[1])
+        return f"gt_{e.args[0]}({', '.join(args)})" if c else f"{ns}.{e.args[0]}({', '.join(args)})"
     if op == "where":
-        cond, a, b = (_render(x, names, c, ns) for x in e.args)
+        cond, a, b = (_render(x, names, c, ns, typed) for x in e.args)
+        if typed is not None:  # a literal branch takes the other branch's dtype, as numpy gives it
+            a, b = typed.pair(e.args[1], e.args[2], a, b)
         return f"({cond} ? {a} : {b})" if c else f"{ns}.where({cond}, {a}, {b})"
     mine = _prec(e)
     if op == "neg":
         inner = e.args[0]
-        s = _render(inner, names, c, ns)
+        s = _render(inner, names, c, ns, typed)
         wrap = _prec(inner) < mine or inner.op == "neg" or (inner.op == "const" and inner.args[0] < 0)
         return f"-({s})" if wrap else f"-{s}"
     left, right = e.args
-    ls, rs = _render(left, names, c, ns), _render(right, names, c, ns)
+    ls, rs = _render(left, names, c, ns, typed), _render(right, names, c, ns, typed)
     # Parentheses exactly where the tree has them: a * (b * c) is not (a * b) * c in floating point.
     if _prec(left) < mine or left.op in _CMP:
         ls = f"({ls})"
     if _prec(right) <= mine:
         rs = f"({rs})"
+    if typed is not None:
+        ls, rs = typed.pair(left, right, ls, rs)
     return f"{ls} {op} {rs}"
+
+
+class _Literal(dict):
+    """A Python number of a derivative, as the 0-d array of each floating dtype it meets.
+
+    numpy converts a Python number operand to the array operand's dtype (NEP 50) on every
+    call, which costs a small array's ufunc call twice what a same-dtype 0-d array operand
+    does (~460 against ~220 ns on 16 float32 values). ``lit[a.dtype] * a`` is bitwise
+    ``2 * a``: the same value converted the same way, once. Any dtype but float32/float64 gets
+    the number itself (numpy's own rule then applies unchanged).
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: int | float) -> None:
+        super().__init__()
+        self.value = value
+        with np.errstate(all="ignore"):
+            for dt in (np.dtype(np.float32), np.dtype(np.float64)):
+                a = np.array(value, dt)
+                if np.isfinite(a):  # (a literal past the dtype's range keeps numpy's own handling)
+                    a.flags.writeable = False
+                    self[dt] = a
+
+    def __missing__(self, dt: Any) -> int | float:
+        return self.value
+
+
+class _Typed:
+    """:func:`python_typed`'s state: which variables hold arrays, the literals' tables, temporaries."""
+
+    def __init__(self, arrays: set[str], literal: Callable[[Any], str]) -> None:
+        self.arrays = arrays
+        self.literal = literal
+        self.temps = 0
+
+    def _arrayish(self, e: Expr) -> bool:
+        # an array operand anywhere in it makes its value an array (or a numpy scalar): it has a dtype
+        return e.op != "const" and bool(variables(e) & self.arrays)
+
+    def pair(self, left: Expr, right: Expr, ls: str, rs: str) -> tuple[str, str]:
+        """``ls``, ``rs`` with a literal side written as a table lookup by the other side's dtype."""
+        if left.op == "const" and self._arrayish(right):
+            k = self.literal(left.args[0])
+            if right.op == "var":
+                return f"{k}[{rs}.dtype]", rs
+            t = self._temp()  # evaluated first (inside the lookup), then read: the order of the original
+            return f"{k}[({t} := {rs}).dtype]", t
+        if right.op == "const" and self._arrayish(left):
+            k = self.literal(right.args[0])
+            if left.op == "var":
+                return ls, f"{k}[{ls}.dtype]"
+            t = self._temp()
+            return f"({t} := {ls})", f"{k}[{t}.dtype]"
+        return ls, rs
+
+    def _temp(self) -> str:
+        self.temps += 1
+        return f"_k{self.temps}"
 
 
 def python(e: Expr, names: dict[str, str] | None = None, ns: str = "F") -> str:
@@ -253,6 +319,40 @@ def python(e: Expr, names: dict[str, str] | None = None, ns: str = "F") -> str:
     'F.multiply_no_nan(1 / a0, g)'
     """
     return _render(e, names or {}, False, ns)
+
+
+# numpy 2 converts a Python number to the other operand's dtype (NEP 50); numpy 1.x's value-based
+# casting may not (a numpy scalar times a Python float was float64 there): literals stay as written
+TYPED_LITERALS = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
+_literals: dict[tuple, _Literal] = {}
+
+
+def literal(value: int | float) -> _Literal:
+    """The shared :class:`_Literal` table of ``value`` (-0.0 and 0.0, 1 and 1.0 apart).
+
+    >>> import numpy as np
+    >>> t = literal(0.5)
+    >>> t[np.dtype(np.float32)].dtype, t[np.dtype(np.complex64)]
+    (dtype('float32'), 0.5)
+    """
+    key = (type(value), repr(value))
+    t = _literals.get(key)
+    if t is None:
+        t = _literals[key] = _Literal(value)
+    return t
+
+
+def python_typed(e: Expr, names: dict[str, str], arrays: set[str], name_of: Callable[[_Literal], str]) -> str:
+    """``e`` as :func:`python` writes it, but each literal beside an array-valued operand is a
+    lookup of :func:`literal`'s table (named by ``name_of``) by that operand's dtype: bitwise the
+    same results on numpy 2, fewer nanoseconds. ``arrays``: the variables known to hold arrays
+    (``g``, ``out``, and the inputs that are tensors), in the expression's own names.
+
+    >>> x, g = var("x"), var("g")
+    >>> python_typed(g * (1 - x * x), {"x": "a0"}, {"g", "x"}, lambda t: "ONE")
+    'g * (ONE[(_k1 := a0 * a0).dtype] - _k1)'
+    """
+    return _render(e, names, False, "F", _Typed(arrays, lambda v: name_of(literal(v))))
 
 
 def cuda(e: Expr, names: dict[str, str] | None = None) -> str:
@@ -519,6 +619,24 @@ class Derivative:
             return None
         text = python(gr, self.names())
         return text if rename is None else _VJP_NAMES.sub(lambda m: rename[m.group(1)], text)
+
+    def python_typed(
+        self, k: int, rename: dict[str, str], tensors: tuple[bool, ...], name_of: Callable[[_Literal], str]
+    ) -> str | None:
+        """:meth:`python`'s text with its literals as :func:`python_typed` writes them (numpy only).
+
+        ``tensors``: which inputs are tensors (arrays) on the tape; a constant operand may be a
+        Python number, which has no dtype to look a literal up by.
+
+        >>> DERIVATIVES["tanh"].python_typed(0, {"g": "g", "a0": "a0", "F": "F", "node": "n"}, (True,), lambda t: "K")
+        'g * (K[(_k1 := a0 * a0).dtype] - _k1)'
+        """
+        gr = self.grads[k]
+        if gr is None:
+            return None
+        arrays = {"g", "out"} | {n for n, t in zip(self.inputs, tensors) if t}
+        text = python_typed(gr, self.names(), arrays, name_of)
+        return _VJP_NAMES.sub(lambda m: rename[m.group(1)], text)
 
     def _vjp_source(self) -> str:
         args = "".join(f", a{j}" for j in range(len(self.operands)))

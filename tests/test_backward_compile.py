@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import types
 import weakref
 
 import numpy as np
@@ -21,6 +22,7 @@ from test_grad_registry import ALL, COMPOSITES, _flat
 
 import gputape as gt
 from gputape import _backward_compile as bc
+from gputape import expr
 from gputape.tensor import _wrap
 
 report = gt.debug.backward_cache_report
@@ -98,6 +100,48 @@ def test_the_cases_cover_the_registry():
     assert set(gt.REGISTRY) <= {n for n, _, _, _ in ALL}
 
 
+@pytest.mark.skipif(not expr.TYPED_LITERALS, reason="literals are typed on numpy 2 only (NEP 50)")
+@pytest.mark.parametrize("name", sorted(expr.DERIVATIVES))
+def test_typed_literals_are_bitwise_the_python_numbers(name):
+    """Each declared cotangent with its literals typed (the compiled backward's text) gives the
+    bits and dtype the VJP's own text gives, on values that stress the conversion (signed zeros,
+    infinities, NaN, subnormals), in float32 and float64, also with a constant operand that is a
+    Python number (no dtype: its literals stay as written)."""
+    d = expr.DERIVATIVES[name]
+    rename = {"g": "g", "F": "F", "node": "node", **{f"a{j}": f"a{j}" for j in range(len(d.operands))}}
+    special = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, np.inf, -np.inf, np.nan, 1e-40, 3.7, -2.2]
+    rng = np.random.default_rng(0)
+    node = types.SimpleNamespace(params={p: 0.3 for p in d.params})
+    tables: dict[str, object] = {}
+
+    def name_of(table):
+        for n, t in tables.items():
+            if t is table:
+                return n
+        tables[f"K{len(tables)}"] = table
+        return f"K{len(tables) - 1}"
+
+    last_constant = tuple(i != len(d.inputs) - 1 for i in range(len(d.inputs)))
+    for dt in (np.float32, np.float64):
+        vals = {n: np.array(rng.permutation(special), dt) for n in (*d.inputs, "out", "g")}
+        if name == "where":
+            vals["cond"] = vals["cond"] > 0
+        for tensors in {(True,) * len(d.inputs), last_constant}:
+            env = {"F": gt.ops.raw_namespace(np), "node": node, "g": vals["g"]}
+            for j, op in enumerate(d.operands):
+                k = d.inputs.index(op) if op in d.inputs else None
+                env[f"a{j}"] = vals[op] if k is None or tensors[k] else 0.75  # a constant operand: a number
+            for k in range(len(d.inputs)):
+                plain = d.python(k, rename)
+                if plain is None:
+                    continue
+                typed = d.python_typed(k, rename, tensors, name_of)
+                with np.errstate(all="ignore"):
+                    want = eval(plain, dict(env))
+                    got = eval(typed, {**env, **tables})
+                same_bits(got, want, (name, k, dt, typed))
+
+
 def test_declared_vjps_are_written_inline():
     """Elementwise primitives declared in gputape.expr do not call their VJP: their text is inline."""
     x = gt.constant(np.linspace(-1, 1, 5))
@@ -108,7 +152,8 @@ def test_declared_vjps_are_written_inline():
 
     check_compiled(record)
     (fn,) = bc._cache.values()
-    assert "(1 - a0 * a0)" in fn.source  # tanh's derivative, over its saved output
+    # tanh's derivative, over its saved output (its literal typed by the partner's dtype on numpy 2)
+    assert ("[(_k1 := a0 * a0).dtype] - _k1)" if expr.TYPED_LITERALS else "(1 - a0 * a0)") in fn.source
     assert "V" not in fn.source.split("V", 1)[0] and " = V" in fn.source  # sum's VJP is called
     assert fn.source.count(" = V") == 1
 
