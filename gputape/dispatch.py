@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import _errors, _state, backend
+from . import expr as _expr
 from . import tensor as _tensor_mod
 from ._generate import generate
 from ._state import tls as _tls
@@ -66,7 +67,13 @@ def _op_error(prim: Primitive, args: tuple, params: dict, exc: Exception) -> Exc
     # exception) means the argument could not be used at all: a TypeError
     cls = ValueError if isinstance(exc, (ValueError, IndexError)) else TypeError
     hint = ""
-    if prim.name == "matmul" and any(not isinstance(s, tuple) or s == () for s in shapes):  # (a number: its type name)
+    if isinstance(exc, OverflowError):  # numpy's class, which a numpy user catches (a subclass of neither)
+        cls = OverflowError
+        hint = (
+            "; a Python number does not fit the tensor's dtype (NumPy refuses it rather than wrap it): "
+            "pass a number in range, or cast the tensor first (gt.cast)"
+        )
+    elif prim.name == "matmul" and any(not isinstance(s, tuple) or s == () for s in shapes):  # (a number: type name)
         hint = "; matmul takes no scalars (numpy's rule): use * to multiply by a number"
     elif prim.name in ("matmul", "dot", "einsum"):
         hint = "; the inner dimensions must agree (x.shape[-1] == y.shape[-2])"
@@ -217,12 +224,12 @@ def {name}(x, y):
         if isinstance(y, Tensor):{same}
             b = y._data
         elif type(y) is float or type(y) is int:
-            b = y
+            b = y{typed_b}
         else:
             return apply(prim, (x, y), NOPARAMS)
     elif isinstance(y, Tensor) and (type(x) is float or type(x) is int):
         a = x
-        b = d = y._data
+        b = d = y._data{typed_a}
     else:
         return apply(prim, (x, y), NOPARAMS)
     obs = None
@@ -239,6 +246,30 @@ def {name}(x, y):
 {result}"""
 
 
+_TYPED = """
+{i}if type(d) is ndarray:
+{i}    t = LITERALS.get({n})
+{i}    {v} = (literal_miss({n}) if t is None else t).get(d.dtype, {n})"""
+
+# A Python number's dtype table (gputape.expr.literal), by value: 1 and 1.0 share one (the same
+# float values), 0 and -0.0 share an empty one (the number itself is passed: its sign stays).
+_LITERALS: dict[int | float, dict] = {}
+_NO_LITERAL: dict = {}
+LITERALS_MAX = 4096  # distinct numbers kept; past it, a new number is passed as itself
+
+
+def _literal_miss(v: int | float) -> dict:
+    """The table for a number not seen yet: made and kept where its conversion is exact and safe."""
+    if v != v or v == 0 or len(_LITERALS) >= LITERALS_MAX:
+        return _NO_LITERAL  # NaN (never found again), zeros' signs, a full table: numpy converts it
+    if type(v) is int and abs(v) > 2**24:
+        t = _NO_LITERAL  # (a large int's float32 value is left to numpy's own conversion)
+    else:
+        t = _expr.literal(v)
+    _LITERALS[v] = t
+    return t
+
+
 def _entry(prim: Primitive, name: str, template: str, doc: str, **env: Any) -> Callable[..., Tensor]:
     cpu = prim.cpu is not None
     operands = "d" if template is _UNARY else "a, b"
@@ -248,7 +279,14 @@ def _entry(prim: Primitive, name: str, template: str, doc: str, **env: Any) -> C
         forward = f"out = fwd(np if type(d) is ndarray else backend.xp_of(d), {operands})"
     same = env.pop("same_src", "")
     result = _RESULT.format(operands="x" if template is _UNARY else "x, y")
-    src = template.format(name=name, forward=forward, same=same, result=result)
+    typed = {"typed_a": "", "typed_b": ""}
+    if cpu and template is _BINARY and _expr.TYPED_LITERALS:
+        # A Python number beside a host array: its same-dtype 0-d array (gputape.expr.literal), which
+        # the ufunc takes in half the time it takes to convert the number, to the same bits (NEP 50).
+        # Only the ufunc sees it: the recorder, the hooks and any error see the number.
+        for side, v in (("typed_a", "a"), ("typed_b", "b")):
+            typed[side] = _TYPED.format(v=v, n="x" if v == "a" else "y", i=" " * (8 if v == "a" else 12))
+    src = template.format(name=name, forward=forward, same=same, result=result, **typed)
     ns = {
         "__name__": __name__,
         "Tensor": Tensor,
@@ -266,6 +304,8 @@ def _entry(prim: Primitive, name: str, template: str, doc: str, **env: Any) -> C
         "prim": prim,
         "fwd": prim.fwd,
         "cpu": prim.cpu,
+        "LITERALS": _LITERALS,
+        "literal_miss": _literal_miss,
         **env,
     }
     fn = generate(name, src, ns)

@@ -154,7 +154,7 @@ multiply_no_nan = binary_op(
 # -- binary arithmetic -------------------------------------------------------------
 
 
-_add = declared("add", lambda xp, x, y: x + y, lambda x, y, g: (g, g))
+_add = declared("add", np.add, lambda x, y, g: (g, g))
 
 
 add = binary_op(
@@ -169,7 +169,7 @@ add = binary_op(
 )
 
 
-_sub = declared("subtract", lambda xp, x, y: x - y, lambda x, y, g: (g, -g))
+_sub = declared("subtract", np.subtract, lambda x, y, g: (g, -g))
 
 
 subtract = binary_op(
@@ -184,7 +184,7 @@ subtract = binary_op(
 )
 
 
-_mul = declared("multiply", lambda xp, x, y: x * y, lambda x, y, g: (g * y, g * x))
+_mul = declared("multiply", np.multiply, lambda x, y, g: (g * y, g * x))
 
 
 _MULTIPLY_DOC = """Elementwise ``x * y`` with broadcasting.
@@ -195,7 +195,7 @@ _MULTIPLY_DOC = """Elementwise ``x * y`` with broadcasting.
     """
 
 
-_div = declared("divide", lambda xp, x, y: x / y, lambda x, y, out, g: (_mnn(1 / y, g), _mnn(-out / y, g)))
+_div = declared("divide", np.divide, lambda x, y, out, g: (_mnn(1 / y, g), _mnn(-out / y, g)))
 
 
 divide = binary_op(

@@ -1,0 +1,118 @@
+"""A Python number beside a tensor: the generated entry points hand the ufunc the number's
+same-dtype 0-d array (gputape.dispatch, gputape.expr.literal) instead of the number, which numpy
+converts on every call. These tests hold it to numpy's own result, bit for bit and dtype for
+dtype, on the values where a conversion could differ: signed zeros, NaN, infinities, numbers
+past float32's range, large integers, subnormals, and integer and bool tensors (where the number
+must be passed as itself). Expected values are numpy's ufunc on the raw array and the number.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from bitwise_helpers import same_bits
+
+import gputape as gt
+from gputape import dispatch, expr
+from gputape.primitive import REGISTRY
+
+NUMBERS = [
+    1.01,
+    0.5,
+    0.1,
+    -2.5,
+    0.0,
+    -0.0,
+    float("nan"),
+    float("inf"),
+    -float("inf"),
+    1e300,
+    -1e-310,
+    1e-45,
+    3,
+    -7,
+    0,
+    2**24,
+    2**24 + 1,
+    2**40,
+    -(2**63),
+    2**70,
+]
+
+# the generated two-operand entry points whose forward is a ufunc: those that take the typed path
+TYPED = sorted(
+    n
+    for n, p in REGISTRY.items()
+    if p.cpu is not None and "LITERALS" in getattr(getattr(p.public, "__code__", None), "co_names", ())
+)
+
+
+def _arrays():
+    base = [1.5, -0.0, 0.0, 3.0, -2.25, 1e-40, 7.0, np.nan, np.inf, -np.inf]
+    yield np.array(base, np.float32)
+    yield np.array(base, np.float64)
+    yield np.array([3, -4, 0, 7], np.int64)
+    yield np.array([1, 2, 3], np.int32)
+    yield np.array([True, False])
+
+
+def test_the_arithmetic_operators_take_the_typed_path():
+    assert {"add", "subtract", "multiply", "divide"} <= set(TYPED)
+
+
+@pytest.mark.parametrize("name", TYPED)
+def test_a_number_operand_gives_numpys_bits_and_dtype(name):
+    prim = REGISTRY[name]
+    op = prim.public
+    with np.errstate(all="ignore"):
+        for a in _arrays():
+            t = gt.constant(a)
+            for v in NUMBERS:
+                for left in (False, True):
+                    args = (v, a) if left else (a, v)
+                    try:
+                        want = prim.cpu(*args)
+                    except (TypeError, OverflowError, ValueError) as e:  # numpy refuses (e.g. 2**70 with int64)
+                        with pytest.raises(type(e), match=f"gt.{name}: cannot apply"):
+                            op(v, t) if left else op(t, v)
+                        continue
+                    got = (op(v, t) if left else op(t, v)).numpy()
+                    same_bits(got, np.asarray(want), (name, a.dtype, v, left))
+
+
+def test_a_number_out_of_the_dtypes_range_says_so():
+    with pytest.raises(OverflowError, match=r"gt.add: .*y = 1180591620717411303424 \(a Python int\).*does not fit"):
+        gt.constant(np.array([1, 2], np.int64)) + 2**70
+
+
+def test_recorded_nodes_and_hooks_see_the_number_itself():
+    x = gt.constant(np.array([1.0, 2.0], np.float32))
+    with gt.GradientTape() as tape:
+        tape.watch(x)
+        y = x * 1.25
+    (node,) = tape._nodes
+    assert node.saved[1] == 1.25 and type(node.saved[1]) is float
+    g = tape.gradient(y, x)
+    same_bits(g.numpy(), np.full(2, np.float32(1.25)))
+
+
+def test_the_table_is_bounded_and_keeps_zeros_signs(monkeypatch):
+    monkeypatch.setattr(dispatch, "_LITERALS", {})
+    monkeypatch.setattr(dispatch, "LITERALS_MAX", 3)
+    x = gt.constant(np.array([1.0, -1.0], np.float32))
+    same_bits((x * -0.0).numpy(), np.array([1.0, -1.0], np.float32) * -0.0)
+    same_bits((x * 0.0).numpy(), np.array([1.0, -1.0], np.float32) * 0.0)
+    for v in range(1, 10):
+        same_bits((x + float(v)).numpy(), np.array([1.0, -1.0], np.float32) + float(v))
+    assert len(dispatch._LITERALS) <= 3
+
+
+@pytest.mark.skipif(not expr.TYPED_LITERALS, reason="literals are typed on numpy 2 only (NEP 50)")
+def test_literal_tables_are_read_only_and_typed():
+    t = expr.literal(0.1)
+    a = t[np.dtype(np.float32)]
+    assert a.dtype == np.float32 and a.shape == () and a == np.float32(0.1)
+    with pytest.raises(ValueError):
+        a[()] = 2.0
+    assert t[np.dtype(np.complex64)] == 0.1 and type(t[np.dtype(np.int64)]) is float
+    assert expr.literal(-0.0) is not expr.literal(0.0) and expr.literal(1) is not expr.literal(1.0)
