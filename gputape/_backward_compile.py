@@ -72,7 +72,7 @@ from . import expr as _expr
 from ._state import tls as _tls
 from .backward import _sweep
 from .backward import sum_to_plan as _sum_to_plan
-from .primitive import Node, Swept
+from .primitive import Node
 
 _log = logging.getLogger("gputape")
 
@@ -172,7 +172,7 @@ def _structure(tape: Any, seeds: dict, source_ids: list, xp: Any) -> tuple | str
     ap = key.append
     nxt = 0  # positions in order of first appearance; ~position: no cotangent flows there
     for n in nodes:
-        if type(n) is not Node:  # a Swept record: its residuals are gone
+        if type(n) is not Node:  # a swept record: its residuals are gone
             return "already_swept"
         hit = False
         for i in n.ids:
@@ -289,7 +289,6 @@ def _generate(tape: Any, seeds: dict, source_ids: list, F: Any, slot: dict, rel:
         rets.append("None" if w.state.get(s, _ABSENT) == _ABSENT else f"g{s}")
     w.emit(f"return ({''.join(r + ', ' for r in rets)})")
     w.ns["F"] = F
-    w.ns["SW"] = Swept
     src = "\n".join(w.lines) + "\n"
     exec(compile(src, f"<gputape compiled backward of {len(nodes)} nodes>", "exec"), w.ns)
     fn = w.ns["backward"]
@@ -336,7 +335,7 @@ def _node(
         w.depth += 1
     w.emit(f"n = N[{p}]")
     if not persistent:
-        w.emit(f"N[{p}] = SW((n.prim, n.ids, n.out, n.info))")  # Node.swept(), inline: the record explain() walks
+        w.emit(f"N[{p}] = (n.prim, n.ids, n.out, n.info)")  # the record explain() walks (primitive.records)
     if True not in needs:
         w.emit("pass")
     elif inline:

@@ -19,7 +19,6 @@ import numpy as np
 from . import _state
 from ._state import tls as _tls
 from .primitive import Node
-from .primitive import Swept as _Swept
 from .tensor import Tensor, _new
 
 _ndarray = np.ndarray
@@ -90,7 +89,7 @@ def _sweep(
         if release:
             # drop the node (and with it its residuals) for a residual-free
             # skeleton that explain() can still walk
-            nodes[pos] = _Swept((node.prim, node.ids, node.out, node.info))
+            nodes[pos] = (node.prim, node.ids, node.out, node.info)  # a record (primitive.records)
         ids = node.ids
         if len(ids) == 1:
             if ids[0] not in rel:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .primitive import Swept
+from .primitive import Swept, records
 from .tensor import FLOAT_DTYPES, Tensor, Variable
 
 REASONS = (
@@ -68,8 +68,10 @@ def _describe(t: Tensor) -> str:
 def _state(tape: Any) -> Any:
     """The live tape, or the id-only snapshot a non-persistent tape keeps after gradient()."""
     if tape._tensors is not None:
+        records(tape._nodes)  # (a persistent tape's list holds Nodes; a nested sweep may have left records)
         return tape
     if tape._retired is not None:
+        records(tape._retired._nodes)
         return tape._retired
     raise RuntimeError(
         "GradientTape.explain: this tape holds no record (never entered, or released); "

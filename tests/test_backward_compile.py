@@ -23,6 +23,7 @@ from test_grad_registry import ALL, COMPOSITES, _flat
 import gputape as gt
 from gputape import _backward_compile as bc
 from gputape import expr
+from gputape.primitive import Swept, records
 from gputape.tensor import _wrap
 
 report = gt.debug.backward_cache_report
@@ -582,7 +583,7 @@ def test_non_persistent_tape_frees_residuals_and_keeps_the_skeleton():
         tape.gradient(y, x)
         assert ref() is None  # freed with their nodes
         assert tape.saved_bytes == 0
-        skeletons[comp] = [(n.prim.name, len(n.ids), type(n.out)) for n in tape._retired._nodes]
+        skeletons[comp] = [(n.prim.name, len(n.ids), type(n.out)) for n in records(tape._retired._nodes)]
         assert tape.explain(y, x).reason == "connected"
     assert skeletons[True] == skeletons[False]
     assert report()["hits"] == 1 and report()["compiles"] == 1
@@ -645,7 +646,10 @@ def test_the_retired_snapshot_keeps_the_whole_recording(comp):
             if k not in ("_undo", "_retired"):
                 assert kept[k] is v or kept[k] == v, k
         assert kept["_retired"] is None
-        assert [type(n).__name__ for n in tape._retired._nodes] == ["Swept"] * 3
+        # no residuals kept (plain records, made Swept for the readers: gputape.primitive.records)
+        assert [type(n).__name__ for n in tape._retired._nodes] == ["tuple"] * 3
+        assert [n.prim.name for n in records(tape._retired._nodes)] == ["exp", "multiply", "sum"]
+        assert {type(n) for n in tape._retired._nodes} == {Swept}
         assert tape._nodes == [] and tape._tensors is None and tape._used
     assert report()["hits"] == (1 if comp else 0)
 
