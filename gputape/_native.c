@@ -21,13 +21,13 @@
 
 /* ---- what setup() hands over ------------------------------------------------------------ */
 
-static PyTypeObject *Tensor_T, *Node_T, *Observers_T;
+static PyTypeObject *Tensor_T, *Node_T, *Observers_T, *Primitive_T;
 static PyObject *NOPARAMS, *NOSAVED;
 static PyObject *FLOATS[3];
 static Py_ssize_t off_t_data, off_t_id;
 static Py_ssize_t off_n_casts, off_n_ids, off_n_info, off_n_meta, off_n_out, off_n_params, off_n_prim, off_n_saved,
     off_n_shapes;
-static Py_ssize_t off_o_hooks, off_o_tapes, off_o_locations;
+static Py_ssize_t off_o_hooks, off_o_tapes, off_o_locations, off_p_vjp;
 static int ready = 0;
 
 static PyObject *s_dtype, *s_shape, *s_tensors, *s_nodes, *s_leaves, *s_persistent, *s_vjp, *s_MAX_NODES, *s_Node,
@@ -53,15 +53,16 @@ static Py_ssize_t slot_offset(PyTypeObject *tp, const char *name) {
 static inline void put(PyObject *o, Py_ssize_t off, PyObject *v) { SLOT(o, off) = v; }
 
 static PyObject *setup(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *tensor, *node, *observers, *noparams, *nosaved, *floats;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!:setup", &PyType_Type, &tensor, &PyType_Type, &node, &PyType_Type,
-                          &observers, &PyDict_Type, &noparams, &PyList_Type, &nosaved, &PyTuple_Type, &floats))
+    PyObject *tensor, *node, *observers, *primitive, *noparams, *nosaved, *floats;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!:setup", &PyType_Type, &tensor, &PyType_Type, &node, &PyType_Type,
+                          &observers, &PyType_Type, &primitive, &PyDict_Type, &noparams, &PyList_Type, &nosaved,
+                          &PyTuple_Type, &floats))
         return NULL;
     if (PyTuple_GET_SIZE(floats) != 3) {
         PyErr_SetString(PyExc_ValueError, "gputape._native.setup: floats must hold the three float dtypes");
         return NULL;
     }
-    Py_ssize_t o[14];
+    Py_ssize_t o[15];
     PyTypeObject *t = (PyTypeObject *)tensor, *n = (PyTypeObject *)node, *b = (PyTypeObject *)observers;
     const char *nn[9] = {"casts", "ids", "info", "meta", "out", "params", "prim", "saved", "shapes"};
     if ((o[0] = slot_offset(t, "_data")) < 0 || (o[1] = slot_offset(t, "_id")) < 0)
@@ -70,15 +71,16 @@ static PyObject *setup(PyObject *Py_UNUSED(self), PyObject *args) {
         if ((o[2 + k] = slot_offset(n, nn[k])) < 0)
             return NULL;
     if ((o[11] = slot_offset(b, "hooks")) < 0 || (o[12] = slot_offset(b, "tapes")) < 0 ||
-        (o[13] = slot_offset(b, "locations")) < 0)
+        (o[13] = slot_offset(b, "locations")) < 0 || (o[14] = slot_offset((PyTypeObject *)primitive, "vjp")) < 0)
         return NULL;
     off_t_data = o[0], off_t_id = o[1];
     off_n_casts = o[2], off_n_ids = o[3], off_n_info = o[4], off_n_meta = o[5], off_n_out = o[6];
     off_n_params = o[7], off_n_prim = o[8], off_n_saved = o[9], off_n_shapes = o[10];
-    off_o_hooks = o[11], off_o_tapes = o[12], off_o_locations = o[13];
+    off_o_hooks = o[11], off_o_tapes = o[12], off_o_locations = o[13], off_p_vjp = o[14];
     Py_XSETREF(Tensor_T, (PyTypeObject *)Py_NewRef(tensor));
     Py_XSETREF(Node_T, (PyTypeObject *)Py_NewRef(node));
     Py_XSETREF(Observers_T, (PyTypeObject *)Py_NewRef(observers));
+    Py_XSETREF(Primitive_T, (PyTypeObject *)Py_NewRef(primitive));
     Py_XSETREF(NOPARAMS, Py_NewRef(noparams));
     Py_XSETREF(NOSAVED, Py_NewRef(nosaved));
     for (int k = 0; k < 3; k++)
@@ -564,8 +566,11 @@ static PyObject *structure(Structure *st, PyObject *tape, PyObject *seeds, PyObj
             if (bad < 0)
                 goto fail;
         }
-        PyObject *vjp = PyObject_GetAttr(prim, s_vjp);
-        if (vjp == NULL)
+        /* (an exact Primitive's slot read directly; anything else, or an unset slot, by getattr) */
+        PyObject *vjp = ready && Py_TYPE(prim) == Primitive_T ? SLOT(prim, off_p_vjp) : NULL;
+        if (vjp != NULL)
+            Py_INCREF(vjp);
+        else if ((vjp = PyObject_GetAttr(prim, s_vjp)) == NULL)
             goto fail;
         int bad = PyList_Append(key, vjp);
         Py_DECREF(vjp);
@@ -683,7 +688,7 @@ static PyTypeObject Structure_T = {
 
 static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS,
-     "setup(Tensor, Node, Observers, NOPARAMS, NOSAVED, floats): the classes and shared objects the recorders use."},
+     "setup(Tensor, Node, Observers, Primitive, NOPARAMS, NOSAVED, floats): the classes and shared objects used."},
     {NULL}};
 
 static struct PyModuleDef moduledef = {
