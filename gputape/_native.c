@@ -151,6 +151,14 @@ static int record_fast(Recorder *r, PyObject *const *a) {
     }
     if (ntensors == 0)
         return 1;
+    /* held from here on: what follows may run other code (a collection's finalizers) */
+    Py_INCREF(tapes);
+    Py_INCREF(d);
+    Py_INCREF(rid);
+    for (int k = 0; k < r->nargs; k++) {
+        Py_INCREF(datas[k]);
+        Py_XINCREF(oids[k]);
+    }
     int ret = 1;
     PyObject *dt = NULL, *shapes[2] = {NULL, NULL}, *tts[MAX_TAPES], *lists[MAX_TAPES];
     int ngot = 0;
@@ -260,6 +268,13 @@ done:
     Py_XDECREF(dt);
     Py_XDECREF(shapes[0]);
     Py_XDECREF(shapes[1]);
+    for (int k = 0; k < r->nargs; k++) {
+        Py_DECREF(datas[k]);
+        Py_XDECREF(oids[k]);
+    }
+    Py_DECREF(rid);
+    Py_DECREF(d);
+    Py_DECREF(tapes);
     for (int t = 0; t < ngot; t++) {
         Py_DECREF(tts[t]);
         Py_DECREF(lists[t]);
@@ -464,7 +479,7 @@ static PyObject *structure(Structure *st, PyObject *tape, PyObject *seeds, PyObj
         return NULL;
     PyObject *nodes = NULL, *tt = NULL, *keep = NULL, *leaves = NULL, *rel = NULL, *slot = NULL, *key = NULL,
              *result = NULL, *outs = NULL;
-    PyObject *seq = NULL, *it = NULL, *item = NULL;
+    PyObject *seq = NULL, *it = NULL, *item = NULL, *held[5] = {NULL, NULL, NULL, NULL, NULL};
     if ((nodes = PyObject_GetAttr(tape, s_nodes)) == NULL)
         goto fail;
     if (!PyList_CheckExact(nodes)) { /* (never, from a GradientTape) */
@@ -522,7 +537,7 @@ static PyObject *structure(Structure *st, PyObject *tape, PyObject *seeds, PyObj
             result = Py_NewRef(s_already_swept);
             goto fail;
         }
-        Py_INCREF(n); /* (a node's fields hold what follows; the list may change under __hash__/__eq__) */
+        Py_INCREF(n); /* (held: the list may change while this node is read) */
         item = n;
         PyObject *ids = SLOT(n, off_n_ids), *out = SLOT(n, off_n_out), *prim = SLOT(n, off_n_prim);
         PyObject *shapes = SLOT(n, off_n_shapes), *casts = SLOT(n, off_n_casts);
@@ -530,6 +545,9 @@ static PyObject *structure(Structure *st, PyObject *tape, PyObject *seeds, PyObj
             PyErr_SetString(PyExc_AttributeError, "gputape._native.Structure: a Node with unset fields");
             goto fail;
         }
+        /* (held, as the node is: a collection's finalizers may run between here and their use) */
+        held[0] = Py_NewRef(ids), held[1] = Py_NewRef(out), held[2] = Py_NewRef(prim);
+        held[3] = Py_NewRef(shapes), held[4] = Py_NewRef(casts);
         if ((seq = PySequence_Fast(ids, "Node.ids must be a sequence")) == NULL)
             goto fail;
         int hit = 0;
@@ -585,6 +603,8 @@ static PyObject *structure(Structure *st, PyObject *tape, PyObject *seeds, PyObj
             if (bad < 0)
                 goto fail;
         }
+        for (int k = 0; k < 5; k++)
+            Py_CLEAR(held[k]);
         Py_CLEAR(item);
     }
     PyObject *markers[2] = {s_seeds, s_sources}, *lists[2] = {seeds, source_ids};
@@ -607,6 +627,8 @@ static PyObject *structure(Structure *st, PyObject *tape, PyObject *seeds, PyObj
     result = PyTuple_Pack(3, tkey, slot, rel);
     Py_DECREF(tkey);
 fail:
+    for (int k = 0; k < 5; k++)
+        Py_XDECREF(held[k]);
     Py_XDECREF(item);
     Py_XDECREF(it);
     Py_XDECREF(seq);

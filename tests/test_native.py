@@ -416,3 +416,57 @@ def test_structure_too_many_nodes_reads_max_nodes(monkeypatch):
     assert type(c_fn(*args)) is tuple
     with pytest.raises(TypeError, match=r"takes \(tape, seeds, source_ids, xp\)"):
         c_fn(t)
+
+
+@native
+def test_no_reference_is_leaked_or_lost():
+    """Reference counts of everything the C code touches come back after many records and keys."""
+    import sys
+
+    x = gt.constant(np.array([0.5, 0.25], np.float32))
+    x64 = gt.constant(np.array([0.5, 0.25], np.float64))
+    v = gt.Variable(np.array([0.5, 0.25], np.float32))
+    prim = gt.REGISTRY["multiply"]
+    watched = [x._data, x._id, x, prim, _NOPARAMS, _NOSAVED, x._data.dtype, x64._data, v._data]
+
+    def work():
+        for _ in range(200):
+            with gt.GradientTape(persistent=True) as t:
+                t.watch([x, x64])
+                y = gt.tanh(x) * 2.0
+                y = (3.0 - y) * x + y  # fast paths, with numbers on either side
+                z = gt.multiply(x, x64) + gt.multiply(v, x)  # a cast and a Variable: the Python paths
+                parts = gt.split(y, 2)  # a multi-output node
+                s = gt.sum(parts[0]) + gt.sum(z)
+            seeds = {s._id: np.ones(())}
+            for sources in ([x._id], [x._id, x64._id], [123456789]):
+                bc._structure(t, seeds, sources, np)
+            t._nodes.append(t._nodes[0].swept())
+            assert bc._structure(t, seeds, [x._id], np) == "already_swept"
+            with pytest.raises(TypeError):
+                bc._structure(t, seeds, [[1]], np)  # an unhashable source id: the error, nothing held
+
+    work()
+    before = [sys.getrefcount(o) for o in watched]
+    work()
+    after = [sys.getrefcount(o) for o in watched]
+    assert after == before
+
+
+@native
+def test_the_chain_benchmark_records_every_elementwise_op_in_c():
+    """The eager chain of benchmarks/workloads.py: no op of it falls back (a guard on the fast path's conditions)."""
+    from benchmarks import workloads
+
+    x = gt.constant(workloads.chain_data())
+    recs = {id(r): r for r in (_recorder(f) for f in (gt.tanh, gt.multiply, gt.add, gt.square))}.values()
+    before = [(r.fast, r.slow) for r in recs]
+    with gt.GradientTape() as tape:
+        tape.watch(x)
+        y = x
+        for i in range(workloads.K):
+            y = gt.tanh(y) * 1.01 if i % 2 else y * y * 0.5 + 0.1
+    fast = sum(r.fast - b[0] for r, b in zip(recs, before))
+    slow = sum(r.slow - b[1] for r, b in zip(recs, before))
+    assert (fast, slow) == (5 * workloads.K // 2, 0)
+    assert len(tape._nodes) == fast
