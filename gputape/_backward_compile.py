@@ -217,6 +217,9 @@ def _structure(tape: Any, seeds: dict, source_ids: list, xp: Any) -> tuple | str
     return tuple(key), slot, rel
 
 
+_structure = config._native.Structure(_structure) if config._native else _structure  # its C twin, where built
+
+
 class _Writer:
     """The generated function's lines, indentation, constants and gradient variables' states."""
 

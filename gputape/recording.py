@@ -19,13 +19,17 @@ from typing import Any
 
 import numpy as np
 
-from . import _state
+from . import _state, config
 from ._generate import generate
 from ._state import tls as _tls
 from .primitive import _NOPARAMS, _NOSAVED, Node, Primitive, _complex_node
 from .tensor import FLOAT_DTYPES, Tensor, Variable, _new
 
 _ndarray = np.ndarray
+
+_native = config._native  # the C recorders (gputape/_native.c) where built and not turned off
+if _native is not None:
+    _native.setup(Tensor, Node, _state.Observers, Primitive, _NOPARAMS, _NOSAVED, tuple(FLOAT_DTYPES))
 
 
 def _where() -> str | None:
@@ -419,13 +423,28 @@ def _generate(
 
 def recorder1(prim: Primitive) -> Callable[[Any, Tensor, Tensor], None]:
     """``record(obs, x, res)`` for a generated one-operand entry point of ``prim``."""
-    return _generate(prim, _RECORD1, "(x,)", "shape", "hooks(obs, prim, (x,), res)", _hooks, _saved_text(prim, ("xd",)))
+    py = _generate(prim, _RECORD1, "(x,)", "shape", "hooks(obs, prim, (x,), res)", _hooks, _saved_text(prim, ("xd",)))
+    return _native_recorder(prim, 1, py)
 
 
 def recorder2(prim: Primitive) -> Callable[[Any, Any, Any, Tensor], None]:
     """``record(obs, x, y, res)`` for a generated two-operand entry point of ``prim``."""
     saved = _saved_text(prim, ("xd", "yd"))
-    return _generate(prim, _RECORD2, "(x, y)", "d.shape", "hooks(obs, prim, (x, y), res)", _hooks, saved)
+    py = _generate(prim, _RECORD2, "(x, y)", "d.shape", "hooks(obs, prim, (x, y), res)", _hooks, saved)
+    return _native_recorder(prim, 2, py)
+
+
+def _native_recorder(prim: Primitive, nargs: int, py: Callable[..., None]) -> Callable[..., None]:
+    """The C twin of the generated recorder ``py`` (which it calls in every unusual case), or ``py``.
+
+    It bakes in what the template does: the operand positions saved (as :func:`_saved_text`
+    lists them) and whether the output is saved after them.
+    """
+    if _native is None:
+        return py
+    s = prim.save
+    pos = range(nargs) if s is True else range(nargs)[s] if type(s) is slice else s
+    return _native.Recorder(prim, nargs, tuple(pos), bool(prim.save_out), py)
 
 
 def _note_exported_operands(tape: Any, args: tuple, res: Any) -> None:

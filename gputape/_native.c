@@ -1,0 +1,753 @@
+/* gputape._native: an optional C accelerator for the recording hot path and the backward key.
+ *
+ * Two things, each the exact twin of a Python reference that stays the fallback:
+ *
+ * - Recorder: the ``record(obs, x, res)`` / ``record(obs, x, y, res)`` objects the generated
+ *   entry points call (gputape.recording.recorder1/recorder2). The common case (no hooks, no
+ *   locations, a float16/32/64 result, exact Tensor operands of the result's dtype, every tape
+ *   tracking an operand) is done here; anything else calls the Python recorder with the same
+ *   arguments before anything observable happened here.
+ * - Structure: gputape._backward_compile._structure (the key, the slot dict, the relevance set).
+ *
+ * Objects are reached through their slot offsets (read once from the classes' member
+ * descriptors), the way the interpreter itself reads a __slots__ attribute.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#define API_VERSION 1
+#define MAX_TAPES 16 /* more nested tapes than this: the Python recorder */
+
+/* ---- what setup() hands over ------------------------------------------------------------ */
+
+static PyTypeObject *Tensor_T, *Node_T, *Observers_T, *Primitive_T;
+static PyObject *NOPARAMS, *NOSAVED;
+static PyObject *FLOATS[3];
+static Py_ssize_t off_t_data, off_t_id;
+static Py_ssize_t off_n_casts, off_n_ids, off_n_info, off_n_meta, off_n_out, off_n_params, off_n_prim, off_n_saved,
+    off_n_shapes;
+static Py_ssize_t off_o_hooks, off_o_tapes, off_o_locations, off_p_vjp;
+static int ready = 0;
+
+static PyObject *s_dtype, *s_shape, *s_tensors, *s_nodes, *s_leaves, *s_persistent, *s_vjp, *s_MAX_NODES, *s_Node,
+    *s_seeds, *s_sources, *s_already_swept, *s_too_many_nodes, *s_no_source_recorded;
+
+#define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
+
+static Py_ssize_t slot_offset(PyTypeObject *tp, const char *name) {
+    PyObject *d = PyObject_GetAttrString((PyObject *)tp, name);
+    if (d == NULL)
+        return -1;
+    if (!Py_IS_TYPE(d, &PyMemberDescr_Type) || ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
+        PyErr_Format(PyExc_TypeError, "gputape._native.setup: %s.%s is not a __slots__ entry", tp->tp_name, name);
+        Py_DECREF(d);
+        return -1;
+    }
+    Py_ssize_t off = ((PyMemberDescrObject *)d)->d_member->offset;
+    Py_DECREF(d);
+    return off;
+}
+
+/* Store a new reference in a fresh object's slot (which holds NULL). */
+static inline void put(PyObject *o, Py_ssize_t off, PyObject *v) { SLOT(o, off) = v; }
+
+static PyObject *setup(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *tensor, *node, *observers, *primitive, *noparams, *nosaved, *floats;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!:setup", &PyType_Type, &tensor, &PyType_Type, &node, &PyType_Type,
+                          &observers, &PyType_Type, &primitive, &PyDict_Type, &noparams, &PyList_Type, &nosaved,
+                          &PyTuple_Type, &floats))
+        return NULL;
+    if (PyTuple_GET_SIZE(floats) != 3) {
+        PyErr_SetString(PyExc_ValueError, "gputape._native.setup: floats must hold the three float dtypes");
+        return NULL;
+    }
+    Py_ssize_t o[15];
+    PyTypeObject *t = (PyTypeObject *)tensor, *n = (PyTypeObject *)node, *b = (PyTypeObject *)observers;
+    const char *nn[9] = {"casts", "ids", "info", "meta", "out", "params", "prim", "saved", "shapes"};
+    if ((o[0] = slot_offset(t, "_data")) < 0 || (o[1] = slot_offset(t, "_id")) < 0)
+        return NULL;
+    for (int k = 0; k < 9; k++)
+        if ((o[2 + k] = slot_offset(n, nn[k])) < 0)
+            return NULL;
+    if ((o[11] = slot_offset(b, "hooks")) < 0 || (o[12] = slot_offset(b, "tapes")) < 0 ||
+        (o[13] = slot_offset(b, "locations")) < 0 || (o[14] = slot_offset((PyTypeObject *)primitive, "vjp")) < 0)
+        return NULL;
+    off_t_data = o[0], off_t_id = o[1];
+    off_n_casts = o[2], off_n_ids = o[3], off_n_info = o[4], off_n_meta = o[5], off_n_out = o[6];
+    off_n_params = o[7], off_n_prim = o[8], off_n_saved = o[9], off_n_shapes = o[10];
+    off_o_hooks = o[11], off_o_tapes = o[12], off_o_locations = o[13], off_p_vjp = o[14];
+    Py_XSETREF(Tensor_T, (PyTypeObject *)Py_NewRef(tensor));
+    Py_XSETREF(Node_T, (PyTypeObject *)Py_NewRef(node));
+    Py_XSETREF(Observers_T, (PyTypeObject *)Py_NewRef(observers));
+    Py_XSETREF(Primitive_T, (PyTypeObject *)Py_NewRef(primitive));
+    Py_XSETREF(NOPARAMS, Py_NewRef(noparams));
+    Py_XSETREF(NOSAVED, Py_NewRef(nosaved));
+    for (int k = 0; k < 3; k++)
+        Py_XSETREF(FLOATS[k], Py_NewRef(PyTuple_GET_ITEM(floats, k)));
+    ready = 1;
+    Py_RETURN_NONE;
+}
+
+/* ---- Recorder ----------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD vectorcallfunc vectorcall;
+    PyObject *prim;
+    PyObject *fallback; /* the Python recorder: every case but the common one */
+    int nargs;          /* operands: 1 or 2 */
+    int nsave;          /* operand positions saved, in order, then the output when save_out */
+    int save[2];
+    int save_out;
+    Py_ssize_t fast, slow;
+} Recorder;
+
+static int is_float(PyObject *dt) { return dt == FLOATS[0] || dt == FLOATS[1] || dt == FLOATS[2]; }
+
+static int truth(PyObject *v) {
+    if (v == Py_False)
+        return 0;
+    if (v == Py_True)
+        return 1;
+    return -1; /* not a bool: let the Python recorder judge it */
+}
+
+/* The common case, or 1 to take the Python path (nothing done yet), or -1 on error. */
+static int record_fast(Recorder *r, PyObject *const *a) {
+    PyObject *obs = a[0], *res = a[r->nargs + 1];
+    if (Py_TYPE(obs) != Observers_T || Py_TYPE(res) != Tensor_T)
+        return 1;
+    PyObject *hooks = SLOT(obs, off_o_hooks), *tapes = SLOT(obs, off_o_tapes), *loc = SLOT(obs, off_o_locations);
+    if (hooks == NULL || tapes == NULL || loc == NULL || truth(hooks) != 0 || truth(loc) != 0 ||
+        !PyTuple_CheckExact(tapes))
+        return 1;
+    Py_ssize_t nt = PyTuple_GET_SIZE(tapes);
+    if (nt == 0)
+        return 0;
+    if (nt > MAX_TAPES)
+        return 1;
+    PyObject *d = SLOT(res, off_t_data), *rid = SLOT(res, off_t_id);
+    if (d == NULL || rid == NULL)
+        return 1;
+    /* the operands: exact Tensors (a Variable is watched on read: the Python path) or raw values */
+    PyObject *ops[2] = {NULL, NULL}, *datas[2] = {NULL, NULL}, *oids[2] = {NULL, NULL};
+    int ntensors = 0;
+    for (int k = 0; k < r->nargs; k++) {
+        PyObject *x = a[1 + k];
+        if (Py_TYPE(x) == Tensor_T) {
+            ops[k] = x;
+            datas[k] = SLOT(x, off_t_data);
+            oids[k] = SLOT(x, off_t_id);
+            if (datas[k] == NULL || oids[k] == NULL)
+                return 1;
+            ntensors++;
+        } else if (PyObject_TypeCheck(x, Tensor_T)) {
+            return 1;
+        } else if (r->nargs == 1) {
+            return 1;
+        } else {
+            datas[k] = x;
+        }
+    }
+    if (ntensors == 0)
+        return 1;
+    /* held from here on: what follows may run other code (a collection's finalizers) */
+    Py_INCREF(tapes);
+    Py_INCREF(d);
+    Py_INCREF(rid);
+    for (int k = 0; k < r->nargs; k++) {
+        Py_INCREF(datas[k]);
+        Py_XINCREF(oids[k]);
+    }
+    int ret = 1;
+    PyObject *dt = NULL, *shapes[2] = {NULL, NULL}, *tts[MAX_TAPES], *lists[MAX_TAPES];
+    int ngot = 0;
+    dt = PyObject_GetAttr(d, s_dtype);
+    if (dt == NULL)
+        goto error;
+    if (!is_float(dt))
+        goto done;
+    for (int k = 0; k < r->nargs; k++) {
+        if (ops[k] == NULL)
+            continue;
+        PyObject *xdt = PyObject_GetAttr(datas[k], s_dtype);
+        if (xdt == NULL)
+            goto error;
+        Py_DECREF(xdt); /* (compared by identity only, as the Python recorder does) */
+        if (xdt != dt)
+            goto done; /* a cast: the Python recorder's complex_node */
+    }
+    /* every tape tracks an operand (else the Python path notes the edge for explain) */
+    for (Py_ssize_t t = 0; t < nt; t++) {
+        PyObject *tape = PyTuple_GET_ITEM(tapes, t);
+        PyObject *tt = PyObject_GetAttr(tape, s_tensors);
+        if (tt == NULL)
+            goto error;
+        PyObject *nodes = PyObject_GetAttr(tape, s_nodes);
+        if (nodes == NULL) {
+            Py_DECREF(tt);
+            goto error;
+        }
+        tts[ngot] = tt;
+        lists[ngot] = nodes;
+        ngot++;
+        if (!PySet_CheckExact(tt) || !PyList_CheckExact(nodes))
+            goto done;
+        int hit = 0;
+        for (int k = 0; k < r->nargs && !hit; k++) {
+            if (oids[k] == NULL)
+                continue;
+            hit = PySet_Contains(tt, oids[k]);
+            if (hit < 0)
+                goto error;
+        }
+        if (!hit)
+            goto done;
+    }
+    /* the node, as recorder1/recorder2 build it */
+    for (int k = 0; k < r->nargs; k++) {
+        if (ops[k] == NULL)
+            continue;
+        shapes[k] = PyObject_GetAttr(datas[k], s_shape);
+        if (shapes[k] == NULL)
+            goto error;
+    }
+    PyObject *node = Node_T->tp_alloc(Node_T, 0);
+    if (node == NULL)
+        goto error;
+    put(node, off_n_prim, Py_NewRef(r->prim));
+    put(node, off_n_params, Py_NewRef(NOPARAMS));
+    put(node, off_n_casts, Py_NewRef(Py_None));
+    put(node, off_n_info, Py_NewRef(Py_None));
+    put(node, off_n_out, Py_NewRef(rid));
+    PyObject *ids = PyTuple_New(r->nargs), *shp = PyTuple_New(r->nargs), *meta = NULL, *saved = NULL;
+    if (ids == NULL || shp == NULL)
+        goto node_error;
+    put(node, off_n_ids, ids);
+    put(node, off_n_shapes, shp);
+    for (int k = 0; k < r->nargs; k++) {
+        PyTuple_SET_ITEM(ids, k, ops[k] ? Py_NewRef(oids[k]) : PyLong_FromLong(0));
+        PyTuple_SET_ITEM(shp, k, Py_NewRef(ops[k] ? shapes[k] : Py_None));
+    }
+    /* one operand: the output has its shape (the same tuple); two: the output's own */
+    PyObject *oshape = r->nargs == 1 ? Py_NewRef(shapes[0]) : PyObject_GetAttr(d, s_shape);
+    if (oshape == NULL)
+        goto node_error;
+    meta = PyTuple_Pack(2, oshape, dt);
+    Py_DECREF(oshape);
+    if (meta == NULL)
+        goto node_error;
+    put(node, off_n_meta, meta);
+    int ns = r->nsave + r->save_out;
+    if (ns == 0) {
+        saved = Py_NewRef(NOSAVED);
+    } else {
+        saved = PyList_New(ns);
+        if (saved == NULL)
+            goto node_error;
+        for (int k = 0; k < r->nsave; k++)
+            PyList_SET_ITEM(saved, k, Py_NewRef(datas[r->save[k]]));
+        if (r->save_out)
+            PyList_SET_ITEM(saved, r->nsave, Py_NewRef(d));
+    }
+    put(node, off_n_saved, saved);
+    for (int t = 0; t < ngot; t++) {
+        if (PyList_Append(lists[t], node) < 0 || PySet_Add(tts[t], rid) < 0) {
+            Py_DECREF(node);
+            goto error;
+        }
+    }
+    Py_DECREF(node);
+    ret = 0;
+    goto done;
+node_error:
+    Py_DECREF(node);
+error:
+    ret = -1;
+done:
+    Py_XDECREF(dt);
+    Py_XDECREF(shapes[0]);
+    Py_XDECREF(shapes[1]);
+    for (int k = 0; k < r->nargs; k++) {
+        Py_DECREF(datas[k]);
+        Py_XDECREF(oids[k]);
+    }
+    Py_DECREF(rid);
+    Py_DECREF(d);
+    Py_DECREF(tapes);
+    for (int t = 0; t < ngot; t++) {
+        Py_DECREF(tts[t]);
+        Py_DECREF(lists[t]);
+    }
+    return ret;
+}
+
+static PyObject *Recorder_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Recorder *r = (Recorder *)self;
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (kwnames == NULL && n == r->nargs + 2 && ready) {
+        int got = record_fast(r, args);
+        if (got == 0) {
+            r->fast++;
+            Py_RETURN_NONE;
+        }
+        if (got < 0)
+            return NULL;
+    }
+    r->slow++;
+    return PyObject_Vectorcall(r->fallback, args, nargsf, kwnames);
+}
+
+static PyObject *Recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kw[] = {"prim", "nargs", "save", "save_out", "fallback", NULL};
+    PyObject *prim, *save, *fallback;
+    int nargs, save_out;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OiO!pO:Recorder", kw, &prim, &nargs, &PyTuple_Type, &save, &save_out,
+                                     &fallback))
+        return NULL;
+    if (nargs != 1 && nargs != 2) {
+        PyErr_Format(PyExc_ValueError, "gputape._native.Recorder: nargs must be 1 or 2, got %d", nargs);
+        return NULL;
+    }
+    Py_ssize_t ns = PyTuple_GET_SIZE(save);
+    if (ns > nargs) {
+        PyErr_Format(PyExc_ValueError, "gputape._native.Recorder: %zd saved positions for %d operands", ns, nargs);
+        return NULL;
+    }
+    if (!PyCallable_Check(fallback)) {
+        PyErr_SetString(PyExc_TypeError, "gputape._native.Recorder: fallback must be callable");
+        return NULL;
+    }
+    int pos[2];
+    for (Py_ssize_t k = 0; k < ns; k++) {
+        long p = PyLong_AsLong(PyTuple_GET_ITEM(save, k));
+        if (p == -1 && PyErr_Occurred())
+            return NULL;
+        if (p < 0 || p >= nargs) {
+            PyErr_Format(PyExc_ValueError, "gputape._native.Recorder: saved position %ld of %d operands", p, nargs);
+            return NULL;
+        }
+        pos[k] = (int)p;
+    }
+    Recorder *r = (Recorder *)type->tp_alloc(type, 0);
+    if (r == NULL)
+        return NULL;
+    r->vectorcall = Recorder_vectorcall;
+    r->prim = Py_NewRef(prim);
+    r->fallback = Py_NewRef(fallback);
+    r->nargs = nargs;
+    r->nsave = (int)ns;
+    for (Py_ssize_t k = 0; k < ns; k++)
+        r->save[k] = pos[k];
+    r->save_out = save_out;
+    return (PyObject *)r;
+}
+
+static int Recorder_traverse(Recorder *r, visitproc visit, void *arg) {
+    Py_VISIT(r->prim);
+    Py_VISIT(r->fallback);
+    return 0;
+}
+
+static int Recorder_clear(Recorder *r) {
+    Py_CLEAR(r->prim);
+    Py_CLEAR(r->fallback);
+    return 0;
+}
+
+static void Recorder_dealloc(Recorder *r) {
+    PyObject_GC_UnTrack(r);
+    Recorder_clear(r);
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+static PyObject *Recorder_repr(Recorder *r) {
+    return PyUnicode_FromFormat("<gputape._native.Recorder of %R, %zd fast, %zd slow>", r->prim, r->fast, r->slow);
+}
+
+static PyMemberDef Recorder_members[] = {
+    {"prim", T_OBJECT, offsetof(Recorder, prim), READONLY, "the primitive recorded"},
+    {"fallback", T_OBJECT, offsetof(Recorder, fallback), READONLY, "the Python recorder (every unusual case)"},
+    {"fast", T_PYSSIZET, offsetof(Recorder, fast), 0, "calls recorded here"},
+    {"slow", T_PYSSIZET, offsetof(Recorder, slow), 0, "calls handed to the Python recorder"},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Recorder, vectorcall), READONLY},
+    {NULL}};
+
+static PyTypeObject Recorder_T = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "gputape._native.Recorder",
+    .tp_basicsize = sizeof(Recorder),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Recorder(prim, nargs, save, save_out, fallback): record(obs, x[, y], res) in C, else fallback.",
+    .tp_new = Recorder_new,
+    .tp_dealloc = (destructor)Recorder_dealloc,
+    .tp_traverse = (traverseproc)Recorder_traverse,
+    .tp_clear = (inquiry)Recorder_clear,
+    .tp_repr = (reprfunc)Recorder_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Recorder, vectorcall),
+    .tp_members = Recorder_members,
+};
+
+/* ---- Structure ---------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD vectorcallfunc vectorcall;
+    PyObject *fallback; /* the Python _structure */
+    PyObject *globals;  /* its module's: MAX_NODES and Node are read there */
+    PyObject **pos;     /* cached ints 0..cap-1 and their complements ~k at pos[cap + k] */
+    Py_ssize_t cap;
+} Structure;
+
+/* Positions k and ~k as (borrowed) ints, from the cache grown as needed. */
+static PyObject *position(Structure *st, Py_ssize_t k, int neg) {
+    if (k >= st->cap) {
+        Py_ssize_t cap = st->cap ? st->cap : 256;
+        while (cap <= k)
+            cap *= 2;
+        PyObject **pos = PyMem_Calloc(2 * cap, sizeof(PyObject *));
+        if (pos == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i < cap; i++) {
+            if ((pos[i] = PyLong_FromSsize_t(i)) == NULL || (pos[cap + i] = PyLong_FromSsize_t(~i)) == NULL) {
+                for (Py_ssize_t j = 0; j < 2 * cap; j++)
+                    Py_XDECREF(pos[j]);
+                PyMem_Free(pos);
+                return NULL;
+            }
+        }
+        for (Py_ssize_t j = 0; j < 2 * st->cap; j++)
+            Py_DECREF(st->pos[j]);
+        PyMem_Free(st->pos);
+        st->pos = pos;
+        st->cap = cap;
+    }
+    return st->pos[neg ? st->cap + k : k];
+}
+
+static int append_pos(Structure *st, PyObject *key, Py_ssize_t k, int neg) {
+    PyObject *p = position(st, k, neg);
+    return p == NULL ? -1 : PyList_Append(key, p);
+}
+
+/* The slot of id i: the one it has, or the next position (given to it). -1 on error. */
+static Py_ssize_t slot_of(Structure *st, PyObject *slot, PyObject *i, Py_ssize_t *nxt) {
+    PyObject *s = PyDict_GetItemWithError(slot, i);
+    if (s != NULL)
+        return PyLong_AsSsize_t(s);
+    if (PyErr_Occurred())
+        return -1;
+    PyObject *p = position(st, *nxt, 0);
+    if (p == NULL || PyDict_SetItem(slot, i, p) < 0)
+        return -1;
+    return (*nxt)++;
+}
+
+static int contains(PyObject *set, PyObject *i) {
+    return PyAnySet_Check(set) ? PySet_Contains(set, i) : PySequence_Contains(set, i);
+}
+
+/* An output id takes the next position (even one seen before: _structure's slot[out] = nxt). */
+static int out_slot(Structure *st, PyObject *slot, PyObject *rel, PyObject *key, PyObject *o, Py_ssize_t *nxt,
+                    int grow, PyObject *outs) {
+    PyObject *p = position(st, *nxt, 0);
+    if (p == NULL || PyDict_SetItem(slot, o, p) < 0)
+        return -1;
+    if (grow && PySet_Add(rel, o) < 0)
+        return -1;
+    int in = contains(rel, o);
+    if (in < 0)
+        return -1;
+    p = position(st, *nxt, !in);
+    (*nxt)++;
+    if (p == NULL)
+        return -1;
+    return outs != NULL ? PyList_Append(outs, p) : PyList_Append(key, p);
+}
+
+static PyObject *structure(Structure *st, PyObject *tape, PyObject *seeds, PyObject *source_ids, PyObject *xp) {
+    PyObject *node_t = PyDict_GetItemWithError(st->globals, s_Node);
+    PyObject *maxo = node_t ? PyDict_GetItemWithError(st->globals, s_MAX_NODES) : NULL;
+    if (maxo == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "gputape._native.Structure: Node or MAX_NODES missing");
+        return NULL;
+    }
+    Py_ssize_t max_nodes = PyLong_AsSsize_t(maxo);
+    if (max_nodes == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *nodes = NULL, *tt = NULL, *keep = NULL, *leaves = NULL, *rel = NULL, *slot = NULL, *key = NULL,
+             *result = NULL, *outs = NULL;
+    PyObject *seq = NULL, *it = NULL, *item = NULL, *held[5] = {NULL, NULL, NULL, NULL, NULL};
+    if ((nodes = PyObject_GetAttr(tape, s_nodes)) == NULL)
+        goto fail;
+    if (!PyList_CheckExact(nodes)) { /* (never, from a GradientTape) */
+        PyObject *args[4] = {tape, seeds, source_ids, xp};
+        result = PyObject_Vectorcall(st->fallback, args, 4, NULL);
+        goto fail;
+    }
+    if (PyList_GET_SIZE(nodes) > max_nodes) {
+        result = Py_NewRef(s_too_many_nodes);
+        goto fail;
+    }
+    if ((tt = PyObject_GetAttr(tape, s_tensors)) == NULL || (keep = PySet_New(source_ids)) == NULL ||
+        (leaves = PyObject_GetAttr(tape, s_leaves)) == NULL)
+        goto fail;
+    int subset = PyObject_RichCompareBool(leaves, keep, Py_LE);
+    if (subset < 0)
+        goto fail;
+    int forward = !subset;
+    if (subset) {
+        rel = Py_NewRef(tt);
+    } else {
+        if ((rel = PySet_New(NULL)) == NULL || (it = PyObject_GetIter(source_ids)) == NULL)
+            goto fail;
+        while ((item = PyIter_Next(it)) != NULL) {
+            int in = PySequence_Contains(tt, item);
+            if (in < 0 || (in && PySet_Add(rel, item) < 0))
+                goto fail;
+            Py_CLEAR(item);
+        }
+        Py_CLEAR(it);
+        if (PyErr_Occurred())
+            goto fail;
+        if (PySet_GET_SIZE(rel) == 0) {
+            result = Py_NewRef(s_no_source_recorded);
+            goto fail;
+        }
+    }
+    PyObject *persistent = PyObject_GetAttr(tape, s_persistent);
+    if (persistent == NULL || (slot = PyDict_New()) == NULL) {
+        Py_XDECREF(persistent);
+        goto fail;
+    }
+    key = PyList_New(3);
+    if (key == NULL) {
+        Py_DECREF(persistent);
+        goto fail;
+    }
+    PyList_SET_ITEM(key, 0, Py_NewRef(xp));
+    PyList_SET_ITEM(key, 1, persistent);
+    PyList_SET_ITEM(key, 2, PyBool_FromLong(forward));
+    Py_ssize_t nxt = 0;
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(nodes); j++) {
+        PyObject *n = PyList_GET_ITEM(nodes, j);
+        if ((PyObject *)Py_TYPE(n) != node_t) { /* a Swept record: its residuals are gone */
+            result = Py_NewRef(s_already_swept);
+            goto fail;
+        }
+        Py_INCREF(n); /* (held: the list may change while this node is read) */
+        item = n;
+        PyObject *ids = SLOT(n, off_n_ids), *out = SLOT(n, off_n_out), *prim = SLOT(n, off_n_prim);
+        PyObject *shapes = SLOT(n, off_n_shapes), *casts = SLOT(n, off_n_casts);
+        if (ids == NULL || out == NULL || prim == NULL || shapes == NULL || casts == NULL) {
+            PyErr_SetString(PyExc_AttributeError, "gputape._native.Structure: a Node with unset fields");
+            goto fail;
+        }
+        /* (held, as the node is: a collection's finalizers may run between here and their use) */
+        held[0] = Py_NewRef(ids), held[1] = Py_NewRef(out), held[2] = Py_NewRef(prim);
+        held[3] = Py_NewRef(shapes), held[4] = Py_NewRef(casts);
+        if ((seq = PySequence_Fast(ids, "Node.ids must be a sequence")) == NULL)
+            goto fail;
+        int hit = 0;
+        for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); k++) {
+            PyObject *i = PySequence_Fast_GET_ITEM(seq, k);
+            Py_ssize_t s = slot_of(st, slot, i, &nxt);
+            if (s < 0)
+                goto fail;
+            int in = contains(rel, i);
+            if (in < 0)
+                goto fail;
+            hit |= in;
+            if (append_pos(st, key, s, !in) < 0)
+                goto fail;
+        }
+        Py_CLEAR(seq);
+        if (PyLong_CheckExact(out)) {
+            if (out_slot(st, slot, rel, key, out, &nxt, forward && hit, NULL) < 0)
+                goto fail;
+        } else {
+            if ((seq = PySequence_Fast(out, "Node.out must be an int or a sequence")) == NULL ||
+                (outs = PyList_New(0)) == NULL)
+                goto fail;
+            for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); k++)
+                if (out_slot(st, slot, rel, key, PySequence_Fast_GET_ITEM(seq, k), &nxt, forward && hit, outs) < 0)
+                    goto fail;
+            Py_CLEAR(seq);
+            PyObject *t = PyList_AsTuple(outs);
+            Py_CLEAR(outs);
+            if (t == NULL)
+                goto fail;
+            int bad = PyList_Append(key, t);
+            Py_DECREF(t);
+            if (bad < 0)
+                goto fail;
+        }
+        /* (an exact Primitive's slot read directly; anything else, or an unset slot, by getattr) */
+        PyObject *vjp = ready && Py_TYPE(prim) == Primitive_T ? SLOT(prim, off_p_vjp) : NULL;
+        if (vjp != NULL)
+            Py_INCREF(vjp);
+        else if ((vjp = PyObject_GetAttr(prim, s_vjp)) == NULL)
+            goto fail;
+        int bad = PyList_Append(key, vjp);
+        Py_DECREF(vjp);
+        if (bad < 0 || PyList_Append(key, shapes) < 0)
+            goto fail;
+        if (casts != Py_None) {
+            PyObject *t = PySequence_Tuple(casts);
+            if (t == NULL)
+                goto fail;
+            bad = PyList_Append(key, t);
+            Py_DECREF(t);
+            if (bad < 0)
+                goto fail;
+        }
+        for (int k = 0; k < 5; k++)
+            Py_CLEAR(held[k]);
+        Py_CLEAR(item);
+    }
+    PyObject *markers[2] = {s_seeds, s_sources}, *lists[2] = {seeds, source_ids};
+    for (int m = 0; m < 2; m++) {
+        if (PyList_Append(key, markers[m]) < 0 || (it = PyObject_GetIter(lists[m])) == NULL)
+            goto fail;
+        while ((item = PyIter_Next(it)) != NULL) {
+            Py_ssize_t s = slot_of(st, slot, item, &nxt);
+            if (s < 0 || append_pos(st, key, s, 0) < 0)
+                goto fail;
+            Py_CLEAR(item);
+        }
+        Py_CLEAR(it);
+        if (PyErr_Occurred())
+            goto fail;
+    }
+    PyObject *tkey = PyList_AsTuple(key);
+    if (tkey == NULL)
+        goto fail;
+    result = PyTuple_Pack(3, tkey, slot, rel);
+    Py_DECREF(tkey);
+fail:
+    for (int k = 0; k < 5; k++)
+        Py_XDECREF(held[k]);
+    Py_XDECREF(item);
+    Py_XDECREF(it);
+    Py_XDECREF(seq);
+    Py_XDECREF(outs);
+    Py_XDECREF(nodes);
+    Py_XDECREF(tt);
+    Py_XDECREF(keep);
+    Py_XDECREF(leaves);
+    Py_XDECREF(rel);
+    Py_XDECREF(slot);
+    Py_XDECREF(key);
+    return result;
+}
+
+static PyObject *Structure_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (kwnames != NULL || n != 4) {
+        PyErr_Format(PyExc_TypeError, "gputape._native.Structure: takes (tape, seeds, source_ids, xp), got %zd", n);
+        return NULL;
+    }
+    return structure((Structure *)self, args[0], args[1], args[2], args[3]);
+}
+
+static PyObject *Structure_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kw[] = {"fallback", NULL};
+    PyObject *fallback;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!:Structure", kw, &PyFunction_Type, &fallback))
+        return NULL;
+    Structure *st = (Structure *)type->tp_alloc(type, 0);
+    if (st == NULL)
+        return NULL;
+    st->vectorcall = Structure_vectorcall;
+    st->fallback = Py_NewRef(fallback);
+    st->globals = Py_NewRef(PyFunction_GET_GLOBALS(fallback));
+    return (PyObject *)st;
+}
+
+static int Structure_traverse(Structure *st, visitproc visit, void *arg) {
+    Py_VISIT(st->fallback);
+    Py_VISIT(st->globals);
+    return 0;
+}
+
+static int Structure_clear(Structure *st) {
+    Py_CLEAR(st->fallback);
+    Py_CLEAR(st->globals);
+    return 0;
+}
+
+static void Structure_dealloc(Structure *st) {
+    PyObject_GC_UnTrack(st);
+    Structure_clear(st);
+    for (Py_ssize_t j = 0; j < 2 * st->cap; j++)
+        Py_DECREF(st->pos[j]);
+    PyMem_Free(st->pos);
+    Py_TYPE(st)->tp_free((PyObject *)st);
+}
+
+static PyMemberDef Structure_members[] = {
+    {"fallback", T_OBJECT, offsetof(Structure, fallback), READONLY, "the Python _structure this computes"},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Structure, vectorcall), READONLY},
+    {NULL}};
+
+static PyTypeObject Structure_T = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "gputape._native.Structure",
+    .tp_basicsize = sizeof(Structure),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Structure(_structure): _backward_compile._structure(tape, seeds, source_ids, xp) in C.",
+    .tp_new = Structure_new,
+    .tp_dealloc = (destructor)Structure_dealloc,
+    .tp_traverse = (traverseproc)Structure_traverse,
+    .tp_clear = (inquiry)Structure_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Structure, vectorcall),
+    .tp_members = Structure_members,
+};
+
+/* ---- the module --------------------------------------------------------------------------- */
+
+static PyMethodDef methods[] = {
+    {"setup", setup, METH_VARARGS,
+     "setup(Tensor, Node, Observers, Primitive, NOPARAMS, NOSAVED, floats): the classes and shared objects used."},
+    {NULL}};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "gputape._native", "gputape's optional C accelerator (see gputape/_native.c).", -1,
+    methods};
+
+PyMODINIT_FUNC PyInit__native(void) {
+    struct {
+        PyObject **p;
+        const char *s;
+    } names[] = {{&s_dtype, "dtype"},
+                 {&s_shape, "shape"},
+                 {&s_tensors, "_tensors"},
+                 {&s_nodes, "_nodes"},
+                 {&s_leaves, "_leaves"},
+                 {&s_persistent, "_persistent"},
+                 {&s_vjp, "vjp"},
+                 {&s_MAX_NODES, "MAX_NODES"},
+                 {&s_Node, "Node"},
+                 {&s_seeds, "seeds"},
+                 {&s_sources, "sources"},
+                 {&s_already_swept, "already_swept"},
+                 {&s_too_many_nodes, "too_many_nodes"},
+                 {&s_no_source_recorded, "no_source_recorded"}};
+    for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
+        if ((*names[k].p = PyUnicode_InternFromString(names[k].s)) == NULL)
+            return NULL;
+    if (PyType_Ready(&Recorder_T) < 0 || PyType_Ready(&Structure_T) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&moduledef);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddIntConstant(m, "API", API_VERSION) < 0 ||
+        PyModule_AddObjectRef(m, "Recorder", (PyObject *)&Recorder_T) < 0 ||
+        PyModule_AddObjectRef(m, "Structure", (PyObject *)&Structure_T) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
