@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -80,7 +79,6 @@ CACHE_SIZE = 64  # compiled structures kept (least recently used evicted); read 
 MAX_NODES = 20_000  # larger tapes stay on the sweep: generating and compiling their source costs more
 
 _ABSENT, _YES, _MAYBE = 0, 1, 2  # what the code generator knows of a gradient variable
-_TEMPS = re.compile(r"\b_k[0-9]+\b")  # python_typed's temporaries
 
 _cache: dict[tuple, Callable[..., tuple]] = {}  # each function's ``used`` stamp orders the LRU eviction
 _uses = itertools.count()  # the stamps (a hit that moved its key in an OrderedDict hashed the key again)
@@ -354,7 +352,8 @@ def _node(
             if text is not None:
                 w.emit(f"t{k} = " + text)
                 temps.append(k)
-                ops += [t for t in sorted(set(_TEMPS.findall(text))) if t not in ops]  # (freed as the sweep frees)
+                # its temporaries are freed with the residuals, as the sweep frees its own
+                ops += [t for t in sorted(set(_expr.TEMPORARIES.findall(text))) if t not in ops]
         if ops:
             w.emit(f"del {', '.join(ops)}")
         # An elementwise primitive whose operands are all tensors has the broadcast of their

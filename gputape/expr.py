@@ -342,6 +342,9 @@ def literal(value: int | float) -> _Literal:
     return t
 
 
+TEMPORARIES = re.compile(r"\b_k[0-9]+\b")  # the names python_typed's text assigns (code that writes it frees them)
+
+
 def python_typed(e: Expr, names: dict[str, str], arrays: set[str], name_of: Callable[[_Literal], str]) -> str:
     """``e`` as :func:`python` writes it, but each literal beside an array-valued operand is a
     lookup of :func:`literal`'s table (named by ``name_of``) by that operand's dtype: bitwise the
@@ -621,12 +624,18 @@ class Derivative:
         return text if rename is None else _VJP_NAMES.sub(lambda m: rename[m.group(1)], text)
 
     def python_typed(
-        self, k: int, rename: dict[str, str], tensors: tuple[bool, ...], name_of: Callable[[_Literal], str]
+        self,
+        k: int,
+        rename: dict[str, str],
+        tensors: tuple[bool, ...],
+        name_of: Callable[[_Literal], str],
+        numbers: dict[str, int | float] | None = None,
     ) -> str | None:
         """:meth:`python`'s text with its literals as :func:`python_typed` writes them (numpy only).
 
         ``tensors``: which inputs are tensors (arrays) on the tape; a constant operand may be a
-        Python number, which has no dtype to look a literal up by.
+        Python number, which has no dtype to look a literal up by. ``numbers``: inputs known to
+        hold these Python numbers (gt.function's constants), written as literals (so typed too).
 
         >>> DERIVATIVES["tanh"].python_typed(0, {"g": "g", "a0": "a0", "F": "F", "node": "n"}, (True,), lambda t: "K")
         'g * (K[(_k1 := a0 * a0).dtype] - _k1)'
@@ -635,6 +644,8 @@ class Derivative:
         if gr is None:
             return None
         arrays = {"g", "out"} | {n for n, t in zip(self.inputs, tensors) if t}
+        if numbers:
+            gr = substitute(gr, {n: lift(v) for n, v in numbers.items()})
         text = python_typed(gr, self.names(), arrays, name_of)
         return _VJP_NAMES.sub(lambda m: rename[m.group(1)], text)
 
