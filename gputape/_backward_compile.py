@@ -222,7 +222,6 @@ class _Writer:
         self.lines = ["def backward(N, S):"]
         self.ns: dict[str, Any] = {}
         self.state: dict[int, int] = {}
-        self.literals: dict[int, str] = {}
         self.depth = 1
 
     def emit(self, line: str) -> None:
@@ -234,10 +233,7 @@ class _Writer:
 
     def literal(self, table: Any) -> str:
         """The name of a literal's dtype table (:func:`gputape.expr.literal`) in the generated code."""
-        name = self.literals.get(id(table))
-        if name is None:
-            name = self.literals[id(table)] = self.const(f"K{len(self.literals)}", table)
-        return name
+        return self.const(table.name, table)
 
     def accumulate(self, s: int, t: str) -> None:
         """``grads[i] = gi if prev is None else prev + gi``, with what is known of prev."""

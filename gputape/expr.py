@@ -263,11 +263,13 @@ class _Literal(dict):
     the number itself (numpy's own rule then applies unchanged).
     """
 
-    __slots__ = ("value",)
+    __slots__ = ("name", "value")
 
     def __init__(self, value: int | float) -> None:
         super().__init__()
         self.value = value
+        # the name generated code gives it: readable, one per value (1 and 1.0 apart), e.g. K_m0_5
+        self.name = "K_" + repr(value).replace("-", "m").replace(".", "_").replace("+", "p")
         with np.errstate(all="ignore"):
             for dt in (np.dtype(np.float32), np.dtype(np.float64)):
                 a = np.array(value, dt)

@@ -152,9 +152,8 @@ def _inline_vjp(step: _Step, consts: list, ns: dict[str, Any]) -> list[str] | No
 
 
 def _literal_name(ns: dict[str, Any], table: Any) -> str:
-    name = f"K{id(table):x}"
-    ns[name] = table
-    return name
+    ns[table.name] = table
+    return table.name
 
 
 def _slots_in(refs: Any) -> list[int]:
