@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -80,7 +79,6 @@ CACHE_SIZE = 64  # compiled structures kept (least recently used evicted); read 
 MAX_NODES = 20_000  # larger tapes stay on the sweep: generating and compiling their source costs more
 
 _ABSENT, _YES, _MAYBE = 0, 1, 2  # what the code generator knows of a gradient variable
-_TEMPS = re.compile(r"\b_k[0-9]+\b")  # python_typed's temporaries
 
 _cache: dict[tuple, Callable[..., tuple]] = {}  # each function's ``used`` stamp orders the LRU eviction
 _uses = itertools.count()  # the stamps (a hit that moved its key in an OrderedDict hashed the key again)
@@ -227,7 +225,6 @@ class _Writer:
         self.lines = ["def backward(N, S):"]
         self.ns: dict[str, Any] = {}
         self.state: dict[int, int] = {}
-        self.literals: dict[int, str] = {}
         self.depth = 1
 
     def emit(self, line: str) -> None:
@@ -239,10 +236,7 @@ class _Writer:
 
     def literal(self, table: Any) -> str:
         """The name of a literal's dtype table (:func:`gputape.expr.literal`) in the generated code."""
-        name = self.literals.get(id(table))
-        if name is None:
-            name = self.literals[id(table)] = self.const(f"K{len(self.literals)}", table)
-        return name
+        return self.const(table.name, table)
 
     def accumulate(self, s: int, t: str) -> None:
         """``grads[i] = gi if prev is None else prev + gi``, with what is known of prev."""
@@ -357,7 +351,8 @@ def _node(
             if text is not None:
                 w.emit(f"t{k} = " + text)
                 temps.append(k)
-                ops += [t for t in sorted(set(_TEMPS.findall(text))) if t not in ops]  # (freed as the sweep frees)
+                # its temporaries are freed with the residuals, as the sweep frees its own
+                ops += [t for t in sorted(set(_expr.TEMPORARIES.findall(text))) if t not in ops]
         if ops:
             w.emit(f"del {', '.join(ops)}")
         # An elementwise primitive whose operands are all tensors has the broadcast of their

@@ -270,6 +270,27 @@ def _literal_miss(v: int | float) -> dict:
     return t
 
 
+def typed_number(v: Any, d: Any) -> Any:
+    """What the generated entry points hand a ufunc for operand ``v`` beside host array ``d``: a
+    Python number's cached same-dtype 0-d array where that is bitwise the number (see _TYPED),
+    anything else as it is. gt.function's trace records the same operand, so a replay computes
+    what the eager op computed, as fast.
+
+    >>> import numpy as np
+    >>> typed_number(0.5, np.zeros(2, np.float32)).dtype, typed_number(0.5, np.zeros(2, np.int64))
+    (dtype('float32'), 0.5)
+    """
+    if not _expr.TYPED_LITERALS or (type(v) is not float and type(v) is not int) or type(d) is not _ndarray:
+        return v
+    t = _LITERALS.get(v)
+    return (_literal_miss(v) if t is None else t).get(d.dtype, v)
+
+
+def typed_path(prim: Primitive) -> bool:
+    """Whether ``prim``'s generated entry point hands its ufunc typed numbers (:func:`typed_number`)."""
+    return "LITERALS" in getattr(getattr(prim.public, "__code__", None), "co_names", ())
+
+
 def _entry(prim: Primitive, name: str, template: str, doc: str, **env: Any) -> Callable[..., Tensor]:
     cpu = prim.cpu is not None
     operands = "d" if template is _UNARY else "a, b"

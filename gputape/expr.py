@@ -263,11 +263,13 @@ class _Literal(dict):
     the number itself (numpy's own rule then applies unchanged).
     """
 
-    __slots__ = ("value",)
+    __slots__ = ("name", "value")
 
     def __init__(self, value: int | float) -> None:
         super().__init__()
         self.value = value
+        # the name generated code gives it: readable, one per value (1 and 1.0 apart), e.g. K_m0_5
+        self.name = "K_" + repr(value).replace("-", "m").replace(".", "_").replace("+", "p")
         with np.errstate(all="ignore"):
             for dt in (np.dtype(np.float32), np.dtype(np.float64)):
                 a = np.array(value, dt)
@@ -340,6 +342,9 @@ def literal(value: int | float) -> _Literal:
     if t is None:
         t = _literals[key] = _Literal(value)
     return t
+
+
+TEMPORARIES = re.compile(r"\b_k[0-9]+\b")  # the names python_typed's text assigns (code that writes it frees them)
 
 
 def python_typed(e: Expr, names: dict[str, str], arrays: set[str], name_of: Callable[[_Literal], str]) -> str:
@@ -621,12 +626,18 @@ class Derivative:
         return text if rename is None else _VJP_NAMES.sub(lambda m: rename[m.group(1)], text)
 
     def python_typed(
-        self, k: int, rename: dict[str, str], tensors: tuple[bool, ...], name_of: Callable[[_Literal], str]
+        self,
+        k: int,
+        rename: dict[str, str],
+        tensors: tuple[bool, ...],
+        name_of: Callable[[_Literal], str],
+        numbers: dict[str, int | float] | None = None,
     ) -> str | None:
         """:meth:`python`'s text with its literals as :func:`python_typed` writes them (numpy only).
 
         ``tensors``: which inputs are tensors (arrays) on the tape; a constant operand may be a
-        Python number, which has no dtype to look a literal up by.
+        Python number, which has no dtype to look a literal up by. ``numbers``: inputs known to
+        hold these Python numbers (gt.function's constants), written as literals (so typed too).
 
         >>> DERIVATIVES["tanh"].python_typed(0, {"g": "g", "a0": "a0", "F": "F", "node": "n"}, (True,), lambda t: "K")
         'g * (K[(_k1 := a0 * a0).dtype] - _k1)'
@@ -635,6 +646,8 @@ class Derivative:
         if gr is None:
             return None
         arrays = {"g", "out"} | {n for n, t in zip(self.inputs, tensors) if t}
+        if numbers:
+            gr = substitute(gr, {n: lift(v) for n, v in numbers.items()})
         text = python_typed(gr, self.names(), arrays, name_of)
         return _VJP_NAMES.sub(lambda m: rename[m.group(1)], text)
 

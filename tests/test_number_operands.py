@@ -8,6 +8,8 @@ must be passed as itself). Expected values are numpy's ufunc on the raw array an
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from bitwise_helpers import same_bits
@@ -116,3 +118,54 @@ def test_literal_tables_are_read_only_and_typed():
         a[()] = 2.0
     assert t[np.dtype(np.complex64)] == 0.1 and type(t[np.dtype(np.int64)]) is float
     assert expr.literal(-0.0) is not expr.literal(0.0) and expr.literal(1) is not expr.literal(1.0)
+
+
+@pytest.mark.parametrize("name", TYPED)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gt_function_replays_number_operands_as_the_eager_op_computes_them(name, dtype):
+    """gt.function's trace records the typed number the eager op handed its ufunc, and its CPU
+    replay writes a number residual into the inlined VJP as a typed literal: forward and gradient
+    are the eager tape's bits, replay after replay."""
+    op = REGISTRY[name].public
+    x0 = np.array([1.5, -0.0, 0.25, 3.0, -2.0, 1e-40], dtype)
+
+    def step(x):
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            y = op(op(x, 1.01), 0.5) + op(2.5, x)
+            s = gt.sum(y * y)
+        return y, tape.gradient(s, x)
+
+    with np.errstate(all="ignore"):
+        want = step(gt.constant(x0))
+        f = gt.function(step)
+        for _ in range(3):
+            got = f(gt.constant(x0))
+            for w, g in zip(want, got):
+                same_bits(g.numpy(), w.numpy(), name)
+    assert f.experimental_get_tracing_count() == 1
+
+
+def test_gt_function_replay_code_holds_typed_numbers():
+    x = gt.constant(np.linspace(-1, 1, 8).astype(np.float32))
+
+    def step(x):
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            s = gt.sum(gt.tanh(x * 1.01))
+        return tape.gradient(s, x)
+
+    f = gt.function(step)
+    f(x)
+    f(x)
+    concrete = f._cache[f._keys[-1]]
+    ns = concrete.replay.__globals__
+    # the constants the replay's arithmetic reads (not a call's arguments such as a VJP's nb)
+    operands = re.findall(r"[-+*/] (c[0-9]+)\b|\b(c[0-9]+) [-+*/]", concrete.source)
+    forward = re.search(r"= f[0-9]+\(s0, (c[0-9]+)\)", concrete.source).group(1)  # x * 1.01
+    if expr.TYPED_LITERALS:
+        # the forward's 1.01 is a float32 0-d array; the VJPs' 1.01 and tanh's 1 are typed lookups
+        assert ns[forward].dtype == np.float32 and ns[forward].shape == ()
+        assert operands == [] and "(1 - " not in concrete.source, concrete.source
+    else:
+        assert ns[forward] == 1.01 and operands and "(1 - " in concrete.source

@@ -114,18 +114,46 @@ def _declared_vjp(step: _Step, consts: list) -> _DeclaredVjp | None:
 # backward op is most of what a compiled elementwise chain pays over numpy.
 
 
-def _inline_vjp(step: _Step, consts: list) -> list[str] | None:
-    """Source lines for a VJP step of a primitive declared in gputape.expr on numpy arrays, else None."""
+def _inline_vjp(step: _Step, consts: list, ns: dict[str, Any]) -> list[str] | None:
+    """Source lines for a VJP step of a primitive declared in gputape.expr on numpy arrays, else None.
+
+    On numpy 2 the literals are typed by their partner's dtype (:func:`gputape.expr.python_typed`,
+    tables put in ``ns``), and a constant operand that is a Python number (``y * 1.01``'s 1.01)
+    is written as such a literal: the same bits as the VJP's text, without numpy converting the
+    number on every call.
+    """
     v = _declared_vjp(step, consts)
     if v is None or type(v.F) is not _Const or getattr(consts[v.F.k], "xp", None) is not np:
         return None
     names = {"g": _render(v.g), "F": _render(v.F), "node": _render(v.node_ref)}
     names |= {f"a{j}": _render(r) for j, r in enumerate(v.saved)}
+    decl = v.decl
+    numbers: dict[str, int | float] = {}
+    arrays = set()
+    for op, r in zip(decl.operands, v.saved):
+        value = consts[r.k] if type(r) is _Const else None
+        if type(value) is float or type(value) is int:
+            numbers[op] = value
+        elif type(r) is _Slot or isinstance(value, np.ndarray):
+            arrays.add(op)
+    tensors = tuple(n in arrays for n in decl.inputs)
     lines = []
     for k, o in enumerate(step.outs):
         if o is not None:
-            lines.append(f"s{o} = " + v.decl.python(k, names))
+            if _expr.TYPED_LITERALS:
+                text = decl.python_typed(k, names, tensors, lambda t: _literal_name(ns, t), numbers)
+            else:
+                text = decl.python(k, names)
+            lines.append(f"s{o} = " + text)
+            temps = sorted(set(_expr.TEMPORARIES.findall(text)))
+            if temps:
+                lines.append(f"del {', '.join(temps)}")
     return lines
+
+
+def _literal_name(ns: dict[str, Any], table: Any) -> str:
+    ns[table.name] = table
+    return table.name
 
 
 def _slots_in(refs: Any) -> list[int]:
@@ -170,7 +198,7 @@ def compile_replay(
         lines.append(f"    del {', '.join(f's{k}' for k in dead_args)}")
     for i, step in enumerate(steps):
         fn, refs, outs, _kind = step
-        inline = _inline_vjp(step, consts)
+        inline = _inline_vjp(step, consts, ns)
         if isinstance(fn, Variable):
             ns[f"V{i}"] = fn
             lines.append(f"    s{outs} = V{i}._data")

@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import _state, backend
 from ..backward import _fit, _fit_all, _unbatched_vjp, _vjp_raw
+from ..dispatch import typed_number, typed_path
 from ..primitive import Node
 from ..recording import _where
 from ..tape import _custom_fwd
@@ -119,13 +120,16 @@ class _Trace(_state.Scope):
             return
         d = next(a._data for a in args if isinstance(a, Tensor))
         fn: Any
+        typed = False
         if type(d) is np.ndarray and prim.cpu is not None:
             fn = prim.cpu
+            typed = typed_path(prim)  # the eager op handed its ufunc a typed number: the replay does too
         else:
             fn = functools.partial(prim.fwd, np if type(d) is np.ndarray else backend.xp_of(d))
         if res._data.ndim == 0:
             fn = _fixed(fn)
-        self._step(fn, [self.ref(a) if isinstance(a, Tensor) else self.const(a) for a in args], res, _kind(prim))
+        refs = [self.ref(a) if isinstance(a, Tensor) else self.const(typed_number(a, d) if typed else a) for a in args]
+        self._step(fn, refs, res, _kind(prim))
 
     def node_grads(self, F: Any, node: Node, needs: Any, lead: tuple, g: Any, saved: Any) -> list:
         """A node's backward step, run now and recorded: the VJP as one call, then a reduce/cast per input."""
