@@ -14,7 +14,7 @@ from ..primitive import Node
 from ..recording import _where
 from ..tape import _custom_fwd
 from ..tensor import Tensor, Variable, _new, _wrap
-from ._codegen import _Const, _List, _Slot, _Step, compile_replay
+from ._codegen import _Const, _Fit, _List, _Slot, _Step, compile_replay
 
 
 class TracingError(TypeError):
@@ -158,7 +158,8 @@ class _Trace(_state.Scope):
         for k, (r, o) in enumerate(zip(kept, out)):
             if r is not None and o is not r:
                 shape = node.shapes[k] if not nb else lead + node.shapes[k]
-                fit = functools.partial(_fit, F, shape=shape, nb=nb, cast=None if casts is None else casts[k])
+                fit = _Fit(_fit, F, shape=shape, nb=nb, cast=None if casts is None else casts[k])
+                fit.traced = r.shape
                 self._step(fit, [self.ref(r)], o, "device")
 
     def call(self, fn: Callable[..., Any], args: tuple, out: Any, pure: bool = False) -> None:
