@@ -276,8 +276,13 @@ class _OptimizerStep:
 
     def __call__(self, *grads: Any) -> list[Any]:
         variables = self.variables
+        # host arrays as they are (_apply_live takes them as it takes a tensor's); others wrapped,
+        # so a device array keeps the tensor's device check
         self.opt._apply_live(
-            [(_wrap(np.asarray(g) if isinstance(g, np.generic) else g), v) for g, v in zip(grads, variables)]
+            [
+                (g if type(g) is np.ndarray else _wrap(np.asarray(g) if isinstance(g, np.generic) else g), v)
+                for g, v in zip(grads, variables)
+            ]
         )
         return [v._data for v in variables]
 
