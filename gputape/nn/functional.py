@@ -171,7 +171,9 @@ def _row_max(xp, x, axis):
     # the shift that keeps exp() finite; rows whose max is inf/nan are left unshifted
     if xp is np:
         m = _np_row_max(x, axis)
-        return m if np.isfinite(np.add.reduce(m, axis=None)) else np.where(np.isfinite(m), m, 0)
+        # one sum tells whether every row's max is finite (math.isfinite of that numpy scalar: the
+        # ufunc on a scalar costs 0.4 us more, a third of this test)
+        return m if math.isfinite(np.add.reduce(m, axis=None)) else np.where(np.isfinite(m), m, 0)
     m = xp.max(x, axis=axis, keepdims=True)
     return xp.where(xp.isfinite(m), m, 0)
 
