@@ -143,6 +143,35 @@ def _inline_vjp(step: _Step, consts: list) -> list[str] | None:
     return lines
 
 
+def _slots_in(refs: Any) -> list[int]:
+    out = []
+    for r in refs:
+        if type(r) is _Slot:
+            out.append(r.k)
+        elif type(r) is _List:
+            out.extend(_slots_in(r.items))
+    return out
+
+
+def _render(r: Any) -> str:
+    if r is None:
+        return "None"
+    if type(r) is _Slot:
+        return f"s{r.k}"
+    if type(r) is _Const:
+        return f"c{r.k}"
+    return "[" + ", ".join(_render(e) for e in r.items) + "]"
+
+
+def _lhs(outs: Any) -> str:
+    if outs is None:
+        return ""
+    if isinstance(outs, int):
+        return f"s{outs} = "
+    names = ["_" if o is None else f"s{o}" for o in outs]
+    return ", ".join(names) + (", = " if len(names) == 1 else " = ")
+
+
 class _Consts:
     """``_backward_compile._inline_sum_to``'s writer: its constants become the replay's globals."""
 
@@ -176,35 +205,6 @@ def _inline_fit(step: _Step, i: int, ns: dict[str, Any]) -> str | None:
     return f"s{outs} = {_inline_sum_to(_Consts(ns), x, xs, shape)} if {x}.shape == {xs!r} else f{i}({x})"
 
 
-def _slots_in(refs: Any) -> list[int]:
-    out = []
-    for r in refs:
-        if type(r) is _Slot:
-            out.append(r.k)
-        elif type(r) is _List:
-            out.extend(_slots_in(r.items))
-    return out
-
-
-def _render(r: Any) -> str:
-    if r is None:
-        return "None"
-    if type(r) is _Slot:
-        return f"s{r.k}"
-    if type(r) is _Const:
-        return f"c{r.k}"
-    return "[" + ", ".join(_render(e) for e in r.items) + "]"
-
-
-def _lhs(outs: Any) -> str:
-    if outs is None:
-        return ""
-    if isinstance(outs, int):
-        return f"s{outs} = "
-    names = ["_" if o is None else f"s{o}" for o in outs]
-    return ", ".join(names) + (", = " if len(names) == 1 else " = ")
-
-
 def compile_replay(
     name: str, steps: list[_Step], consts: list, arg_slots: list[int], out_refs: list[Any]
 ) -> tuple[Callable[..., Any], str]:
@@ -219,13 +219,12 @@ def compile_replay(
     for i, step in enumerate(steps):
         fn, refs, outs, _kind = step
         inline = _inline_vjp(step, consts)
-        fit = _inline_fit(step, i, ns) if type(fn) is _Fit else None
         if isinstance(fn, Variable):
             ns[f"V{i}"] = fn
             lines.append(f"    s{outs} = V{i}._data")
         elif inline is not None:
             lines.extend(f"    {line}" for line in inline)
-        elif fit is not None:
+        elif type(fn) is _Fit and (fit := _inline_fit(step, i, ns)) is not None:
             lines.append(f"    {fit}")
         else:
             ns[f"f{i}"] = fn
