@@ -387,7 +387,8 @@ class Optimizer:
         # (a gradient's shape or dtype, a schedule's NaN, a Ctrl-C) leaves the state as it was.
         raw = []
         for g, v in live:
-            a = g._data if isinstance(g, Tensor) else None
+            # (a raw host array comes from gt.function's replay of this step, which skips the wrap)
+            a = g._data if isinstance(g, Tensor) else g
             # the common case in one test: a host gradient of the variable's shape and dtype. No
             # local name for v._data: a variable whose array is referenced looks shared (and is copied)
             if not (type(a) is np.ndarray and _same_host_kind(a, v._data)):

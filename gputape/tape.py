@@ -481,7 +481,8 @@ class GradientTape(_state.Scope):
         # Argument errors leave the tape usable (as in TensorFlow): only a sweep consumes it.
         flat_t, _ = _leaves(target)
         flat_s, s_spec = _leaves(sources)
-        _check_sources(flat_s, "gradient")
+        if not (s_spec is None or s_spec is list or s_spec is tuple):  # (those _leaves checked already)
+            _check_sources(flat_s, "gradient")
         if output_gradients is None:
             flat_og = [None] * len(flat_t)
         else:
@@ -499,7 +500,7 @@ class GradientTape(_state.Scope):
                 grads = {}
                 if seeds:
                     grads = _compiled_gradients(self, seeds, [s._id for s in flat_s], diff, _namespace(diff, seeds))
-            out = [_result(grads.get(s._id), s, unconnected, diff, None) for s in flat_s]
+            out = _results(grads, flat_s, unconnected, diff)
             if unconnected is UnconnectedGradients.RAISE:
                 self._raise_unconnected(flat_t, flat_s, out)
         finally:
@@ -696,6 +697,20 @@ def _seeds(flat_t: list, flat_og: list, diff: bool, lead: Any) -> dict[int, Any]
         prev = seeds.get(t._id)
         seeds[t._id] = g if prev is None else prev + g
     return seeds
+
+
+def _results(grads: dict[int, Any], flat_s: list, unconnected: UnconnectedGradients, diff: bool) -> list:
+    """``gradient()``'s :func:`_result` per source, with its common case (a contiguous host gradient of
+    a floating source, no tape recording the gradient) tested inline: once per parameter per step."""
+    out = []
+    add = out.append
+    for s in flat_s:
+        g = grads.get(s._id)
+        if type(g) is _ndarray and not diff and g.flags.c_contiguous and s._data.dtype in DIFF_DTYPES:
+            add(_wrap(g))
+        else:
+            add(_result(g, s, unconnected, diff, None))
+    return out
 
 
 def _result(g: Any, s: Tensor, unconnected: UnconnectedGradients, diff: bool, tshape: Any, batch: bool = False) -> Any:

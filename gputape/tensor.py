@@ -569,15 +569,28 @@ class Variable(Tensor):
         the conversion of a Tensor argument is skipped (the kind test stays); the in-place or
         copy-on-write rule and the trace notification are ``assign_add``'s.
         """
-        if not _same_kind(arr, self._data):
-            arr = self._check("assign_add" if add else "assign_sub", _wrap(arr))
-        xp = backend.xp_of(self._data)
-        op = xp.add if add else xp.subtract
-        if self._exclusive():
-            op(self._data, arr, out=self._data)
+        # The CPU's common case in one test: a host array of the variable's shape and dtype that
+        # nothing else shares (self._data, never a local name: that would count as a sharer).
+        # An update is per variable per step, so these calls are the optimizer's overhead.
+        if (
+            type(arr) is _ndarray
+            and type(self._data) is _ndarray
+            and arr.shape == self._data.shape
+            and arr.dtype == self._data.dtype
+            and _getrefcount(self._data) <= _EXCLUSIVE_REFS
+        ):
+            (np.add if add else np.subtract)(self._data, arr, out=self._data)
         else:
-            self._data = op(self._data, arr, out=xp.empty_like(self._data))
-        _note_assign(self, "assign_add" if add else "assign_sub", arr)
+            if not _same_kind(arr, self._data):
+                arr = self._check("assign_add" if add else "assign_sub", _wrap(arr))
+            xp = backend.xp_of(self._data)
+            op = xp.add if add else xp.subtract
+            if self._exclusive():
+                op(self._data, arr, out=self._data)
+            else:
+                self._data = op(self._data, arr, out=xp.empty_like(self._data))
+        if _tls.obs is not None:
+            _note_assign(self, "assign_add" if add else "assign_sub", arr)
 
     def assign_sub(self, delta: Any) -> Variable:
         """Subtract ``delta`` in place (or copy-on-write when a tape holds the value).

@@ -667,3 +667,42 @@ def test_fast_key_tells_variables_apart_and_reads_their_current_value():
     v1.assign([3.0, 4.0])
     assert f(v1, x).numpy().tolist() == [3.0, 4.0]
     assert f.tracing_count == 2
+
+
+def test_bias_gradients_are_reduced_inline_in_the_replay_and_equal_eager_bitwise():
+    # the replay writes sum_to's numpy calls for the traced shape (no call per bias), and they
+    # give the bits of the eager sweep's F.sum_to
+    rng = np.random.default_rng(4)
+    x = gt.constant(rng.standard_normal((5, 3)).astype(np.float32))
+    w = gt.Variable(rng.standard_normal((3, 2)).astype(np.float32))
+    b = gt.Variable(rng.standard_normal(2).astype(np.float32))
+
+    def grads(x):
+        with gt.GradientTape() as tape:
+            y = gt.sum(gt.tanh(x @ w + b) * 1.5)
+        return tape.gradient(y, [w, b])
+
+    f = gt.function(grads)
+    compiled = [g.numpy() for g in f(x)]
+    assert "ADD_REDUCE(" in f.code and "if s" in f.code
+    eager = [g.numpy() for g in grads(x)]
+    for a, e in zip(compiled, eager):
+        assert a.dtype == e.dtype and np.array_equal(a, e)
+
+
+def test_an_inlined_reduction_takes_the_recorded_call_for_another_shape():
+    # the inline form is guarded by the traced shape; any other shape runs backward._fit as recorded
+    from gputape.backward import _fit, sum_to
+    from gputape.function._codegen import _Fit, _Slot, _Step, compile_replay
+    from gputape.ops import raw_namespace
+
+    F = raw_namespace(np)
+    fit = _Fit(_fit, F, shape=(1, 3), nb=0, cast=None)
+    fit.traced = (4, 3)
+    replay, src = compile_replay("t", [_Step(fit, [_Slot(0)], 1, "device")], [], [0], [_Slot(1)])
+    assert "ADD_REDUCE" in src
+    rng = np.random.default_rng(5)
+    for shape in [(4, 3), (2, 5, 3), (1, 3)]:
+        g = rng.standard_normal(shape).astype(np.float32)
+        (out,) = replay(g)
+        assert out.shape == (1, 3) and np.array_equal(out, sum_to(F, g, (1, 3)))

@@ -976,3 +976,34 @@ def test_gradients_keep_float32(dtype):
         lambda t: t[np.array([0, 0])],
     ):
         assert grad(f, x).dtype == np.dtype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("shape", [(4, 4), (32, 10), (128, 10), (6, 16, 3), (40, 64), (40, 65), (5, 200)])
+def test_softmax_family_row_max_over_many_short_rows_is_numpys(shape, dtype):
+    # many short rows take the transposed reduction (gputape.nn.functional._np_row_max): the same
+    # maximum as numpy's, so log_softmax/softmax/sparse xent give the bits of numpy's formulas,
+    # with non-finite rows (left unshifted) and a -inf entry included
+    from gputape.nn.functional import _np_row_max
+
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(shape) * 30).astype(dtype)
+    x.reshape(-1, shape[-1])[1, 0] = np.inf
+    x.reshape(-1, shape[-1])[2, :] = np.nan
+    x.reshape(-1, shape[-1])[3, 1] = -np.inf
+    m = np.maximum.reduce(x, axis=-1, keepdims=True)
+    assert np.array_equal(_np_row_max(x, -1), m, equal_nan=True)
+    assert np.array_equal(_np_row_max(x, x.ndim - 1), m, equal_nan=True)
+    shift = np.where(np.isfinite(m), m, 0)
+    with np.errstate(invalid="ignore"):
+        s = x - shift
+        want = s - np.log(np.add.reduce(np.exp(s), axis=-1, keepdims=True))
+        got = gt.nn.log_softmax(gt.constant(x)).numpy()
+    assert got.dtype == x.dtype and np.array_equal(got, want, equal_nan=True)
+    y = x[np.isfinite(x).all(-1)]  # finite rows: the sparse cross-entropy against numpy's formula
+    labels = rng.integers(0, shape[-1], y.shape[:-1])
+    s = y - np.maximum.reduce(y, axis=-1, keepdims=True)
+    lse = np.log(np.add.reduce(np.exp(s), axis=-1))
+    want = lse - np.take_along_axis(s, labels[..., None], axis=-1)[..., 0]
+    got = gt.nn.sparse_softmax_cross_entropy_with_logits(labels, gt.constant(y)).numpy()
+    assert np.array_equal(got, want)

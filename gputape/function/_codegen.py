@@ -7,12 +7,15 @@ the CUDA-graph runner turns into a generated kernel.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from .. import expr as _expr
+from .._backward_compile import _inline_sum_to
+from ..backward import sum_to_plan
 from ..primitive import Node
 from ..tensor import Variable
 
@@ -33,6 +36,18 @@ class _Const:
 
     def __init__(self, k: int) -> None:
         self.k = k
+
+
+class _Fit(functools.partial):
+    """A VJP result's reduction to its input's shape: ``partial(backward._fit, F, shape=, nb=, cast=)``
+    that knows ``traced``, the cotangent's shape in the trace.
+
+    The CPU replay writes the reduction of that shape inline (:func:`_inline_fit`), behind a test
+    of the shape, with this call for any other (a relaxed-shape replay); the CUDA-graph runner
+    sees the partial of ``_fit`` it always saw.
+    """
+
+    traced: tuple | None = None
 
 
 class _List:
@@ -185,6 +200,39 @@ def _lhs(outs: Any) -> str:
     return ", ".join(names) + (", = " if len(names) == 1 else " = ")
 
 
+class _Consts:
+    """``_backward_compile._inline_sum_to``'s writer: its constants become the replay's globals."""
+
+    def __init__(self, ns: dict[str, Any]) -> None:
+        self.ns = ns
+
+    def const(self, name: str, value: Any) -> str:
+        self.ns[name] = value
+        return name
+
+
+def _inline_fit(step: _Step, i: int, ns: dict[str, Any]) -> str | None:
+    """``s<out> = ...``: a :class:`_Fit` step on numpy arrays as the numpy calls ``F.sum_to`` makes for
+    the traced shape, behind a test of that shape (else the call, as recorded), or None.
+
+    The same steps as the call (:func:`~gputape.backward.sum_to_plan`'s, written out as the compiled
+    backward writes them), so the same bits; a cast or a broadcast back keeps the call.
+    """
+    fn, refs, outs, _kind = step
+    kw = fn.keywords
+    xs = fn.traced
+    if type(fn) is not _Fit or xs is None or kw["nb"] or kw["cast"] is not None:
+        return None
+    if getattr(fn.args[0], "xp", None) is not np or type(outs) is not int or type(refs[0]) is not _Slot:
+        return None
+    shape = kw["shape"]
+    if sum_to_plan(xs, shape, 0)[3]:
+        return None
+    x = f"s{refs[0].k}"
+    ns[f"f{i}"] = fn
+    return f"s{outs} = {_inline_sum_to(_Consts(ns), x, xs, shape)} if {x}.shape == {xs!r} else f{i}({x})"
+
+
 def compile_replay(
     name: str, steps: list[_Step], consts: list, arg_slots: list[int], out_refs: list[Any]
 ) -> tuple[Callable[..., Any], str]:
@@ -204,6 +252,8 @@ def compile_replay(
             lines.append(f"    s{outs} = V{i}._data")
         elif inline is not None:
             lines.extend(f"    {line}" for line in inline)
+        elif type(fn) is _Fit and (fit := _inline_fit(step, i, ns)) is not None:
+            lines.append(f"    {fit}")
         else:
             ns[f"f{i}"] = fn
             lhs = _lhs(outs)

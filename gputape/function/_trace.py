@@ -15,7 +15,7 @@ from ..primitive import Node
 from ..recording import _where
 from ..tape import _custom_fwd
 from ..tensor import Tensor, Variable, _new, _wrap
-from ._codegen import _Const, _List, _Slot, _Step, compile_replay
+from ._codegen import _Const, _Fit, _List, _Slot, _Step, compile_replay
 
 
 class TracingError(TypeError):
@@ -162,7 +162,8 @@ class _Trace(_state.Scope):
         for k, (r, o) in enumerate(zip(kept, out)):
             if r is not None and o is not r:
                 shape = node.shapes[k] if not nb else lead + node.shapes[k]
-                fit = functools.partial(_fit, F, shape=shape, nb=nb, cast=None if casts is None else casts[k])
+                fit = _Fit(_fit, F, shape=shape, nb=nb, cast=None if casts is None else casts[k])
+                fit.traced = r.shape
                 self._step(fit, [self.ref(r)], o, "device")
 
     def call(self, fn: Callable[..., Any], args: tuple, out: Any, pure: bool = False) -> None:
@@ -279,8 +280,13 @@ class _OptimizerStep:
 
     def __call__(self, *grads: Any) -> list[Any]:
         variables = self.variables
+        # host arrays as they are (_apply_live takes them as it takes a tensor's); others wrapped,
+        # so a device array keeps the tensor's device check
         self.opt._apply_live(
-            [(_wrap(np.asarray(g) if isinstance(g, np.generic) else g), v) for g, v in zip(grads, variables)]
+            [
+                (g if type(g) is np.ndarray else _wrap(np.asarray(g) if isinstance(g, np.generic) else g), v)
+                for g, v in zip(grads, variables)
+            ]
         )
         return [v._data for v in variables]
 

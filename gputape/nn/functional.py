@@ -170,10 +170,30 @@ def gelu(x: Any, approximate: bool = False) -> Any:
 def _row_max(xp, x, axis):
     # the shift that keeps exp() finite; rows whose max is inf/nan are left unshifted
     if xp is np:
-        m = np.maximum.reduce(x, axis=axis, keepdims=True)
-        return m if np.isfinite(np.add.reduce(m, axis=None)) else np.where(np.isfinite(m), m, 0)
+        m = _np_row_max(x, axis)
+        # one sum tells whether every row's max is finite (math.isfinite of that numpy scalar: the
+        # ufunc on a scalar costs 0.4 us more, a third of this test)
+        return m if math.isfinite(np.add.reduce(m, axis=None)) else np.where(np.isfinite(m), m, 0)
     m = xp.max(x, axis=axis, keepdims=True)
     return xp.where(xp.isfinite(m), m, 0)
+
+
+def _np_row_max(x: np.ndarray, axis: int) -> np.ndarray:
+    """``np.maximum.reduce(x, axis=axis, keepdims=True)``, fast for many short rows.
+
+    numpy reduces a short contiguous last axis row by row: 41 us for the logits of 1024 examples
+    of 10 classes, 5.9 us for 128 (where the whole cross-entropy VJP takes 5). Over the first axis
+    of the transposed copy it runs one vector loop per class instead: 4.4 and 1.7 us. A maximum is
+    exact, so the values are the same (where a row's maximum is a zero that appears as both -0.0
+    and 0.0, either zero may come back, as from numpy's own SIMD loops). Measured on this
+    machine's numpy 2.4: faster from 32 rows of up to 64 classes, slower for few rows or long ones.
+    """
+    if x.size >= 64 and x.ndim >= 2:  # (small arrays, the per-op overhead's case, pay one test)
+        n = x.shape[-1]
+        if 0 < n <= 64 and (axis == -1 or axis == x.ndim - 1) and x.size >= 32 * n and x.flags.c_contiguous:
+            columns = np.ascontiguousarray(x.reshape(-1, n).T)
+            return np.maximum.reduce(columns, axis=0).reshape(x.shape[:-1] + (1,))
+    return np.maximum.reduce(x, axis=axis, keepdims=True)
 
 
 def _row_sum(xp, x, axis):
@@ -250,7 +270,7 @@ SOFTMAX_XENT = _kb.CudaModule(
 
 
 def _xent_loss(xp, labels, logits):
-    m = xp.max(logits, axis=-1, keepdims=True)
+    m = _np_row_max(logits, -1) if xp is np else xp.max(logits, axis=-1, keepdims=True)
     s = logits - m
     lse = xp.log(xp.sum(xp.exp(s), axis=-1))
     picked = xp.take_along_axis(s, labels[..., None].astype(np.intp), axis=-1)[..., 0]

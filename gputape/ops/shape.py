@@ -422,11 +422,18 @@ def _norm_index(key: Any) -> tuple[tuple[Any, ...] | None, list[Any], bool]:
         if tk is np.ndarray or (tk not in _NOT_ARRAYS and _is_array(k)):
             if k.ndim > 0 and k.dtype.kind in "iu":
                 has_int_array = True
-            template.append(_Operand(len(arrays)))
+            template.append(_AN_OPERAND)
             arrays.append(k)
         else:
             template.append(k)
-    return (None if len(arrays) == len(template) else tuple(template)), arrays, has_int_array
+    if len(arrays) == len(template):
+        return None, arrays, has_int_array
+    # the operands' places numbered only for a mixed key (the operands alone need no template)
+    n = iter(range(len(arrays)))
+    return tuple(_Operand(next(n)) if k is _AN_OPERAND else k for k in template), arrays, has_int_array
+
+
+_AN_OPERAND = object()  # _norm_index's placeholder of an operand's place until the template is made
 
 
 def _is_array(k: Any) -> bool:
