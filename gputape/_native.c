@@ -973,6 +973,7 @@ static PyObject *entry_fast(Entry *e, PyObject *const *args, Entry *parent, PyOb
     PyObject *x = args[0], *y = e->nargs == 2 ? args[1] : NULL;
     PyObject *a = NULL, *b = NULL, *obs = NULL, *out = NULL;
     int got;
+    /* (each array held once read: a literal_miss call may run other code) */
     if (y == NULL) {
         if (!PyObject_TypeCheck(x, Tensor_T))
             return SLOW;
@@ -986,24 +987,30 @@ static PyObject *entry_fast(Entry *e, PyObject *const *args, Entry *parent, PyOb
             b = SLOT(y, off_t_data);
             if (b == NULL || !Py_IS_TYPE(b, ndarray_T))
                 return SLOW;
+            Py_INCREF(a);
             Py_INCREF(b);
         } else if (!is_number(y)) {
             return SLOW;
-        } else if (e->literals == NULL) {
-            b = Py_NewRef(y);
-        } else if ((got = entry_typed(e, y, a, &b)) <= 0) {
-            return got < 0 ? NULL : SLOW;
+        } else {
+            Py_INCREF(a);
+            if (e->literals == NULL) {
+                b = Py_NewRef(y);
+            } else if ((got = entry_typed(e, y, a, &b)) <= 0) {
+                Py_DECREF(a);
+                return got < 0 ? NULL : SLOW;
+            }
         }
-        Py_INCREF(a);
     } else if (PyObject_TypeCheck(y, Tensor_T) && is_number(x)) {
         b = SLOT(y, off_t_data);
         if (b == NULL || !Py_IS_TYPE(b, ndarray_T))
             return SLOW;
-        if (e->literals == NULL)
-            a = Py_NewRef(x);
-        else if ((got = entry_typed(e, x, b, &a)) <= 0)
-            return got < 0 ? NULL : SLOW;
         Py_INCREF(b);
+        if (e->literals == NULL) {
+            a = Py_NewRef(x);
+        } else if ((got = entry_typed(e, x, b, &a)) <= 0) {
+            Py_DECREF(b);
+            return got < 0 ? NULL : SLOW;
+        }
     } else {
         return SLOW;
     }
