@@ -8,6 +8,9 @@
  *   tracking an operand) is done here; anything else calls the Python recorder with the same
  *   arguments before anything observable happened here.
  * - Structure: gputape._backward_compile._structure (the key, the slot dict, the relevance set).
+ * - Entry: the generated one- and two-operand entry points of gputape.dispatch (``_UNARY`` and
+ *   ``_BINARY``): host tensors and Python numbers outside every hook and profiler are computed
+ *   here; anything else calls the generated Python function with the same arguments first.
  *
  * Objects are reached through their slot offsets (read once from the classes' member
  * descriptors), the way the interpreter itself reads a __slots__ attribute.
@@ -16,12 +19,12 @@
 #include <Python.h>
 #include <structmember.h>
 
-#define API_VERSION 1
+#define API_VERSION 2
 #define MAX_TAPES 16 /* more nested tapes than this: the Python recorder */
 
 /* ---- what setup() hands over ------------------------------------------------------------ */
 
-static PyTypeObject *Tensor_T, *Node_T, *Observers_T, *Primitive_T;
+static PyTypeObject *Tensor_T, *Node_T, *Observers_T, *Primitive_T, *ndarray_T, *Literal_T;
 static PyObject *NOPARAMS, *NOSAVED;
 static PyObject *FLOATS[3];
 static Py_ssize_t off_t_data, off_t_id;
@@ -53,10 +56,10 @@ static Py_ssize_t slot_offset(PyTypeObject *tp, const char *name) {
 static inline void put(PyObject *o, Py_ssize_t off, PyObject *v) { SLOT(o, off) = v; }
 
 static PyObject *setup(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *tensor, *node, *observers, *primitive, *noparams, *nosaved, *floats;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!:setup", &PyType_Type, &tensor, &PyType_Type, &node, &PyType_Type,
+    PyObject *tensor, *node, *observers, *primitive, *noparams, *nosaved, *floats, *ndarray, *literal;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!O!:setup", &PyType_Type, &tensor, &PyType_Type, &node, &PyType_Type,
                           &observers, &PyType_Type, &primitive, &PyDict_Type, &noparams, &PyList_Type, &nosaved,
-                          &PyTuple_Type, &floats))
+                          &PyTuple_Type, &floats, &PyType_Type, &ndarray, &PyType_Type, &literal))
         return NULL;
     if (PyTuple_GET_SIZE(floats) != 3) {
         PyErr_SetString(PyExc_ValueError, "gputape._native.setup: floats must hold the three float dtypes");
@@ -81,6 +84,8 @@ static PyObject *setup(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_XSETREF(Node_T, (PyTypeObject *)Py_NewRef(node));
     Py_XSETREF(Observers_T, (PyTypeObject *)Py_NewRef(observers));
     Py_XSETREF(Primitive_T, (PyTypeObject *)Py_NewRef(primitive));
+    Py_XSETREF(ndarray_T, (PyTypeObject *)Py_NewRef(ndarray));
+    Py_XSETREF(Literal_T, (PyTypeObject *)Py_NewRef(literal));
     Py_XSETREF(NOPARAMS, Py_NewRef(noparams));
     Py_XSETREF(NOSAVED, Py_NewRef(nosaved));
     for (int k = 0; k < 3; k++)
@@ -99,6 +104,9 @@ typedef struct {
     int nsave;          /* operand positions saved, in order, then the output when save_out */
     int save[2];
     int save_out;
+    PyObject *literals; /* typed residuals (multiply): a number operand saved as its typed 0-d array */
+    PyObject *literal_miss;
+    PyObject *typed_dtypes[2]; /* the result dtypes it is done for (float32, float64) */
     Py_ssize_t fast, slow;
 } Recorder;
 
@@ -110,6 +118,40 @@ static int truth(PyObject *v) {
     if (v == Py_True)
         return 1;
     return -1; /* not a bool: let the Python recorder judge it */
+}
+
+/* A number's dtype table (gputape.expr._Literal, whose get is dict's, or a plain dict). */
+static inline int is_table(PyObject *t) { return PyDict_CheckExact(t) || Py_IS_TYPE(t, Literal_T); }
+
+/* dispatch.typed_number(v, d) for a Python float or int v and a host array d (a new reference). */
+static PyObject *typed_number(PyObject *literals, PyObject *literal_miss, PyObject *v, PyObject *d) {
+    if (!PyFloat_CheckExact(v) && !PyLong_CheckExact(v))
+        return Py_NewRef(v);
+    PyObject *t = PyDict_GetItemWithError(literals, v);
+    if (t != NULL) {
+        Py_INCREF(t);
+    } else {
+        if (PyErr_Occurred())
+            return NULL;
+        t = PyObject_CallOneArg(literal_miss, v);
+        if (t == NULL)
+            return NULL;
+    }
+    PyObject *got = NULL, *dt = PyObject_GetAttr(d, s_dtype);
+    if (dt != NULL) {
+        if (is_table(t)) {
+            got = PyDict_GetItemWithError(t, dt);
+            if (got != NULL)
+                Py_INCREF(got);
+            else if (!PyErr_Occurred())
+                got = Py_NewRef(v);
+        } else {
+            got = PyObject_CallMethod(t, "get", "OO", dt, v);
+        }
+        Py_DECREF(dt);
+    }
+    Py_DECREF(t);
+    return got;
 }
 
 /* The common case, or 1 to take the Python path (nothing done yet), or -1 on error. */
@@ -245,8 +287,22 @@ static int record_fast(Recorder *r, PyObject *const *a) {
         saved = PyList_New(ns);
         if (saved == NULL)
             goto node_error;
-        for (int k = 0; k < r->nsave; k++)
-            PyList_SET_ITEM(saved, k, Py_NewRef(datas[r->save[k]]));
+        for (int k = 0; k < r->nsave; k++) {
+            int p = r->save[k];
+            PyObject *v = datas[p];
+            if (ops[p] == NULL && r->literals != NULL && r->nargs == 2 &&
+                (dt == r->typed_dtypes[0] || dt == r->typed_dtypes[1]) && Py_IS_TYPE(datas[1 - p], ndarray_T)) {
+                /* the same typed number the entry point handed the ufunc (dispatch.typed_number) */
+                v = typed_number(r->literals, r->literal_miss, v, datas[1 - p]);
+                if (v == NULL) {
+                    Py_DECREF(saved);
+                    goto node_error;
+                }
+            } else {
+                Py_INCREF(v);
+            }
+            PyList_SET_ITEM(saved, k, v);
+        }
         if (r->save_out)
             PyList_SET_ITEM(saved, r->nsave, Py_NewRef(d));
     }
@@ -299,12 +355,21 @@ static PyObject *Recorder_vectorcall(PyObject *self, PyObject *const *args, size
 }
 
 static PyObject *Recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    static char *kw[] = {"prim", "nargs", "save", "save_out", "fallback", NULL};
-    PyObject *prim, *save, *fallback;
+    static char *kw[] = {"prim",     "nargs",        "save",         "save_out", "fallback",
+                         "literals", "literal_miss", "typed_dtypes", NULL};
+    PyObject *prim, *save, *fallback, *literals = NULL, *literal_miss = NULL, *typed_dtypes = NULL;
     int nargs, save_out;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OiO!pO:Recorder", kw, &prim, &nargs, &PyTuple_Type, &save, &save_out,
-                                     &fallback))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OiO!pO|O!OO!:Recorder", kw, &prim, &nargs, &PyTuple_Type, &save,
+                                     &save_out, &fallback, &PyDict_Type, &literals, &literal_miss, &PyTuple_Type,
+                                     &typed_dtypes))
         return NULL;
+    if ((literals == NULL) != (literal_miss == NULL) || (literals == NULL) != (typed_dtypes == NULL) ||
+        (literal_miss != NULL && !PyCallable_Check(literal_miss)) ||
+        (typed_dtypes != NULL && PyTuple_GET_SIZE(typed_dtypes) != 2)) {
+        PyErr_SetString(PyExc_TypeError, "gputape._native.Recorder: literals (a dict), literal_miss (a callable) and "
+                                         "typed_dtypes (two dtypes) come together");
+        return NULL;
+    }
     if (nargs != 1 && nargs != 2) {
         PyErr_Format(PyExc_ValueError, "gputape._native.Recorder: nargs must be 1 or 2, got %d", nargs);
         return NULL;
@@ -340,18 +405,30 @@ static PyObject *Recorder_new(PyTypeObject *type, PyObject *args, PyObject *kwds
     for (Py_ssize_t k = 0; k < ns; k++)
         r->save[k] = pos[k];
     r->save_out = save_out;
+    r->literals = Py_XNewRef(literals);
+    r->literal_miss = Py_XNewRef(literal_miss);
+    for (int k = 0; k < 2; k++)
+        r->typed_dtypes[k] = typed_dtypes ? Py_NewRef(PyTuple_GET_ITEM(typed_dtypes, k)) : NULL;
     return (PyObject *)r;
 }
 
 static int Recorder_traverse(Recorder *r, visitproc visit, void *arg) {
     Py_VISIT(r->prim);
     Py_VISIT(r->fallback);
+    Py_VISIT(r->literals);
+    Py_VISIT(r->literal_miss);
+    Py_VISIT(r->typed_dtypes[0]);
+    Py_VISIT(r->typed_dtypes[1]);
     return 0;
 }
 
 static int Recorder_clear(Recorder *r) {
     Py_CLEAR(r->prim);
     Py_CLEAR(r->fallback);
+    Py_CLEAR(r->literals);
+    Py_CLEAR(r->literal_miss);
+    Py_CLEAR(r->typed_dtypes[0]);
+    Py_CLEAR(r->typed_dtypes[1]);
     return 0;
 }
 
@@ -706,11 +783,487 @@ static PyTypeObject Structure_T = {
     .tp_members = Structure_members,
 };
 
+/* ---- Entry -------------------------------------------------------------------------------- */
+
+/* A generated entry point (gputape.dispatch._UNARY/_BINARY) in C. Everything it uses is read
+ * from the generated function's namespace when it is made, so it computes what that function
+ * computes; the fast path is host tensors (and, beside one, a Python float or int) with no
+ * profiler and no observer hooks; every other call is the function's, before anything here was
+ * observable. When the forward raises, the function's own code runs on the same arguments with
+ * its forward replaced by one that raises that exception again (the ufunc is not called twice:
+ * no warning is emitted twice): its except clause wraps it (op_error, raised from it), in its
+ * frame, whose parameter names and code gputape._errors reads for the message. */
+typedef struct {
+    PyObject_HEAD vectorcallfunc vectorcall;
+    PyObject *fallback; /* the generated Python function */
+    PyObject *prim, *cpu, *fwd, *np, *record, *same;
+    PyObject *state, *tls; /* gputape._state's __dict__ (anywhere, profiler) and its thread-local */
+    PyObject *literals, *literal_miss; /* NULL: the function hands its ufunc numbers as they are */
+    PyObject *fix_output, *next_id;
+    PyObject *dict; /* __name__, __qualname__, __doc__, __module__ */
+    int nargs;
+    Py_ssize_t fast, slow;
+} Entry;
+
+static PyTypeObject Entry_T;
+static PyObject *s_anywhere, *s_profiler, *s_obs, *s_qualname, *s_LITERALS, *s_cpu, *s_fwd, *s_same_op;
+
+/* What entry_fast returns when nothing was done: the caller's Python function takes the call. */
+static PyObject SLOW_MARK;
+#define SLOW (&SLOW_MARK)
+
+/* Raise(exc): a forward that raises exc again, with its traceback. */
+typedef struct {
+    PyObject_HEAD vectorcallfunc vectorcall;
+    PyObject *tp, *val, *tb;
+} Raise;
+
+static PyObject *Raise_vectorcall(PyObject *self, PyObject *const *Py_UNUSED(a), size_t Py_UNUSED(n),
+                                  PyObject *Py_UNUSED(k)) {
+    Raise *r = (Raise *)self;
+    PyErr_Restore(Py_NewRef(r->tp), Py_NewRef(r->val), Py_XNewRef(r->tb));
+    return NULL;
+}
+
+static int Raise_traverse(Raise *r, visitproc visit, void *arg) {
+    Py_VISIT(r->tp);
+    Py_VISIT(r->val);
+    Py_VISIT(r->tb);
+    return 0;
+}
+
+static int Raise_clear(Raise *r) {
+    Py_CLEAR(r->tp);
+    Py_CLEAR(r->val);
+    Py_CLEAR(r->tb);
+    return 0;
+}
+
+static void Raise_dealloc(Raise *r) {
+    PyObject_GC_UnTrack(r);
+    Raise_clear(r);
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+static PyTypeObject Raise_T = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "gputape._native.Raise",
+    .tp_basicsize = sizeof(Raise),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A failed forward, raised again when an entry point's Python code replays the call.",
+    .tp_dealloc = (destructor)Raise_dealloc,
+    .tp_traverse = (traverseproc)Raise_traverse,
+    .tp_clear = (inquiry)Raise_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Raise, vectorcall),
+};
+
+/* e's Python function over a copy of its namespace with cpu and fwd raising (tp, val, tb), and
+ * same_op replaced when given (a new reference). */
+static PyObject *replay(Entry *e, PyObject *tp, PyObject *val, PyObject *tb, PyObject *same_op) {
+    Raise *r = PyObject_GC_New(Raise, &Raise_T);
+    if (r == NULL)
+        return NULL;
+    r->vectorcall = Raise_vectorcall;
+    r->tp = Py_NewRef(tp), r->val = Py_NewRef(val), r->tb = Py_XNewRef(tb);
+    PyObject_GC_Track(r);
+    PyObject *fn = NULL, *ns = PyDict_Copy(PyFunction_GET_GLOBALS(e->fallback));
+    if (ns != NULL && PyDict_SetItem(ns, s_cpu, (PyObject *)r) == 0 && PyDict_SetItem(ns, s_fwd, (PyObject *)r) == 0 &&
+        (same_op == NULL || PyDict_SetItem(ns, s_same_op, same_op) == 0))
+        fn = PyFunction_New(PyFunction_GET_CODE(e->fallback), ns);
+    Py_XDECREF(ns);
+    Py_DECREF(r);
+    return fn;
+}
+
+/* The forward failed: the Python code's handling of its exception (see above), with the function
+ * of parent (a two-operand op whose x * x this is) around it when given. */
+static PyObject *entry_error(Entry *e, PyObject *const *args, Entry *parent, PyObject *const *pargs) {
+    PyObject *tp, *val, *tb;
+    PyErr_Fetch(&tp, &val, &tb);
+    PyErr_NormalizeException(&tp, &val, &tb);
+    if (tp == NULL || !PyErr_GivenExceptionMatches(tp, PyExc_Exception)) {
+        PyErr_Restore(tp, val, tb); /* (KeyboardInterrupt and the like: not the template's to catch) */
+        return NULL;
+    }
+    if (tb != NULL)
+        PyException_SetTraceback(val, tb);
+    PyObject *res = NULL, *fn = replay(e, tp, val, tb, NULL);
+    if (fn != NULL && parent != NULL) {
+        Py_SETREF(fn, replay(parent, tp, val, tb, fn));
+        e = parent, args = pargs;
+    }
+    if (fn != NULL) {
+        res = PyObject_Vectorcall(fn, args, e->nargs, NULL);
+        Py_DECREF(fn);
+    }
+    Py_DECREF(tp);
+    Py_DECREF(val);
+    Py_XDECREF(tb);
+    return res;
+}
+
+/* Whether the state lets this call run here: 1 (with *obs a new reference, maybe None), 0 (take the
+ * Python function), -1 on error. */
+static int entry_observers(Entry *e, PyObject **obs) {
+    PyObject *any = PyDict_GetItemWithError(e->state, s_anywhere);
+    if (any == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    int on = PyObject_IsTrue(any);
+    if (on < 0)
+        return -1;
+    if (on == 0) {
+        *obs = Py_NewRef(Py_None);
+        return 1;
+    }
+    PyObject *prof = PyDict_GetItemWithError(e->state, s_profiler);
+    if (prof != Py_None)
+        return prof == NULL && PyErr_Occurred() ? -1 : 0; /* (the profiled path: apply) */
+    PyObject *o = PyObject_GetAttr(e->tls, s_obs);
+    if (o == NULL)
+        return -1;
+    if (o != Py_None) {
+        /* hooks (a trace, check_numerics, watchers) run with the generated frame on the stack */
+        PyObject *hooks = Py_IS_TYPE(o, Observers_T) ? SLOT(o, off_o_hooks) : NULL;
+        if (hooks != Py_False) {
+            Py_DECREF(o);
+            return 0;
+        }
+    }
+    *obs = o;
+    return 1;
+}
+
+/* The typed number for v beside host array d, as _TYPED computes it: 1 (with *got), 0 (a table that
+ * is not one: the Python function), -1 on error. */
+static int entry_typed(Entry *e, PyObject *v, PyObject *d, PyObject **got) {
+    PyObject *t = PyDict_GetItemWithError(e->literals, v);
+    if (t != NULL) {
+        Py_INCREF(t);
+    } else {
+        if (PyErr_Occurred())
+            return -1;
+        if ((t = PyObject_CallOneArg(e->literal_miss, v)) == NULL)
+            return -1;
+    }
+    if (!is_table(t)) {
+        Py_DECREF(t);
+        return 0;
+    }
+    PyObject *dt = PyObject_GetAttr(d, s_dtype);
+    if (dt == NULL) {
+        Py_DECREF(t);
+        return -1;
+    }
+    PyObject *r = PyDict_GetItemWithError(t, dt);
+    Py_DECREF(dt);
+    if (r == NULL && PyErr_Occurred()) {
+        Py_DECREF(t);
+        return -1;
+    }
+    *got = Py_NewRef(r != NULL ? r : v);
+    Py_DECREF(t);
+    return 1;
+}
+
+static inline int is_number(PyObject *v) { return PyFloat_CheckExact(v) || PyLong_CheckExact(v); }
+
+/* The call, or SLOW when it is the Python function's (nothing done), or NULL on error. parent: the
+ * two-operand entry whose x * x this is (its Python code wraps an error), with its arguments. */
+static PyObject *entry_fast(Entry *e, PyObject *const *args, Entry *parent, PyObject *const *pargs) {
+    PyObject *x = args[0], *y = e->nargs == 2 ? args[1] : NULL;
+    PyObject *a = NULL, *b = NULL, *obs = NULL, *out = NULL;
+    int got;
+    /* (each array held once read: a literal_miss call may run other code) */
+    if (y == NULL) {
+        if (!PyObject_TypeCheck(x, Tensor_T))
+            return SLOW;
+    } else if (PyObject_TypeCheck(x, Tensor_T)) {
+        a = SLOT(x, off_t_data);
+        if (a == NULL || !Py_IS_TYPE(a, ndarray_T))
+            return SLOW;
+        if (PyObject_TypeCheck(y, Tensor_T)) {
+            if (e->same != NULL && x == y)
+                return Py_IS_TYPE(e->same, &Entry_T) ? entry_fast((Entry *)e->same, args, e, args) : SLOW;
+            b = SLOT(y, off_t_data);
+            if (b == NULL || !Py_IS_TYPE(b, ndarray_T))
+                return SLOW;
+            Py_INCREF(a);
+            Py_INCREF(b);
+        } else if (!is_number(y)) {
+            return SLOW;
+        } else {
+            Py_INCREF(a);
+            if (e->literals == NULL) {
+                b = Py_NewRef(y);
+            } else if ((got = entry_typed(e, y, a, &b)) <= 0) {
+                Py_DECREF(a);
+                return got < 0 ? NULL : SLOW;
+            }
+        }
+    } else if (PyObject_TypeCheck(y, Tensor_T) && is_number(x)) {
+        b = SLOT(y, off_t_data);
+        if (b == NULL || !Py_IS_TYPE(b, ndarray_T))
+            return SLOW;
+        Py_INCREF(b);
+        if (e->literals == NULL) {
+            a = Py_NewRef(x);
+        } else if ((got = entry_typed(e, x, b, &a)) <= 0) {
+            Py_DECREF(b);
+            return got < 0 ? NULL : SLOW;
+        }
+    } else {
+        return SLOW;
+    }
+    /* held from here on: a and b (none yet for one operand) */
+    int on = entry_observers(e, &obs);
+    if (on > 0 && y == NULL) {
+        a = SLOT(x, off_t_data);
+        if (a == NULL || !Py_IS_TYPE(a, ndarray_T)) {
+            Py_DECREF(obs);
+            return SLOW;
+        }
+        Py_INCREF(a);
+    }
+    if (on <= 0) {
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        return on < 0 ? NULL : SLOW;
+    }
+    e->fast++;
+    if (e->cpu != NULL) {
+        PyObject *fa[2] = {a, b};
+        out = PyObject_Vectorcall(e->cpu, fa, e->nargs, NULL);
+    } else {
+        PyObject *fa[3] = {e->np, a, b};
+        out = PyObject_Vectorcall(e->fwd, fa, e->nargs + 1, NULL);
+    }
+    Py_DECREF(a);
+    Py_XDECREF(b);
+    if (out == NULL) {
+        Py_DECREF(obs);
+        return entry_error(e, args, parent, pargs);
+    }
+    if (!Py_IS_TYPE(out, ndarray_T)) {
+        Py_SETREF(out, PyObject_CallOneArg(e->fix_output, out));
+        if (out == NULL) {
+            Py_DECREF(obs);
+            return NULL;
+        }
+    }
+    PyObject *res = Tensor_T->tp_alloc(Tensor_T, 0);
+    if (res == NULL) {
+        Py_DECREF(out);
+        Py_DECREF(obs);
+        return NULL;
+    }
+    put(res, off_t_data, out);
+    PyObject *rid = PyObject_CallNoArgs(e->next_id);
+    if (rid == NULL) {
+        Py_DECREF(res);
+        Py_DECREF(obs);
+        return NULL;
+    }
+    put(res, off_t_id, rid);
+    if (obs != Py_None) {
+        PyObject *ra[4] = {obs, x, y != NULL ? y : res, res};
+        PyObject *r = PyObject_Vectorcall(e->record, ra, e->nargs + 2, NULL);
+        if (r == NULL) {
+            Py_DECREF(res);
+            Py_DECREF(obs);
+            return NULL;
+        }
+        Py_DECREF(r);
+    }
+    Py_DECREF(obs);
+    return res;
+}
+
+static PyObject *Entry_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Entry *e = (Entry *)self;
+    if (kwnames == NULL && PyVectorcall_NARGS(nargsf) == e->nargs && ready) {
+        PyObject *r = entry_fast(e, args, NULL, NULL);
+        if (r != SLOW)
+            return r;
+    }
+    e->slow++;
+    return PyObject_Vectorcall(e->fallback, args, nargsf, kwnames);
+}
+
+/* Read name from the generated function's namespace (a new reference; NULL and an error if absent,
+ * or NULL and no error when optional). */
+static PyObject *from_globals(PyObject *g, const char *name, int optional) {
+    PyObject *v = PyDict_GetItemString(g, name);
+    if (v == NULL && !optional)
+        PyErr_Format(PyExc_KeyError, "gputape._native.Entry: the generated namespace has no %s", name);
+    return Py_XNewRef(v);
+}
+
+static PyObject *Entry_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kw[] = {"fallback", NULL};
+    PyObject *fallback;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!:Entry", kw, &PyFunction_Type, &fallback))
+        return NULL;
+    if (!ready) {
+        PyErr_SetString(PyExc_RuntimeError, "gputape._native.Entry: setup() has not run");
+        return NULL;
+    }
+    PyCodeObject *code = (PyCodeObject *)PyFunction_GET_CODE(fallback);
+    int nargs = code->co_argcount;
+    if ((nargs != 1 && nargs != 2) || PyFunction_GET_DEFAULTS(fallback) != NULL || PyFunction_GET_CLOSURE(fallback)) {
+        PyErr_Format(PyExc_ValueError, "gputape._native.Entry: a generated entry of 1 or 2 operands, got %d", nargs);
+        return NULL;
+    }
+    PyObject *g = PyFunction_GET_GLOBALS(fallback);
+    Entry *e = (Entry *)type->tp_alloc(type, 0);
+    if (e == NULL)
+        return NULL;
+    e->vectorcall = Entry_vectorcall;
+    e->fallback = Py_NewRef(fallback);
+    e->nargs = nargs;
+    PyObject *state = NULL;
+    int typed = PySequence_Contains(code->co_names, s_LITERALS);
+    if (typed < 0 || (e->prim = from_globals(g, "prim", 0)) == NULL || (e->fwd = from_globals(g, "fwd", 0)) == NULL ||
+        (e->np = from_globals(g, "np", 0)) == NULL || (e->record = from_globals(g, "record", 0)) == NULL ||
+        (state = from_globals(g, "state", 0)) == NULL || (e->tls = from_globals(g, "tls", 0)) == NULL ||
+        (e->fix_output = from_globals(g, "fix_output", 0)) == NULL ||
+        (e->next_id = from_globals(g, "next_id", 0)) == NULL)
+        goto fail;
+    e->cpu = from_globals(g, "cpu", 1);
+    if (e->cpu == Py_None)
+        Py_CLEAR(e->cpu);
+    e->same = from_globals(g, "same_op", 1);
+    if (typed && ((e->literals = from_globals(g, "LITERALS", 0)) == NULL ||
+                  (e->literal_miss = from_globals(g, "literal_miss", 0)) == NULL))
+        goto fail;
+    if (e->literals != NULL && !PyDict_CheckExact(e->literals)) {
+        PyErr_SetString(PyExc_TypeError, "gputape._native.Entry: LITERALS must be a dict");
+        goto fail;
+    }
+    if (!PyModule_Check(state)) {
+        PyErr_SetString(PyExc_TypeError, "gputape._native.Entry: state must be gputape._state");
+        goto fail;
+    }
+    e->state = Py_NewRef(PyModule_GetDict(state));
+    Py_DECREF(state);
+    return (PyObject *)e;
+fail:
+    Py_XDECREF(state);
+    Py_DECREF(e);
+    return NULL;
+}
+
+static int Entry_traverse(Entry *e, visitproc visit, void *arg) {
+    Py_VISIT(e->fallback);
+    Py_VISIT(e->prim);
+    Py_VISIT(e->cpu);
+    Py_VISIT(e->fwd);
+    Py_VISIT(e->np);
+    Py_VISIT(e->record);
+    Py_VISIT(e->same);
+    Py_VISIT(e->state);
+    Py_VISIT(e->tls);
+    Py_VISIT(e->literals);
+    Py_VISIT(e->literal_miss);
+    Py_VISIT(e->fix_output);
+    Py_VISIT(e->next_id);
+    Py_VISIT(e->dict);
+    return 0;
+}
+
+static int Entry_clear(Entry *e) {
+    Py_CLEAR(e->fallback);
+    Py_CLEAR(e->prim);
+    Py_CLEAR(e->cpu);
+    Py_CLEAR(e->fwd);
+    Py_CLEAR(e->np);
+    Py_CLEAR(e->record);
+    Py_CLEAR(e->same);
+    Py_CLEAR(e->state);
+    Py_CLEAR(e->tls);
+    Py_CLEAR(e->literals);
+    Py_CLEAR(e->literal_miss);
+    Py_CLEAR(e->fix_output);
+    Py_CLEAR(e->next_id);
+    Py_CLEAR(e->dict);
+    return 0;
+}
+
+static void Entry_dealloc(Entry *e) {
+    PyObject_GC_UnTrack(e);
+    Entry_clear(e);
+    Py_TYPE(e)->tp_free((PyObject *)e);
+}
+
+/* As a function: bound when read from an instance (x.__mul__), unbound for the interpreter's slots. */
+static PyObject *Entry_get(PyObject *self, PyObject *obj, PyObject *Py_UNUSED(type)) {
+    if (obj == NULL || obj == Py_None)
+        return Py_NewRef(self);
+    return PyMethod_New(self, obj);
+}
+
+static PyObject *Entry_repr(Entry *e) {
+    PyObject *q = e->dict ? PyDict_GetItemWithError(e->dict, s_qualname) : NULL;
+    if (q == NULL && PyErr_Occurred())
+        return NULL;
+    return PyUnicode_FromFormat("<gputape op %S (C entry)>", q ? q : (PyObject *)Py_TYPE(e->fallback));
+}
+
+/* Introspection reads the function's own attributes (__code__, __globals__, __defaults__, ...) where
+ * this object has none of that name. */
+static PyObject *Entry_getattro(PyObject *self, PyObject *name) {
+    PyObject *v = PyObject_GenericGetAttr(self, name);
+    if (v != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError) || !PyUnicode_Check(name) ||
+        PyUnicode_READ_CHAR(name, 0) != '_' || PyUnicode_GET_LENGTH(name) < 2 || PyUnicode_READ_CHAR(name, 1) != '_')
+        return v;
+    PyErr_Clear();
+    return PyObject_GetAttr(((Entry *)self)->fallback, name);
+}
+
+/* Pickled by name, as the function it stands for is. */
+static PyObject *Entry_reduce(Entry *e, PyObject *Py_UNUSED(a)) {
+    return PyObject_GetAttr((PyObject *)e, s_qualname);
+}
+
+static PyMethodDef Entry_methods[] = {{"__reduce__", (PyCFunction)Entry_reduce, METH_NOARGS, NULL}, {NULL}};
+
+static PyGetSetDef Entry_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL}};
+
+static PyMemberDef Entry_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(Entry, fallback), READONLY, "the generated Python function (every other call)"},
+    {"prim", T_OBJECT, offsetof(Entry, prim), READONLY, "the primitive"},
+    {"fast", T_PYSSIZET, offsetof(Entry, fast), 0, "calls computed here"},
+    {"slow", T_PYSSIZET, offsetof(Entry, slow), 0, "calls handed to the Python function"},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Entry, vectorcall), READONLY},
+    {NULL}};
+
+static PyTypeObject Entry_T = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "gputape._native.Entry",
+    .tp_basicsize = sizeof(Entry),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "Entry(function): a generated entry point of gputape.dispatch in C, else that function.",
+    .tp_new = Entry_new,
+    .tp_dealloc = (destructor)Entry_dealloc,
+    .tp_traverse = (traverseproc)Entry_traverse,
+    .tp_clear = (inquiry)Entry_clear,
+    .tp_repr = (reprfunc)Entry_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Entry, vectorcall),
+    .tp_descr_get = Entry_get,
+    .tp_dictoffset = offsetof(Entry, dict),
+    .tp_methods = Entry_methods,
+    .tp_members = Entry_members,
+    .tp_getset = Entry_getset,
+    .tp_getattro = Entry_getattro,
+};
+
 /* ---- the module --------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS,
-     "setup(Tensor, Node, Observers, Primitive, NOPARAMS, NOSAVED, floats): the classes and shared objects used."},
+     "setup(Tensor, Node, Observers, Primitive, NOPARAMS, NOSAVED, floats, ndarray, Literal): the classes and "
+     "shared objects used."},
     {NULL}};
 
 static struct PyModuleDef moduledef = {
@@ -734,18 +1287,28 @@ PyMODINIT_FUNC PyInit__native(void) {
                  {&s_sources, "sources"},
                  {&s_already_swept, "already_swept"},
                  {&s_too_many_nodes, "too_many_nodes"},
-                 {&s_no_source_recorded, "no_source_recorded"}};
+                 {&s_no_source_recorded, "no_source_recorded"},
+                 {&s_anywhere, "anywhere"},
+                 {&s_profiler, "profiler"},
+                 {&s_obs, "obs"},
+                 {&s_qualname, "__qualname__"},
+                 {&s_LITERALS, "LITERALS"},
+                 {&s_cpu, "cpu"},
+                 {&s_fwd, "fwd"},
+                 {&s_same_op, "same_op"}};
     for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
         if ((*names[k].p = PyUnicode_InternFromString(names[k].s)) == NULL)
             return NULL;
-    if (PyType_Ready(&Recorder_T) < 0 || PyType_Ready(&Structure_T) < 0)
+    if (PyType_Ready(&Recorder_T) < 0 || PyType_Ready(&Structure_T) < 0 || PyType_Ready(&Entry_T) < 0 ||
+        PyType_Ready(&Raise_T) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL)
         return NULL;
     if (PyModule_AddIntConstant(m, "API", API_VERSION) < 0 ||
         PyModule_AddObjectRef(m, "Recorder", (PyObject *)&Recorder_T) < 0 ||
-        PyModule_AddObjectRef(m, "Structure", (PyObject *)&Structure_T) < 0) {
+        PyModule_AddObjectRef(m, "Structure", (PyObject *)&Structure_T) < 0 ||
+        PyModule_AddObjectRef(m, "Entry", (PyObject *)&Entry_T) < 0) {
         Py_DECREF(m);
         return NULL;
     }

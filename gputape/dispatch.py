@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _errors, _state, backend
+from . import _errors, _state, backend, config
 from . import expr as _expr
 from . import tensor as _tensor_mod
 from ._generate import generate
@@ -270,6 +270,12 @@ def _literal_miss(v: int | float) -> dict:
     return t
 
 
+# The primitives whose recorder saves a number operand as its typed 0-d array (recording.recorder2):
+# multiply's VJP pairs it with the cotangent alone (g * a1), the same bits under NEP 50; other VJPs
+# combine a number with another number (divide's 1 / y), whose bits a typed one would change.
+_TYPED_RESIDUALS = frozenset({"multiply"})
+
+
 def typed_number(v: Any, d: Any) -> Any:
     """What the generated entry points hand a ufunc for operand ``v`` beside host array ``d``: a
     Python number's cached same-dtype 0-d array where that is bitwise the number (see _TYPED),
@@ -331,6 +337,14 @@ def _entry(prim: Primitive, name: str, template: str, doc: str, **env: Any) -> C
     }
     fn = generate(name, src, ns)
     fn.__doc__ = doc
+    if config._native is not None:
+        # its C twin (gputape/_native.c's Entry) computes the common case and hands every other
+        # call to fn; an error from its forward is wrapped by fn's own code (in its frame, whose
+        # parameter names gputape._errors reads), the forward replaced by one re-raising it
+        c = config._native.Entry(fn)
+        for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
+            setattr(c, attr, getattr(fn, attr))
+        fn = c
     if prim.public is None:
         prim.public = fn  # F.<name> on tensors (gputape.ops' VJP namespace)
     return fn
@@ -354,7 +368,8 @@ def binary_op(prim: Primitive, name: str, doc: str, same: Primitive | None = Non
     (lists, arrays, two numbers) takes :func:`apply`. With ``same``, ``op(x, x)`` runs that
     one-argument primitive instead (x * x as square: one VJP term instead of two summed).
     """
-    env: dict[str, Any] = {"record": recorder2(prim)}
+    typed = prim.name in _TYPED_RESIDUALS and prim.cpu is not None and _expr.TYPED_LITERALS
+    env: dict[str, Any] = {"record": recorder2(prim, (_LITERALS, _literal_miss) if typed else None)}
     if same is not None:
         if same.public is None:  # (declared after this op: its entry point is made here)
             unary_op(same, same.name, "")

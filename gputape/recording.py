@@ -22,6 +22,7 @@ import numpy as np
 from . import _state, config
 from ._generate import generate
 from ._state import tls as _tls
+from .expr import _Literal
 from .primitive import _NOPARAMS, _NOSAVED, Node, Primitive, _complex_node
 from .tensor import FLOAT_DTYPES, Tensor, Variable, _new
 
@@ -29,7 +30,9 @@ _ndarray = np.ndarray
 
 _native = config._native  # the C recorders (gputape/_native.c) where built and not turned off
 if _native is not None:
-    _native.setup(Tensor, Node, _state.Observers, Primitive, _NOPARAMS, _NOSAVED, tuple(FLOAT_DTYPES))
+    _native.setup(
+        Tensor, Node, _state.Observers, Primitive, _NOPARAMS, _NOSAVED, tuple(FLOAT_DTYPES), _ndarray, _Literal
+    )
 
 
 def _where() -> str | None:
@@ -269,12 +272,12 @@ def record(obs, x, y, res):
                     node.ids = (x._id, y._id)
                     node.shapes = (xd.shape, yd.shape)
                 else:
-                    yd = y
+                    yd = {number_y}
                     node.ids = (x._id, 0)
                     node.shapes = (xd.shape, None)
             else:
-                xd = x
                 yd = y._data
+                xd = {number_x}
                 if yd.dtype is not dt:
                     casts = [None, yd.dtype]
                 node.ids = (0, y._id)
@@ -390,12 +393,21 @@ def _saved_text(prim: Primitive, operands: tuple[str, ...]) -> str:
 
 
 def _generate(
-    prim: Primitive, template: str, args: str, shape: str, hooks: str, hooks_fn: Any, saved: str, **parts: str
+    prim: Primitive,
+    template: str,
+    args: str,
+    shape: str,
+    hooks: str,
+    hooks_fn: Any,
+    saved: str,
+    extra: dict[str, Any] | None = None,
+    **parts: str,
 ) -> Callable[..., None]:
     """One recorder of ``prim`` from ``template`` with its head and tail filled in.
 
     ``args``: the source of the operand tuple; ``shape``: of the output's shape; ``hooks``: the
-    call of ``hooks_fn`` for the other observers; ``saved``: of the residual list.
+    call of ``hooks_fn`` for the other observers; ``saved``: of the residual list; ``extra``:
+    more names for its namespace.
     """
     ns = {
         "prim": prim,
@@ -415,6 +427,7 @@ def _generate(
         "watch_on_read": _watch_on_read,
         "where": _where,
         "complex_node": _complex_node,
+        **(extra or {}),
     }
     head = _HEAD.format(hooks=hooks, args=args)
     tail = _TAIL.format(saved=saved, shape=shape)
@@ -427,14 +440,49 @@ def recorder1(prim: Primitive) -> Callable[[Any, Tensor, Tensor], None]:
     return _native_recorder(prim, 1, py)
 
 
-def recorder2(prim: Primitive) -> Callable[[Any, Any, Any, Tensor], None]:
-    """``record(obs, x, y, res)`` for a generated two-operand entry point of ``prim``."""
+# A Python-number operand saved beside a float32/float64 host result, as the typed 0-d array its
+# ufunc got (gputape.dispatch.typed_number: the same table lookup), where a recorder is given the
+# table: the VJP's ``g * number`` then skips numpy's conversion of the number, to the same bits.
+# Not while gt.function traces: its replay writes a number residual as a typed literal itself,
+# and its fused kernels take numbers, not array constants.
+_TYPED_SAVE = """typed(LITERALS, literal_miss, {v}, {arr}, dt) if obs.trace is None else {v}"""
+
+
+def _typed_save(table: dict, miss: Callable[[Any], dict], v: Any, arr: Any, dt: Any) -> Any:
+    if (type(v) is float or type(v) is int) and type(arr) is _ndarray and (dt is _F32 or dt is _F64):
+        t = table.get(v)
+        return (miss(v) if t is None else t).get(arr.dtype, v)
+    return v
+
+
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
+def recorder2(
+    prim: Primitive, literals: tuple[dict, Callable[[Any], dict]] | None = None
+) -> Callable[[Any, Any, Any, Tensor], None]:
+    """``record(obs, x, y, res)`` for a generated two-operand entry point of ``prim``.
+
+    With ``literals`` (the entry point's number table and its miss function, gputape.dispatch's
+    ``_LITERALS`` and ``_literal_miss``), a saved Python-number operand beside a float32/float64
+    host result is saved as the typed 0-d array the ufunc got; only for a VJP that pairs that
+    residual with the cotangent alone (``g * number``: NEP 50 gives the same bits), never with
+    another number. ``node.saved`` holds it; hooks, errors and explain see the number.
+    """
     saved = _saved_text(prim, ("xd", "yd"))
-    py = _generate(prim, _RECORD2, "(x, y)", "d.shape", "hooks(obs, prim, (x, y), res)", _hooks, saved)
-    return _native_recorder(prim, 2, py)
+    numbers = {"number_x": "x", "number_y": "y"}
+    if literals is not None:
+        numbers = {"number_x": _TYPED_SAVE.format(v="x", arr="yd"), "number_y": _TYPED_SAVE.format(v="y", arr="xd")}
+    extra = {} if literals is None else {"LITERALS": literals[0], "literal_miss": literals[1], "typed": _typed_save}
+    py = _generate(
+        prim, _RECORD2, "(x, y)", "d.shape", "hooks(obs, prim, (x, y), res)", _hooks, saved, extra, **numbers
+    )
+    return _native_recorder(prim, 2, py, literals)
 
 
-def _native_recorder(prim: Primitive, nargs: int, py: Callable[..., None]) -> Callable[..., None]:
+def _native_recorder(
+    prim: Primitive, nargs: int, py: Callable[..., None], literals: tuple[dict, Callable[[Any], dict]] | None = None
+) -> Callable[..., None]:
     """The C twin of the generated recorder ``py`` (which it calls in every unusual case), or ``py``.
 
     It bakes in what the template does: the operand positions saved (as :func:`_saved_text`
@@ -444,7 +492,9 @@ def _native_recorder(prim: Primitive, nargs: int, py: Callable[..., None]) -> Ca
         return py
     s = prim.save
     pos = range(nargs) if s is True else range(nargs)[s] if type(s) is slice else s
-    return _native.Recorder(prim, nargs, tuple(pos), bool(prim.save_out), py)
+    if literals is None:
+        return _native.Recorder(prim, nargs, tuple(pos), bool(prim.save_out), py)
+    return _native.Recorder(prim, nargs, tuple(pos), bool(prim.save_out), py, *literals, (_F32, _F64))
 
 
 def _note_exported_operands(tape: Any, args: tuple, res: Any) -> None:
@@ -536,6 +586,20 @@ def _make_node(prim: Primitive, args: tuple, params: dict, res: Any, datas: list
     return node
 
 
+def saved_nbytes(d: Any) -> int:
+    """The bytes a residual keeps alive: a number's typed 0-d array (read-only, owned by its table in
+    gputape.expr, see recorder2) none, an array its nbytes.
+
+    >>> import numpy as np
+    >>> from gputape import expr
+    >>> saved_nbytes(np.zeros(3, np.float32)), saved_nbytes(expr.literal(0.5)[np.dtype(np.float32)]), saved_nbytes(0.5)
+    (12, 0, 0)
+    """
+    if type(d) is _ndarray and d.ndim == 0 and not d.flags.writeable:
+        return 0
+    return int(getattr(d, "nbytes", 0))
+
+
 def _nbytes_saved(nodes: list[Node]) -> int:
     seen: set[int] = set()
     total = 0
@@ -545,5 +609,5 @@ def _nbytes_saved(nodes: list[Node]) -> int:
         for d in node.saved or ():
             if hasattr(d, "nbytes") and id(d) not in seen:
                 seen.add(id(d))
-                total += int(d.nbytes)
+                total += saved_nbytes(d)
     return total

@@ -94,7 +94,11 @@ def test_recorded_nodes_and_hooks_see_the_number_itself():
         tape.watch(x)
         y = x * 1.25
     (node,) = tape._nodes
-    assert node.saved[1] == 1.25 and type(node.saved[1]) is float
+    r = node.saved[1]  # multiply saves the typed 0-d array its ufunc got (its VJP's g * a1 skips the conversion)
+    if expr.TYPED_LITERALS:
+        assert type(r) is np.ndarray and r.dtype == np.float32 and r.shape == () and r == 1.25
+    else:
+        assert type(r) is float and r == 1.25
     g = tape.gradient(y, x)
     same_bits(g.numpy(), np.full(2, np.float32(1.25)))
 

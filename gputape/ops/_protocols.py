@@ -200,7 +200,9 @@ def _routes() -> dict[Any, _Route]:
             for name in _public(gt_ns):
                 f = getattr(np_ns, name, None)
                 g = getattr(gt_ns, _REDIRECT.get(name, name), None)
-                if name in _NOT_NUMPYS or not callable(f) or isinstance(f, np.ufunc) or not inspect.isfunction(g):
+                # (a C entry point, gputape._native's, wraps its generated function)
+                gf = inspect.unwrap(g) if g is not None else g
+                if name in _NOT_NUMPYS or not callable(f) or isinstance(f, np.ufunc) or not inspect.isfunction(gf):
                     continue
                 if not hasattr(f, "_implementation") and not type(f).__name__.endswith("Dispatcher"):
                     continue  # not an array function: numpy never hands it to a Tensor
