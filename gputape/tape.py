@@ -481,7 +481,8 @@ class GradientTape(_state.Scope):
         # Argument errors leave the tape usable (as in TensorFlow): only a sweep consumes it.
         flat_t, _ = _leaves(target)
         flat_s, s_spec = _leaves(sources)
-        if not (s_spec is None or s_spec is list or s_spec is tuple):  # (those _leaves checked already)
+        # (_leaves checked a tensor and a flat list or tuple of them; None is also the spec of any other leaf)
+        if not (s_spec is list or s_spec is tuple or (s_spec is None and isinstance(sources, Tensor))):
             _check_sources(flat_s, "gradient")
         if output_gradients is None:
             flat_og = [None] * len(flat_t)
