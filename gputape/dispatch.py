@@ -103,7 +103,9 @@ def _const_array(a: Any, prim: Primitive | None) -> Any:
     Conversion (``tensor._to_array``) refuses None, ragged lists, strings, object arrays and
     objects whose ``__array__`` raises, naming the function and the argument.
     """
-    if type(a) is float or type(a) is int or type(a) is _ndarray or isinstance(a, (np.generic, bool, complex)):
+    # numbers as they are, subclasses too (an IntEnum, a float subclass): numpy's own rule then
+    # gives their dtype (an exact Python number is weak, a subclass strong, as in numpy)
+    if type(a) is float or type(a) is int or type(a) is _ndarray or isinstance(a, (np.generic, int, float, complex)):
         return a
     if a is None and prim is not None and prim.name == "clip":
         return a  # clip's missing bound

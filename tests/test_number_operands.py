@@ -174,3 +174,23 @@ def test_gt_function_replay_code_holds_typed_numbers():
         assert operands == [] and "(1 - " not in concrete.source, concrete.source
     else:
         assert ns[forward] == 1.01 and operands and "(1 - " in concrete.source
+
+
+def test_number_subclasses_follow_numpys_rule():
+    """An exact Python number is weak beside an array (NEP 50); a subclass of one (an IntEnum, a float
+    subclass) is not, in numpy: gputape gives numpy's dtype and values for both."""
+    import enum
+
+    class Scale(float):
+        pass
+
+    class Level(enum.IntEnum):
+        TWO = 2
+
+    x0 = np.array([1.5, -2.0, 0.25], np.float32)
+    x = gt.constant(x0)
+    for v in (Scale(1.25), Level.TWO, True, 1.25, 2):
+        for op, f in ((gt.multiply, np.multiply), (gt.add, np.add), (gt.subtract, np.subtract)):
+            same_bits(op(x, v).numpy(), f(x0, v), (op.__name__, type(v).__name__))
+            same_bits(op(v, x).numpy(), f(v, x0), (op.__name__, type(v).__name__, "left"))
+        same_bits((x * v).numpy(), x0 * v, type(v).__name__)
