@@ -364,7 +364,7 @@ def test_ctrl_c_during_the_host_half_and_launch_is_held_until_the_step_is_whole(
     launch = emu.launch
 
     def interrupted_launch(graph):
-        os.kill(os.getpid(), signal.SIGINT)  # arrives after the host half committed, before the launch
+        signal.raise_signal(signal.SIGINT)  # after the host half, before the launch (this thread, at once)
         launch(graph)
 
     emu.launch = interrupted_launch
