@@ -142,20 +142,21 @@ def test_explain_summary_and_dot_after_compiled_gradients_on_nested_tapes(persis
     assert all("tanh" in o[1] and "multiply" in o[1] for o in outs)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ZeroDivisionError,
-    reason="pre-existing (also on e56733d): divide's declared VJP, _mnn(1 / y, g) in gputape/ops/arithmetic.py, "
-    "computes 1 / y in Python when y is a Python number, so a Python zero raises instead of giving inf",
-)
 @pytest.mark.parametrize("zero", [0.0, -0.0, 0], ids=["0.0", "-0.0", "int0"])
 def test_the_gradient_of_a_division_by_a_python_zero_is_infinite(zero):
+    """d(x / c)/dx = 1 / c in the tensor's dtype, signed, also for c = 0 (divide's VJP is g / y: it
+    computed 1 / y in Python before, and a Python zero raised ZeroDivisionError), on the sweep, the
+    compiled backward and gt.function's replay."""
     x = gt.Variable(np.array([0.5, 0.25], np.float32))
-    with gt.GradientTape() as t:
-        with np.errstate(divide="ignore"):
+
+    def grad(x):
+        with gt.GradientTape() as t:
             loss = gt.sum(x / zero)
-    g = t.gradient(loss, x)
+        return t.gradient(loss, x)
+
     with np.errstate(divide="ignore"):
-        want = np.ones(2, np.float32) / np.float32(zero)  # d(x / c)/dx = 1 / c, in the tensor's dtype
-    np.testing.assert_array_equal(g.numpy(), want)
-    assert g.dtype == np.float32
+        want = np.ones(2, np.float32) / np.float32(zero)
+        f = gt.function(grad)
+        for g in [grad(x) for _ in range(3)] + [f(x) for _ in range(3)]:
+            np.testing.assert_array_equal(g.numpy(), want)
+            assert g.dtype == np.float32 and np.signbit(g.numpy()).tolist() == np.signbit(want).tolist()

@@ -195,7 +195,10 @@ _MULTIPLY_DOC = """Elementwise ``x * y`` with broadcasting.
     """
 
 
-_div = declared("divide", np.divide, lambda x, y, out, g: (_mnn(1 / y, g), _mnn(-out / y, g)))
+# d/dx = g / y, as TensorFlow's and PyTorch's divide gradients compute it (one rounding, where
+# (1 / y) * g had two, and no Python-level 1 / y: a Python 0 divisor raised ZeroDivisionError
+# there); 0 where g == 0, even at y == 0, as multiply_no_nan gives it for d/dy
+_div = declared("divide", np.divide, lambda x, y, out, g: (_x.where(_x.eq(g, 0), 0, g / y), _mnn(-out / y, g)))
 
 
 divide = binary_op(
