@@ -41,8 +41,9 @@ def _rate(g: Any, lr: float) -> Any:
         return c[2]
     if type(lr) is not float or type(g) is not np.ndarray or not (dt is _F64 or (dt is _F32 and abs(lr) <= _F32_MAX)):
         return lr
-    _rate_typed = (lr, dt, np.asarray(lr, dt))
-    return _rate_typed[2]
+    t = np.asarray(lr, dt)
+    _rate_typed = (lr, dt, t)  # (one store: a thread reading it sees the old triple or this one)
+    return t
 
 
 def decoupled_decay(p: Any, lr: float, weight_decay: float) -> Any:
