@@ -26,10 +26,6 @@ from .tape import GputapeWarning, GradientTape
 from .tensor import Tensor, Variable
 
 
-def _same_host_kind(a: np.ndarray, d: Any) -> bool:
-    return type(d) is np.ndarray and a.shape == d.shape and a.dtype == d.dtype
-
-
 def _raw(g: Any, var: Variable, owner: str) -> Any:
     """The gradient as an array of the variable's shape, dtype and device; anything else raises here."""
     d = var._data
@@ -391,7 +387,12 @@ class Optimizer:
             a = g._data if isinstance(g, Tensor) else g
             # the common case in one test: a host gradient of the variable's shape and dtype. No
             # local name for v._data: a variable whose array is referenced looks shared (and is copied)
-            if not (type(a) is np.ndarray and _same_host_kind(a, v._data)):
+            if not (
+                type(a) is np.ndarray
+                and type(v._data) is np.ndarray
+                and a.shape == v._data.shape
+                and a.dtype == v._data.dtype
+            ):
                 a = _raw(g, v, self.name)
             raw.append((a, v))
         if self.clipnorm is not None or self.global_clipnorm is not None:

@@ -58,6 +58,11 @@ from typing import Any
 __all__ = ["Observers", "Scope", "current_trace", "defer_interrupts", "pop", "push", "tls"]
 
 _MAIN = threading.main_thread()
+_MAIN_IDENT = _MAIN.ident
+_get_ident = threading.get_ident
+# plain ints for the C functions (the enum members cost an attribute read and a conversion each call)
+_SIGINT = int(signal.SIGINT)
+_SIG_IGN = int(signal.SIG_IGN)
 
 
 class _Held:
@@ -95,13 +100,13 @@ class defer_interrupts:  # noqa: N801 - used like a function, as contextlib.supp
 
     def __enter__(self) -> defer_interrupts:
         self._held = None
-        if threading.current_thread() is not _MAIN:
+        if _get_ident() != _MAIN_IDENT:
             return self
-        old = _getsignal(signal.SIGINT)
-        if isinstance(old, _Held):  # an outer block already holds interrupts
+        old = _getsignal(_SIGINT)
+        if type(old) is _Held:  # an outer block already holds interrupts
             return self
         held = _Held()
-        _setsignal(signal.SIGINT, held)
+        _setsignal(_SIGINT, held)
         self._old, self._held = old, held
         return self
 
@@ -110,7 +115,7 @@ class defer_interrupts:  # noqa: N801 - used like a function, as contextlib.supp
         if held is None:
             return
         self._held = None
-        _setsignal(signal.SIGINT, self._old)
+        _setsignal(_SIGINT, self._old)
         if held.received:
             _deliver(self._old, held.frame)
 
@@ -163,6 +168,12 @@ class Observers:
     )
 
     def __init__(self, stack: tuple) -> None:
+        if len(stack) == 1 and stack[0].observes == "tape":  # one tape entered (each eager step): the loop's result
+            self.stack = self.tapes = stack
+            self.paused = self.watchers = ()
+            self.trace = self.numerics = self.placement = None
+            self.locations = self.debug = self.hooks = False
+            return
         tapes: list[Any] = []
         paused: list[Any] = []
         watchers: list[dict] = []
@@ -347,11 +358,14 @@ class Scope:
     # Scopes that user code opens with ``with`` hold a SIGINT that lands on their __exit__'s
     # first bytecode (see _Guard); the ones gputape opens itself guard with try/finally.
     _guarded = True
+    _hooks = False  # set per subclass (__init_subclass__)
 
     def __enter__(self) -> Any:
-        self._opening()
+        if self._hooks:
+            self._opening()
+        guard = self._guarded and _get_ident() == _MAIN_IDENT
         try:
-            if self._guarded and threading.get_ident() == _MAIN_IDENT:
+            if guard:
                 _Guard.install(self)
             below = tls.obs
             above = Observers((below.stack if below is not None else ()) + (self,))
@@ -360,7 +374,7 @@ class Scope:
             tls.obs = above  # the commit, last: an interrupt before it leaves nothing pushed
         except BaseException:
             self._closed()
-            if self._guarded and threading.get_ident() == _MAIN_IDENT:
+            if guard:
                 _Guard.leave(self)
             raise
         return self
@@ -376,17 +390,20 @@ class Scope:
             except BaseException:
                 _without(self)
                 self._closed()
-                if self._guarded and threading.get_ident() == _MAIN_IDENT:
+                if self._guarded and _get_ident() == _MAIN_IDENT:
                     _Guard.leave(self)
                 raise
         self._undo = None
-        self._closed()
-        if self._guarded and threading.get_ident() == _MAIN_IDENT:
+        if self._hooks:
+            self._closed()
+        if self._guarded and _get_ident() == _MAIN_IDENT:
             _Guard.leave(self)  # and an interrupt it held is delivered now that the pop is done
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # a subclass that wraps __exit__ (and calls this one) is guarded on its first bytecode too
         super().__init_subclass__(**kwargs)
+        # whether _opening/_closed do anything: the scopes that define neither (tapes) skip two calls
+        cls._hooks = cls._opening is not Scope._opening or cls._closed is not Scope._closed
         own = cls.__dict__.get("__exit__")
         if own is not None:
             _EXIT_CODES.add(own.__code__)
@@ -396,9 +413,6 @@ class Scope:
 
     def _closed(self) -> None:
         """Subclasses: undo ``_opening``; runs after the entry left the stack."""
-
-
-_MAIN_IDENT = _MAIN.ident
 
 
 class _Guard:
@@ -435,26 +449,27 @@ class _Guard:
 
     @staticmethod
     def install(scope: Scope) -> None:
-        h = _getsignal(signal.SIGINT)
+        h = _getsignal(_SIGINT)
         if h is _GUARD:
             if tls.obs is None:  # the outermost scope: adopt a guard whose owner was cut short
                 h.owner = scope
             return
-        if h is None or h == signal.SIG_IGN or type(h) is _Held:
+        # (_signal.getsignal gives SIG_DFL and SIG_IGN as plain ints: one type test before the value's)
+        if h is None or type(h) is _Held or (type(h) is int and h == _SIG_IGN):
             return  # not set from Python, ignored, or held by defer_interrupts: nothing to guard
         g = _GUARD
         g.old, g.owner, g.held = h, scope, None
-        _setsignal(signal.SIGINT, g)
+        _setsignal(_SIGINT, g)
 
     @staticmethod
     def leave(scope: Scope) -> None:
-        h = _getsignal(signal.SIGINT)
+        h = _getsignal(_SIGINT)
         if h is not _GUARD:
             return  # none on, or the block installed a handler of its own: it stays
         if h.owner is scope:
             # signal.signal first runs the handler for a signal pending now: this guard,
             # which holds it (the frame is this one's) until the old handler is back
-            _setsignal(signal.SIGINT, h.old)
+            _setsignal(_SIGINT, h.old)
             h.owner = None
         held, h.held = h.held, None
         if held is not None:

@@ -115,6 +115,8 @@ def _flag(value: Any, name: str) -> bool:
     >>> _flag(np.True_, "persistent"), _flag(None, "persistent")
     (True, False)
     """
+    if value is False or value is True:  # (the defaults: once per tape, three times)
+        return value
     if value is None or isinstance(value, (bool, int, np.bool_, np.integer)):
         return bool(value)
     raise TypeError(
@@ -496,11 +498,14 @@ class GradientTape(_state.Scope):
         diff = _any_tape()
         seeds = _seeds(flat_t, flat_og, diff, lead=None)
         try:
-            with _quiet():
+            quiet = _quiet_on()
+            try:
                 # the sweep, or code compiled for a structure seen before (gputape._backward_compile)
                 grads = {}
                 if seeds:
                     grads = _compiled_gradients(self, seeds, [s._id for s in flat_s], diff, _namespace(diff, seeds))
+            finally:
+                _quiet_off(quiet)
             out = _results(grads, flat_s, unconnected, diff)
             if unconnected is UnconnectedGradients.RAISE:
                 self._raise_unconnected(flat_t, flat_s, out)
@@ -641,6 +646,43 @@ def _rebuild(spec: Any, flat: list) -> Any:
 def _quiet() -> Any:
     # Infinite and NaN gradients are results (sqrt at 0 is inf), not numpy warnings.
     return np.errstate(divide="ignore", invalid="ignore", over="ignore")
+
+
+try:  # numpy's own errstate machinery (numpy >= 2.0: a context variable holding the error state)
+    from numpy._core.umath import _extobj_contextvar as _extobj
+    from numpy._core.umath import _make_extobj
+except ImportError:  # pragma: no cover - a numpy without them: gradient() enters np.errstate
+    _extobj = None
+
+# (state before, _quiet()'s state made from it): one pair, read and replaced whole (no lock needed)
+_quiet_made: tuple[Any, Any] = (None, None)
+
+
+def _quiet_on() -> Any:
+    """``_quiet().__enter__()`` for gradient(), once per step: the token to hand ``_quiet_off``.
+
+    np.errstate builds its state from the current one on every entry (0.8 us with its Python
+    frames); the state made from the current one is kept and reused while the current one is
+    that same object (held here, so its identity cannot be reused): the same context-variable
+    set and reset that np.errstate makes, to the same state.
+    """
+    global _quiet_made
+    if _extobj is None:
+        q = _quiet()
+        q.__enter__()
+        return q
+    cur = _extobj.get()
+    made = _quiet_made
+    if made[0] is not cur:
+        made = _quiet_made = (cur, _make_extobj(divide="ignore", invalid="ignore", over="ignore"))
+    return _extobj.set(made[1])
+
+
+def _quiet_off(token: Any) -> None:
+    if _extobj is None:
+        token.__exit__(None, None, None)
+    else:
+        _extobj.reset(token)
 
 
 def _check_sources(flat_s: list, what: str) -> None:

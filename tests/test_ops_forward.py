@@ -1007,3 +1007,21 @@ def test_softmax_family_row_max_over_many_short_rows_is_numpys(shape, dtype):
     want = lse - np.take_along_axis(s, labels[..., None], axis=-1)[..., 0]
     got = gt.nn.sparse_softmax_cross_entropy_with_logits(labels, gt.constant(y)).numpy()
     assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("n", [4, 40], ids=["small", "row_max_path"])  # below and above _np_row_max's size test
+def test_softmax_family_rows_whose_max_is_not_finite(n):
+    # rows whose max is inf or nan are left unshifted (documented in _row_max); a finite max whose square
+    # overflows float32 (1e20) is still subtracted: bitwise numpy's formula with that shift rule
+    x = np.random.default_rng(3).standard_normal((n, 5)).astype(np.float32)
+    x[0, 2], x[1, :], x[2, 1], x[3, 0] = np.inf, -np.inf, np.nan, 1e20
+    with np.errstate(all="ignore"):
+        m = x.max(-1, keepdims=True)
+        m = np.where(np.isfinite(m), m, np.float32(0))
+        s = x - m
+        lsm = s - np.log(np.exp(s).sum(-1, keepdims=True))
+        e = np.exp(s)
+        sm = e / e.sum(-1, keepdims=True)
+        np.testing.assert_array_equal(gt.nn.log_softmax(gt.constant(x)).numpy(), lsm)
+        np.testing.assert_array_equal(gt.nn.softmax(gt.constant(x)).numpy(), sm)
+    assert np.isnan(lsm[0]).any() and np.isfinite(lsm[3]).all() and np.isfinite(lsm[4:]).all()

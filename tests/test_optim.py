@@ -409,3 +409,25 @@ def test_no_unexpected_warnings_during_a_normal_loop():
             with gt.GradientTape() as tape:
                 loss = gt.sum(gt.square(w))
             opt.apply_gradients(zip(tape.gradient(loss, [w]), [w]))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("momentum,nesterov", [(0.0, False), (0.9, False), (0.9, True)])
+def test_sgd_steps_are_numpys_formula_bitwise_with_python_float_rates(dtype, momentum, nesterov):
+    # the rule multiplies by the rate as a 0-d array of the gradient's dtype (kept per rate and
+    # dtype): the same bits as numpy's g * lr with the Python float, also as the rate changes
+    rng = np.random.default_rng(7)
+    w0 = rng.standard_normal((5, 3)).astype(dtype)
+    rates = [0.1, 0.1, 1e-3, 0.37, 0.1]
+    opt = gt.optim.SGD(lambda step: rates[int(step)], momentum=momentum, nesterov=nesterov)
+    w, ref, m = gt.Variable(w0), w0.copy(), np.zeros_like(w0)
+    for lr in rates:
+        g = rng.standard_normal(w0.shape).astype(dtype)
+        opt.apply_gradients([(gt.constant(g), w)])
+        if momentum:
+            m = m * momentum - g * lr
+            ref = ref + (m * momentum - g * lr if nesterov else m)
+        else:
+            ref = ref - g * lr
+        np.testing.assert_array_equal(w.numpy(), ref)
+        assert w.numpy().dtype == np.dtype(dtype)

@@ -267,3 +267,25 @@ def test_interrupt_at_any_moment_leaves_a_clean_state(name):
 def test_interrupt_at_any_moment_many_trials(name):
     problems = _interrupted_trials(name, 4000, seed=100 + sorted(_OPERATIONS).index(name))
     assert problems == [], f"{len(problems)} of 4000 interrupted trials left the state corrupt: {problems[:3]}"
+
+
+def test_observers_of_one_tape_are_the_general_loops_views():
+    # Observers((tape,)) takes a shortcut; every view must be what the loop computes for that stack
+    # (here computed from a two-entry stack whose second entry the loop ignores but for "locations")
+    from gputape._state import Observers
+
+    class Role:
+        def __init__(self, observes):
+            self.observes = observes
+
+    tape = Role("tape")
+    one = Observers((tape,))
+    loop = Observers((tape, Role("locations")))
+    for name in Observers.__slots__:
+        if name in ("stack", "locations"):
+            continue
+        assert getattr(one, name) == getattr(loop, name), name
+    assert one.stack == (tape,) and one.tapes == (tape,) and one.locations is False and loop.locations is True
+    assert Observers((Role("numerics"),)).debug is True  # other single entries take the loop
+    with pytest.raises(ValueError, match="unknown observer role"):
+        Observers((Role("nonsense"),))

@@ -1586,3 +1586,28 @@ def test_tape_switches_refuse_strings_and_arrays_instead_of_reading_them_as_true
         tape = gt.GradientTape(**{name: ok})
         got = {"persistent": tape._persistent, "watch_accessed_variables": tape._auto, "compile": tape._compile}[name]
         assert got is want
+
+
+def test_gradient_quiets_floating_point_errors_and_restores_the_callers_state():
+    # sqrt's VJP at 0 divides by zero: an inf gradient, never a warning or an error, whatever
+    # np.errstate the caller set (including one set after an earlier gradient), and afterwards the
+    # caller's state is back whole (under= and call= untouched inside, as np.errstate leaves them)
+    x = gt.constant([0.0, 4.0])
+    calls = []
+
+    def grad():
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            y = gt.sum(gt.sqrt(x))
+        return tape.gradient(y, x).numpy()
+
+    before = np.geterr()
+    for state in ({"all": "raise"}, {"all": "warn", "under": "raise"}, {"all": "call"}, {}):
+        with np.errstate(**state, call=calls.append if state.get("all") == "call" else None):
+            outer, outer_call = np.geterr(), np.geterrcall()
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                for _ in range(3):  # (the second sight runs the compiled backward)
+                    np.testing.assert_array_equal(grad(), [np.inf, 0.25])
+            assert np.geterr() == outer and np.geterrcall() is outer_call
+    assert np.geterr() == before and calls == []

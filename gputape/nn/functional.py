@@ -17,7 +17,7 @@ from .. import _errors, backend
 from .. import _kernel_build as _kb
 from .. import expr as _x
 from .. import expr_forward as _xf
-from ..dispatch import apply, primitive
+from ..dispatch import apply, primitive, unary_op
 from ..ops import _util, erf, log1p, maximum, mean, multiply, negative, raw_namespace, tanh
 from ..ops import abs as _abs
 from ..ops import elementwise as _el
@@ -63,7 +63,16 @@ def relu(x: Any) -> Any:
     >>> gt.nn.relu(gt.constant([-1.0, 0.0, 2.0])).numpy().tolist()
     [0.0, 0.0, 2.0]
     """
+    if isinstance(x, Tensor) and x._data.dtype.kind != "c":
+        return _relu_entry(x)
     return apply(_relu, (_real(x, "relu"),), _E)
+
+
+# relu's generated entry point (gputape.dispatch.unary_op: apply() written out for one tensor, in
+# C where gputape._native is built), behind the complex test above: ~0.6 us a call less than apply()
+# on the MLP's activations. What F.relu is in a VJP stays the checked function.
+_relu_entry = unary_op(_relu, "relu", relu.__doc__ or "")
+_relu.public = relu
 
 
 _leaky_relu_fwd = _xf.forward("leaky_relu", lambda x, alpha: _x.where(x > 0, x, x * alpha), ("alpha",)).fn
@@ -170,10 +179,7 @@ def gelu(x: Any, approximate: bool = False) -> Any:
 def _row_max(xp, x, axis):
     # the shift that keeps exp() finite; rows whose max is inf/nan are left unshifted
     if xp is np:
-        m = _np_row_max(x, axis)
-        # one sum tells whether every row's max is finite (math.isfinite of that numpy scalar: the
-        # ufunc on a scalar costs 0.4 us more, a third of this test)
-        return m if math.isfinite(np.add.reduce(m, axis=None)) else np.where(np.isfinite(m), m, 0)
+        return _np_shift(x, axis)
     m = xp.max(x, axis=axis, keepdims=True)
     return xp.where(xp.isfinite(m), m, 0)
 
@@ -200,12 +206,32 @@ def _row_sum(xp, x, axis):
     return np.add.reduce(x, axis=axis, keepdims=True) if xp is np else xp.sum(x, axis=axis, keepdims=True)
 
 
+_max_reduce = np.maximum.reduce
+_add_reduce = np.add.reduce
+
+
+def _np_shift(x: np.ndarray, axis: int) -> np.ndarray:
+    """``_row_max(np, x, axis)`` with its calls written out: small arrays (the per-op overhead's case)
+    take ``np.maximum.reduce`` itself, positional (its keywords cost ~0.1 us), no frame between."""
+    m = _max_reduce(x, axis, None, None, True) if x.size < 64 else _np_row_max(x, axis)
+    # one sum of squares (np.vdot: 0.3 us less than a reduce) tells whether every row's max is finite
+    # (math.isfinite of that numpy scalar: the ufunc on a scalar costs 0.4 us more); one that
+    # overflows takes the where(), which keeps finite maxima as they are: the same values
+    return m if math.isfinite(np.vdot(m, m)) else np.where(np.isfinite(m), m, 0)
+
+
 def _softmax_fwd(xp, x, axis=-1):
+    if xp is np:  # (the same reductions as below, two frames fewer)
+        e = np.exp(x - _np_shift(x, axis))
+        return e / _add_reduce(e, axis, None, None, True)
     e = xp.exp(x - _row_max(xp, x, axis))
     return e / _row_sum(xp, e, axis)
 
 
 def _log_softmax_fwd(xp, x, axis=-1):
+    if xp is np:
+        s = x - _np_shift(x, axis)
+        return s - np.log(_add_reduce(np.exp(s), axis, None, None, True))
     s = x - _row_max(xp, x, axis)
     return s - xp.log(_row_sum(xp, xp.exp(s), axis))
 
@@ -217,12 +243,16 @@ _log_softmax = primitive("log_softmax", save_out=True)(_log_softmax_fwd)
 @_softmax.defvjp
 def _(F, g, needs, nb, node, out):
     ax = node.params["axis"]
+    if F.xp is np:  # the raw sweep on host arrays: F.sum's np.add.reduce of a float cotangent, called here
+        return (out * (g - _add_reduce(g * out, ax, None, None, True)),)
     return (out * (g - F.sum(g * out, axis=ax, keepdims=True)),)
 
 
 @_log_softmax.defvjp
 def _(F, g, needs, nb, node, out):
     ax = node.params["axis"]
+    if F.xp is np:
+        return (g - np.exp(out) * _add_reduce(g, ax, None, None, True),)
     return (g - F.exp(out) * F.sum(g, axis=ax, keepdims=True),)
 
 

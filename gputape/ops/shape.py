@@ -460,7 +460,7 @@ def _raw_scatter(xp: Any, g: Any, key: tuple, shape: tuple, nlead: int, adv: boo
 
 @primitive("getitem", save=slice(1, None))
 def _getitem(xp, x, *arrays, idx, nlead, adv):
-    key = _fill(idx, arrays)
+    key = arrays if idx is None else _fill(idx, arrays)  # (None: the operands are the key, no call)
     return x[(slice(None),) * nlead + key] if nlead else x[key]
 
 
@@ -468,7 +468,8 @@ def _getitem(xp, x, *arrays, idx, nlead, adv):
 def _(F, g, needs, nb, node, *arrays):
     p = node.params
     shape = node.shapes[0][p["nlead"] :]
-    key = _fill(p["idx"], arrays)
+    idx = p["idx"]
+    key = arrays if idx is None else _fill(idx, arrays)
     return (F.scatter(g, key, shape, nb + p["nlead"], p["adv"]),) + (None,) * len(arrays)
 
 
