@@ -11,6 +11,7 @@
  * - Entry: the generated one- and two-operand entry points of gputape.dispatch (``_UNARY`` and
  *   ``_BINARY``): host tensors and Python numbers outside every hook and profiler are computed
  *   here; anything else calls the generated Python function with the same arguments first.
+ * - Swapped: the reflected operators (``2 * x``) over a two-operand Entry, likewise.
  *
  * Objects are reached through their slot offsets (read once from the classes' member
  * descriptors), the way the interpreter itself reads a __slots__ attribute.
@@ -19,7 +20,7 @@
 #include <Python.h>
 #include <structmember.h>
 
-#define API_VERSION 2
+#define API_VERSION 3
 #define MAX_TAPES 16 /* more nested tapes than this: the Python recorder */
 
 /* ---- what setup() hands over ------------------------------------------------------------ */
@@ -875,9 +876,30 @@ static PyObject *replay(Entry *e, PyObject *tp, PyObject *val, PyObject *tb, PyO
     return fn;
 }
 
-/* The forward failed: the Python code's handling of its exception (see above), with the function
- * of parent (a two-operand op whose x * x this is) around it when given. */
-static PyObject *entry_error(Entry *e, PyObject *const *args, Entry *parent, PyObject *const *pargs) {
+/* Who called entry_fast, whose Python code wraps a failed forward around the entry's: the two-operand
+ * entry whose x * x this is (parent), and the reflected operator's Python function (rop, see
+ * Swapped) that calls the entry with its operands swapped, each with its own arguments. */
+typedef struct {
+    Entry *parent;
+    PyObject *const *pargs;
+    PyObject *rop;
+    PyObject *const *rargs;
+} Outer;
+
+/* rop's code over its globals, with fn in the cell of the entry it calls (a new reference). */
+static PyObject *rewrap(PyObject *rop, PyObject *fn) {
+    PyObject *cell = PyCell_New(fn), *closure = cell ? PyTuple_Pack(1, cell) : NULL;
+    PyObject *r = closure ? PyFunction_New(PyFunction_GET_CODE(rop), PyFunction_GET_GLOBALS(rop)) : NULL;
+    if (r != NULL && PyFunction_SetClosure(r, closure) < 0)
+        Py_CLEAR(r);
+    Py_XDECREF(closure);
+    Py_XDECREF(cell);
+    return r;
+}
+
+/* The forward failed: the Python code's handling of its exception (see above), with the functions
+ * of the outer callers around it when given. */
+static PyObject *entry_error(Entry *e, PyObject *const *args, const Outer *outer) {
     PyObject *tp, *val, *tb;
     PyErr_Fetch(&tp, &val, &tb);
     PyErr_NormalizeException(&tp, &val, &tb);
@@ -888,12 +910,17 @@ static PyObject *entry_error(Entry *e, PyObject *const *args, Entry *parent, PyO
     if (tb != NULL)
         PyException_SetTraceback(val, tb);
     PyObject *res = NULL, *fn = replay(e, tp, val, tb, NULL);
-    if (fn != NULL && parent != NULL) {
-        Py_SETREF(fn, replay(parent, tp, val, tb, fn));
-        e = parent, args = pargs;
+    Py_ssize_t nargs = e->nargs;
+    if (fn != NULL && outer != NULL && outer->parent != NULL) {
+        Py_SETREF(fn, replay(outer->parent, tp, val, tb, fn));
+        args = outer->pargs, nargs = outer->parent->nargs;
+    }
+    if (fn != NULL && outer != NULL && outer->rop != NULL) {
+        Py_SETREF(fn, rewrap(outer->rop, fn));
+        args = outer->rargs, nargs = 2;
     }
     if (fn != NULL) {
-        res = PyObject_Vectorcall(fn, args, e->nargs, NULL);
+        res = PyObject_Vectorcall(fn, args, nargs, NULL);
         Py_DECREF(fn);
     }
     Py_DECREF(tp);
@@ -967,9 +994,9 @@ static int entry_typed(Entry *e, PyObject *v, PyObject *d, PyObject **got) {
 
 static inline int is_number(PyObject *v) { return PyFloat_CheckExact(v) || PyLong_CheckExact(v); }
 
-/* The call, or SLOW when it is the Python function's (nothing done), or NULL on error. parent: the
- * two-operand entry whose x * x this is (its Python code wraps an error), with its arguments. */
-static PyObject *entry_fast(Entry *e, PyObject *const *args, Entry *parent, PyObject *const *pargs) {
+/* The call, or SLOW when it is the Python function's (nothing done), or NULL on error. outer: the
+ * callers whose Python code wraps an error (NULL: none). */
+static PyObject *entry_fast(Entry *e, PyObject *const *args, const Outer *outer) {
     PyObject *x = args[0], *y = e->nargs == 2 ? args[1] : NULL;
     PyObject *a = NULL, *b = NULL, *obs = NULL, *out = NULL;
     int got;
@@ -982,8 +1009,12 @@ static PyObject *entry_fast(Entry *e, PyObject *const *args, Entry *parent, PyOb
         if (a == NULL || !Py_IS_TYPE(a, ndarray_T))
             return SLOW;
         if (PyObject_TypeCheck(y, Tensor_T)) {
-            if (e->same != NULL && x == y)
-                return Py_IS_TYPE(e->same, &Entry_T) ? entry_fast((Entry *)e->same, args, e, args) : SLOW;
+            if (e->same != NULL && x == y) {
+                if (!Py_IS_TYPE(e->same, &Entry_T))
+                    return SLOW;
+                Outer in = {e, args, outer ? outer->rop : NULL, outer ? outer->rargs : NULL};
+                return entry_fast((Entry *)e->same, args, &in);
+            }
             b = SLOT(y, off_t_data);
             if (b == NULL || !Py_IS_TYPE(b, ndarray_T))
                 return SLOW;
@@ -1041,7 +1072,7 @@ static PyObject *entry_fast(Entry *e, PyObject *const *args, Entry *parent, PyOb
     Py_XDECREF(b);
     if (out == NULL) {
         Py_DECREF(obs);
-        return entry_error(e, args, parent, pargs);
+        return entry_error(e, args, outer);
     }
     if (!Py_IS_TYPE(out, ndarray_T)) {
         Py_SETREF(out, PyObject_CallOneArg(e->fix_output, out));
@@ -1081,7 +1112,7 @@ static PyObject *entry_fast(Entry *e, PyObject *const *args, Entry *parent, PyOb
 static PyObject *Entry_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Entry *e = (Entry *)self;
     if (kwnames == NULL && PyVectorcall_NARGS(nargsf) == e->nargs && ready) {
-        PyObject *r = entry_fast(e, args, NULL, NULL);
+        PyObject *r = entry_fast(e, args, NULL);
         if (r != SLOW)
             return r;
     }
@@ -1210,21 +1241,23 @@ static PyObject *Entry_repr(Entry *e) {
 
 /* Introspection reads the function's own attributes (__code__, __globals__, __defaults__, ...) where
  * this object has none of that name. */
-static PyObject *Entry_getattro(PyObject *self, PyObject *name) {
+static PyObject *getattr_or(PyObject *self, PyObject *name, PyObject *fallback) {
     PyObject *v = PyObject_GenericGetAttr(self, name);
     if (v != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError) || !PyUnicode_Check(name) ||
         PyUnicode_READ_CHAR(name, 0) != '_' || PyUnicode_GET_LENGTH(name) < 2 || PyUnicode_READ_CHAR(name, 1) != '_')
         return v;
     PyErr_Clear();
-    return PyObject_GetAttr(((Entry *)self)->fallback, name);
+    return PyObject_GetAttr(fallback, name);
+}
+
+static PyObject *Entry_getattro(PyObject *self, PyObject *name) {
+    return getattr_or(self, name, ((Entry *)self)->fallback);
 }
 
 /* Pickled by name, as the function it stands for is. */
-static PyObject *Entry_reduce(Entry *e, PyObject *Py_UNUSED(a)) {
-    return PyObject_GetAttr((PyObject *)e, s_qualname);
-}
+static PyObject *Entry_reduce(PyObject *e, PyObject *Py_UNUSED(a)) { return PyObject_GetAttr(e, s_qualname); }
 
-static PyMethodDef Entry_methods[] = {{"__reduce__", (PyCFunction)Entry_reduce, METH_NOARGS, NULL}, {NULL}};
+static PyMethodDef Entry_methods[] = {{"__reduce__", Entry_reduce, METH_NOARGS, NULL}, {NULL}};
 
 static PyGetSetDef Entry_getset[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
@@ -1256,6 +1289,114 @@ static PyTypeObject Entry_T = {
     .tp_members = Entry_members,
     .tp_getset = Entry_getset,
     .tp_getattro = Entry_getattro,
+};
+
+/* ---- Swapped: the reflected operators ----------------------------------------------------- */
+
+/* Swapped(rop): ``rop(self, other)``, the Python function gputape.ops makes for a reflected operator
+ * (``__radd__`` and the like), which calls the entry in its closure as ``f(other, self)``. The call
+ * that entry computes in C runs here, the operands swapped; every other call is rop's, first (the
+ * entry then sees the call and counts it, as it did). A failed forward is wrapped by rop's code
+ * around the entry's (see entry_error), so an error names rop's parameters, as it did. */
+typedef struct {
+    PyObject_HEAD vectorcallfunc vectorcall;
+    PyObject *rop, *entry;
+    PyObject *dict; /* __name__, __qualname__, __doc__, __module__ */
+} Swapped;
+
+static PyTypeObject Swapped_T;
+
+static PyObject *Swapped_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Swapped *sw = (Swapped *)self;
+    if (kwnames == NULL && PyVectorcall_NARGS(nargsf) == 2 && ready) {
+        PyObject *swapped[2] = {args[1], args[0]};
+        Outer outer = {NULL, NULL, sw->rop, args};
+        PyObject *r = entry_fast((Entry *)sw->entry, swapped, &outer);
+        if (r != SLOW)
+            return r;
+    }
+    return PyObject_Vectorcall(sw->rop, args, nargsf, kwnames);
+}
+
+static PyObject *Swapped_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kw[] = {"rop", NULL};
+    PyObject *rop;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!:Swapped", kw, &PyFunction_Type, &rop))
+        return NULL;
+    PyCodeObject *code = (PyCodeObject *)PyFunction_GET_CODE(rop);
+    PyObject *closure = PyFunction_GET_CLOSURE(rop);
+    PyObject *f = closure != NULL && PyTuple_GET_SIZE(closure) == 1 ? PyCell_GET(PyTuple_GET_ITEM(closure, 0)) : NULL;
+    if (code->co_argcount != 2 || code->co_kwonlyargcount != 0 || (code->co_flags & (CO_VARARGS | CO_VARKEYWORDS)) ||
+        PyFunction_GET_DEFAULTS(rop) != NULL || f == NULL || !Py_IS_TYPE(f, &Entry_T) || ((Entry *)f)->nargs != 2) {
+        PyErr_SetString(PyExc_ValueError,
+                        "gputape._native.Swapped: a function rop(self, other) whose one closure cell holds a "
+                        "two-operand Entry");
+        return NULL;
+    }
+    Swapped *sw = (Swapped *)type->tp_alloc(type, 0);
+    if (sw == NULL)
+        return NULL;
+    sw->vectorcall = Swapped_vectorcall;
+    sw->rop = Py_NewRef(rop);
+    sw->entry = Py_NewRef(f); /* (held: the cell is rop's, and entry_fast reads it without a reference) */
+    return (PyObject *)sw;
+}
+
+static int Swapped_traverse(Swapped *sw, visitproc visit, void *arg) {
+    Py_VISIT(sw->rop);
+    Py_VISIT(sw->entry);
+    Py_VISIT(sw->dict);
+    return 0;
+}
+
+static int Swapped_clear(Swapped *sw) {
+    Py_CLEAR(sw->rop);
+    Py_CLEAR(sw->entry);
+    Py_CLEAR(sw->dict);
+    return 0;
+}
+
+static void Swapped_dealloc(Swapped *sw) {
+    PyObject_GC_UnTrack(sw);
+    Swapped_clear(sw);
+    Py_TYPE(sw)->tp_free((PyObject *)sw);
+}
+
+static PyObject *Swapped_repr(Swapped *sw) {
+    PyObject *q = sw->dict ? PyDict_GetItemWithError(sw->dict, s_qualname) : NULL;
+    if (q == NULL && PyErr_Occurred())
+        return NULL;
+    return PyUnicode_FromFormat("<gputape reflected op %S (C entry)>", q ? q : (PyObject *)Py_TYPE(sw->rop));
+}
+
+static PyObject *Swapped_getattro(PyObject *self, PyObject *name) {
+    return getattr_or(self, name, ((Swapped *)self)->rop);
+}
+
+static PyMemberDef Swapped_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(Swapped, rop), READONLY, "the Python function (every other call)"},
+    {"entry", T_OBJECT, offsetof(Swapped, entry), READONLY, "the entry it calls with the operands swapped"},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Swapped, vectorcall), READONLY},
+    {NULL}};
+
+static PyTypeObject Swapped_T = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "gputape._native.Swapped",
+    .tp_basicsize = sizeof(Swapped),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "Swapped(rop): a reflected operator rop(self, other) = entry(other, self), the entry's call in C.",
+    .tp_new = Swapped_new,
+    .tp_dealloc = (destructor)Swapped_dealloc,
+    .tp_traverse = (traverseproc)Swapped_traverse,
+    .tp_clear = (inquiry)Swapped_clear,
+    .tp_repr = (reprfunc)Swapped_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Swapped, vectorcall),
+    .tp_descr_get = Entry_get,
+    .tp_dictoffset = offsetof(Swapped, dict),
+    .tp_methods = Entry_methods,
+    .tp_members = Swapped_members,
+    .tp_getset = Entry_getset,
+    .tp_getattro = Swapped_getattro,
 };
 
 /* ---- the module --------------------------------------------------------------------------- */
@@ -1300,7 +1441,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         if ((*names[k].p = PyUnicode_InternFromString(names[k].s)) == NULL)
             return NULL;
     if (PyType_Ready(&Recorder_T) < 0 || PyType_Ready(&Structure_T) < 0 || PyType_Ready(&Entry_T) < 0 ||
-        PyType_Ready(&Raise_T) < 0)
+        PyType_Ready(&Raise_T) < 0 || PyType_Ready(&Swapped_T) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL)
@@ -1308,7 +1449,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (PyModule_AddIntConstant(m, "API", API_VERSION) < 0 ||
         PyModule_AddObjectRef(m, "Recorder", (PyObject *)&Recorder_T) < 0 ||
         PyModule_AddObjectRef(m, "Structure", (PyObject *)&Structure_T) < 0 ||
-        PyModule_AddObjectRef(m, "Entry", (PyObject *)&Entry_T) < 0) {
+        PyModule_AddObjectRef(m, "Entry", (PyObject *)&Entry_T) < 0 ||
+        PyModule_AddObjectRef(m, "Swapped", (PyObject *)&Swapped_T) < 0) {
         Py_DECREF(m);
         return NULL;
     }
