@@ -231,5 +231,6 @@ def test_with_and_without_the_extension_the_operators_compute_and_record_the_sam
         kind, _, rest = out.stdout.partition("\n")
         runs[switch] = (kind, rest)
     assert runs["0"][0] == "function"
-    assert runs["1"][0] == ("Swapped" if config.native_enabled() else "function")
+    # (this process may run with GPUTAPE_NATIVE=0: the child's switch on finds the extension where it is built)
+    assert runs["1"][0] == "Swapped" if config.native_enabled() else runs["1"][0] in ("Swapped", "function")
     assert runs["0"][1] == runs["1"][1] and runs["0"][1].count("\n") == 18
