@@ -39,6 +39,21 @@ static PyObject *s_dtype, *s_shape, *s_tensors, *s_nodes, *s_leaves, *s_persiste
 
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
 
+/* The head of numpy's PyArrayObject (numpy/ndarraytypes.h, PyArrayObject_fields: public and
+ * unchanged since numpy 1.7): an exact ndarray's dtype (``a.dtype`` returns descr itself) and its
+ * shape, read without building the shape tuple. Used only where setup() has checked it on an
+ * array it made (direct_arrays). */
+typedef struct {
+    PyObject_HEAD char *data;
+    int nd;
+    Py_ssize_t *dimensions;
+    Py_ssize_t *strides;
+    PyObject *base;
+    PyObject *descr;
+} ArrayHead;
+static int direct_arrays = 0;
+#define IS_DIRECT(a) (direct_arrays && Py_IS_TYPE(a, ndarray_T))
+
 static Py_ssize_t slot_offset(PyTypeObject *tp, const char *name) {
     PyObject *d = PyObject_GetAttrString((PyObject *)tp, name);
     if (d == NULL)
@@ -55,6 +70,27 @@ static Py_ssize_t slot_offset(PyTypeObject *tp, const char *name) {
 
 /* Store a new reference in a fresh object's slot (which holds NULL). */
 static inline void put(PyObject *o, Py_ssize_t off, PyObject *v) { SLOT(o, off) = v; }
+
+/* Whether ArrayHead is this numpy's layout: an array of shape (3, 5, 7) read both ways (-1: an error). */
+static int probe_arrays(void) {
+    direct_arrays = 0;
+    PyObject *a = PyObject_CallFunction((PyObject *)ndarray_T, "((iii))", 3, 5, 7);
+    if (a == NULL)
+        return -1;
+    PyObject *dt = PyObject_GetAttr(a, s_dtype), *shape = PyObject_GetAttr(a, s_shape);
+    const ArrayHead *h = (const ArrayHead *)a;
+    int ok = dt != NULL && shape != NULL && Py_IS_TYPE(a, ndarray_T) && h->descr == dt && h->nd == 3 &&
+             PyTuple_CheckExact(shape) && PyTuple_GET_SIZE(shape) == 3;
+    for (int k = 0; ok && k < 3; k++)
+        ok = h->dimensions[k] == PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, k)) && h->dimensions[k] == 3 + 2 * k;
+    Py_XDECREF(dt);
+    Py_XDECREF(shape);
+    Py_DECREF(a);
+    if (PyErr_Occurred())
+        return -1;
+    direct_arrays = ok;
+    return 0;
+}
 
 static PyObject *setup(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *tensor, *node, *observers, *primitive, *noparams, *nosaved, *floats, *ndarray, *literal;
@@ -91,6 +127,8 @@ static PyObject *setup(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_XSETREF(NOSAVED, Py_NewRef(nosaved));
     for (int k = 0; k < 3; k++)
         Py_XSETREF(FLOATS[k], Py_NewRef(PyTuple_GET_ITEM(floats, k)));
+    if (probe_arrays() < 0)
+        return NULL;
     ready = 1;
     Py_RETURN_NONE;
 }
@@ -108,8 +146,30 @@ typedef struct {
     PyObject *literals; /* typed residuals (multiply): a number operand saved as its typed 0-d array */
     PyObject *literal_miss;
     PyObject *typed_dtypes[2]; /* the result dtypes it is done for (float32, float64) */
+    /* The last node's shapes and meta tuples, by which operands are tensors (x, y, both), reused
+     * while every tensor operand and the output have that one shape and dtype (a chain's case):
+     * equal tuples, not built again (fewer objects for the cyclic collector to count and walk). */
+    struct {
+        PyObject *shape, *dt, *shapes, *meta;
+    } cache[3];
     Py_ssize_t fast, slow;
 } Recorder;
+
+/* a's dtype (a new reference). */
+static inline PyObject *dtype_of(PyObject *a) {
+    return IS_DIRECT(a) ? Py_NewRef(((ArrayHead *)a)->descr) : PyObject_GetAttr(a, s_dtype);
+}
+
+/* Whether a (IS_DIRECT) has shape ``shape`` (a tuple numpy built). */
+static int has_shape(PyObject *a, PyObject *shape) {
+    const ArrayHead *h = (const ArrayHead *)a;
+    if (h->nd != PyTuple_GET_SIZE(shape))
+        return 0;
+    for (int k = 0; k < h->nd; k++)
+        if (PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, k)) != h->dimensions[k])
+            return 0;
+    return 1;
+}
 
 static int is_float(PyObject *dt) { return dt == FLOATS[0] || dt == FLOATS[1] || dt == FLOATS[2]; }
 
@@ -204,8 +264,9 @@ static int record_fast(Recorder *r, PyObject *const *a) {
     }
     int ret = 1;
     PyObject *dt = NULL, *shapes[2] = {NULL, NULL}, *tts[MAX_TAPES], *lists[MAX_TAPES];
+    PyObject *shp = NULL, *meta = NULL, *oshape = NULL;
     int ngot = 0;
-    dt = PyObject_GetAttr(d, s_dtype);
+    dt = dtype_of(d);
     if (dt == NULL)
         goto error;
     if (!is_float(dt))
@@ -213,7 +274,7 @@ static int record_fast(Recorder *r, PyObject *const *a) {
     for (int k = 0; k < r->nargs; k++) {
         if (ops[k] == NULL)
             continue;
-        PyObject *xdt = PyObject_GetAttr(datas[k], s_dtype);
+        PyObject *xdt = dtype_of(datas[k]);
         if (xdt == NULL)
             goto error;
         Py_DECREF(xdt); /* (compared by identity only, as the Python recorder does) */
@@ -248,39 +309,72 @@ static int record_fast(Recorder *r, PyObject *const *a) {
             goto done;
     }
     /* the node, as recorder1/recorder2 build it */
-    for (int k = 0; k < r->nargs; k++) {
-        if (ops[k] == NULL)
-            continue;
-        shapes[k] = PyObject_GetAttr(datas[k], s_shape);
-        if (shapes[k] == NULL)
+    int pat = (ops[0] != NULL) | (r->nargs == 2 && ops[1] != NULL) << 1;
+    if (r->cache[pat - 1].meta != NULL && r->cache[pat - 1].dt == dt && IS_DIRECT(d) &&
+        has_shape(d, r->cache[pat - 1].shape)) {
+        int hit = 1;
+        for (int k = 0; k < r->nargs && hit; k++)
+            hit = ops[k] == NULL || (IS_DIRECT(datas[k]) && has_shape(datas[k], r->cache[pat - 1].shape));
+        if (hit) {
+            shp = Py_NewRef(r->cache[pat - 1].shapes);
+            meta = Py_NewRef(r->cache[pat - 1].meta);
+        }
+    }
+    if (shp == NULL) {
+        int same = IS_DIRECT(d); /* (whether to keep these tuples for the next node) */
+        for (int k = 0; k < r->nargs; k++) {
+            if (ops[k] == NULL)
+                continue;
+            same = same && IS_DIRECT(datas[k]);
+            shapes[k] = PyObject_GetAttr(datas[k], s_shape);
+            if (shapes[k] == NULL)
+                goto error;
+        }
+        if ((shp = PyTuple_New(r->nargs)) == NULL)
             goto error;
+        for (int k = 0; k < r->nargs; k++)
+            PyTuple_SET_ITEM(shp, k, Py_NewRef(ops[k] ? shapes[k] : Py_None));
+        /* one operand: the output has its shape (the same tuple); two: the output's own */
+        oshape = r->nargs == 1 ? Py_NewRef(shapes[0]) : PyObject_GetAttr(d, s_shape);
+        if (oshape == NULL || (meta = PyTuple_Pack(2, oshape, dt)) == NULL) {
+            Py_DECREF(shp);
+            goto error;
+        }
+        same = same && PyTuple_CheckExact(oshape);
+        for (int k = 0; k < r->nargs && same > 0; k++)
+            if (ops[k] != NULL)
+                same = PyObject_RichCompareBool(shapes[k], oshape, Py_EQ);
+        if (same < 0) {
+            Py_DECREF(shp);
+            Py_DECREF(meta);
+            goto error;
+        }
+        if (same) {
+            Py_XSETREF(r->cache[pat - 1].shape, Py_NewRef(oshape));
+            Py_XSETREF(r->cache[pat - 1].dt, Py_NewRef(dt));
+            Py_XSETREF(r->cache[pat - 1].shapes, Py_NewRef(shp));
+            Py_XSETREF(r->cache[pat - 1].meta, Py_NewRef(meta));
+        }
     }
     PyObject *node = Node_T->tp_alloc(Node_T, 0);
-    if (node == NULL)
+    if (node == NULL) {
+        Py_DECREF(shp);
+        Py_DECREF(meta);
         goto error;
+    }
     put(node, off_n_prim, Py_NewRef(r->prim));
     put(node, off_n_params, Py_NewRef(NOPARAMS));
     put(node, off_n_casts, Py_NewRef(Py_None));
     put(node, off_n_info, Py_NewRef(Py_None));
     put(node, off_n_out, Py_NewRef(rid));
-    PyObject *ids = PyTuple_New(r->nargs), *shp = PyTuple_New(r->nargs), *meta = NULL, *saved = NULL;
-    if (ids == NULL || shp == NULL)
+    put(node, off_n_shapes, shp);
+    put(node, off_n_meta, meta);
+    PyObject *ids = PyTuple_New(r->nargs), *saved = NULL;
+    if (ids == NULL)
         goto node_error;
     put(node, off_n_ids, ids);
-    put(node, off_n_shapes, shp);
-    for (int k = 0; k < r->nargs; k++) {
+    for (int k = 0; k < r->nargs; k++)
         PyTuple_SET_ITEM(ids, k, ops[k] ? Py_NewRef(oids[k]) : PyLong_FromLong(0));
-        PyTuple_SET_ITEM(shp, k, Py_NewRef(ops[k] ? shapes[k] : Py_None));
-    }
-    /* one operand: the output has its shape (the same tuple); two: the output's own */
-    PyObject *oshape = r->nargs == 1 ? Py_NewRef(shapes[0]) : PyObject_GetAttr(d, s_shape);
-    if (oshape == NULL)
-        goto node_error;
-    meta = PyTuple_Pack(2, oshape, dt);
-    Py_DECREF(oshape);
-    if (meta == NULL)
-        goto node_error;
-    put(node, off_n_meta, meta);
     int ns = r->nsave + r->save_out;
     if (ns == 0) {
         saved = Py_NewRef(NOSAVED);
@@ -323,6 +417,7 @@ error:
     ret = -1;
 done:
     Py_XDECREF(dt);
+    Py_XDECREF(oshape);
     Py_XDECREF(shapes[0]);
     Py_XDECREF(shapes[1]);
     for (int k = 0; k < r->nargs; k++) {
@@ -420,6 +515,12 @@ static int Recorder_traverse(Recorder *r, visitproc visit, void *arg) {
     Py_VISIT(r->literal_miss);
     Py_VISIT(r->typed_dtypes[0]);
     Py_VISIT(r->typed_dtypes[1]);
+    for (int k = 0; k < 3; k++) {
+        Py_VISIT(r->cache[k].shape);
+        Py_VISIT(r->cache[k].dt);
+        Py_VISIT(r->cache[k].shapes);
+        Py_VISIT(r->cache[k].meta);
+    }
     return 0;
 }
 
@@ -430,6 +531,12 @@ static int Recorder_clear(Recorder *r) {
     Py_CLEAR(r->literal_miss);
     Py_CLEAR(r->typed_dtypes[0]);
     Py_CLEAR(r->typed_dtypes[1]);
+    for (int k = 0; k < 3; k++) {
+        Py_CLEAR(r->cache[k].shape);
+        Py_CLEAR(r->cache[k].dt);
+        Py_CLEAR(r->cache[k].shapes);
+        Py_CLEAR(r->cache[k].meta);
+    }
     return 0;
 }
 

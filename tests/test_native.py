@@ -470,3 +470,40 @@ def test_the_chain_benchmark_records_every_elementwise_op_in_c():
     slow = sum(r.slow - b[1] for r, b in zip(recs, before))
     assert (fast, slow) == (5 * workloads.K // 2, 0)
     assert len(tape._nodes) == fast
+
+
+@native
+def test_a_node_reuses_the_last_nodes_shape_tuples_only_where_they_are_its_own():
+    """The recorder keeps the last node's shapes and meta tuples (per operand pattern) while the
+    shape and dtype repeat: every node still equals the Python recorder's, across changes of shape
+    (same size, other rank, 0-d, empty, broadcast), dtype and which operand is a number."""
+    rng = np.random.default_rng(5)
+    shapes = [(3, 4), (3, 4), (12,), (4, 3), (1, 12), (12, 1), (), (), (0, 4), (3, 4), (2, 3, 4), (3, 4)]
+    seq = []
+    for dtype in ("float32", "float64", "float32"):
+        for shape in shapes:
+            x = gt.constant(rng.uniform(0.2, 0.8, shape).astype(dtype))
+            y = gt.constant(rng.uniform(0.2, 0.8, shape).astype(dtype))
+            row = gt.constant(rng.uniform(0.2, 0.8, shape[-1:]).astype(dtype))
+            seq += [(gt.tanh, (x,)), (gt.multiply, (x, y)), (gt.multiply, (x, 0.5)), (gt.multiply, (2.0, x))]
+            seq += [(gt.subtract, (x, row)), (gt.subtract, (row, x)), (gt.multiply, (x, y))]
+    last, reused = {}, 0
+    for fn, args in seq:
+        tensors = [a for a in args if isinstance(a, gt.Tensor)]
+        with gt.GradientTape() as tape:
+            tape.watch(tensors)
+            c_res, p_res, took = _both(fn, args)
+        assert took == (1, 0)
+        c, p = tape._nodes
+        _same_node(c, p, c_res, p_res)
+        assert c.meta == (c_res.shape, c_res.dtype) and c.shapes == tuple(getattr(a, "shape", None) for a in args)
+        key = (fn, tuple(isinstance(a, gt.Tensor) for a in args))
+        own = all(t.shape == c_res.shape for t in tensors)  # (no broadcast: the tuples are kept)
+        if key in last and own and last[key][:2] == (c_res.shape, c_res.dtype):
+            assert c.meta is last[key][2] and c.shapes is last[key][3]
+            reused += 1
+        elif key in last:
+            assert c.meta is not last[key][2]
+        if own:
+            last[key] = (c_res.shape, c_res.dtype, c.meta, c.shapes)
+    assert reused >= 3 * 5  # (each dtype: multiply(x, y) twice a shape, and the repeated shapes)
