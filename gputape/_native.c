@@ -198,7 +198,7 @@ static PyObject *typed_number(PyObject *literals, PyObject *literal_miss, PyObje
         if (t == NULL)
             return NULL;
     }
-    PyObject *got = NULL, *dt = PyObject_GetAttr(d, s_dtype);
+    PyObject *got = NULL, *dt = dtype_of(d);
     if (dt != NULL) {
         if (is_table(t)) {
             got = PyDict_GetItemWithError(t, dt);
@@ -1083,7 +1083,7 @@ static int entry_typed(Entry *e, PyObject *v, PyObject *d, PyObject **got) {
         Py_DECREF(t);
         return 0;
     }
-    PyObject *dt = PyObject_GetAttr(d, s_dtype);
+    PyObject *dt = dtype_of(d);
     if (dt == NULL) {
         Py_DECREF(t);
         return -1;
@@ -1204,13 +1204,23 @@ static PyObject *entry_fast(Entry *e, PyObject *const *args, const Outer *outer)
     put(res, off_t_id, rid);
     if (obs != Py_None) {
         PyObject *ra[4] = {obs, x, y != NULL ? y : res, res};
-        PyObject *r = PyObject_Vectorcall(e->record, ra, e->nargs + 2, NULL);
-        if (r == NULL) {
-            Py_DECREF(res);
-            Py_DECREF(obs);
-            return NULL;
+        /* a C recorder's common case called directly (its vectorcall is the same but for the call) */
+        Recorder *rec = Py_IS_TYPE(e->record, &Recorder_T) ? (Recorder *)e->record : NULL;
+        int got = rec != NULL && rec->nargs == e->nargs ? record_fast(rec, ra) : 2;
+        if (got == 0) {
+            rec->fast++;
+        } else {
+            if (got == 1)
+                rec->slow++;
+            PyObject *to = got == 1 ? rec->fallback : e->record;
+            PyObject *r = got < 0 ? NULL : PyObject_Vectorcall(to, ra, e->nargs + 2, NULL);
+            if (r == NULL) {
+                Py_DECREF(res);
+                Py_DECREF(obs);
+                return NULL;
+            }
+            Py_DECREF(r);
         }
-        Py_DECREF(r);
     }
     Py_DECREF(obs);
     return res;
