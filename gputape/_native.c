@@ -5,7 +5,7 @@
  * - Recorder: the ``record(obs, x, res)`` / ``record(obs, x, y, res)`` objects the generated
  *   entry points call (gputape.recording.recorder1/recorder2). The common case (no hooks, no
  *   locations, a float16/32/64 result, exact Tensor operands of the result's dtype, every tape
- *   tracking an operand) is done here; anything else calls the Python recorder with the same
+ *   tracking an operand, and each Variable operand, so no watch on read is due) is done here; anything else calls the Python recorder with the same
  *   arguments before anything observable happened here.
  * - Structure: gputape._backward_compile._structure (the key, the slot dict, the relevance set).
  * - Entry: the generated one- and two-operand entry points of gputape.dispatch (``_UNARY`` and
@@ -25,7 +25,7 @@
 
 /* ---- what setup() hands over ------------------------------------------------------------ */
 
-static PyTypeObject *Tensor_T, *Node_T, *Observers_T, *Primitive_T, *ndarray_T, *Literal_T;
+static PyTypeObject *Tensor_T, *Node_T, *Observers_T, *Primitive_T, *ndarray_T, *Literal_T, *Variable_T;
 static PyObject *NOPARAMS, *NOSAVED;
 static PyObject *FLOATS[3];
 static Py_ssize_t off_t_data, off_t_id;
@@ -93,11 +93,16 @@ static int probe_arrays(void) {
 }
 
 static PyObject *setup(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *tensor, *node, *observers, *primitive, *noparams, *nosaved, *floats, *ndarray, *literal;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!O!:setup", &PyType_Type, &tensor, &PyType_Type, &node, &PyType_Type,
-                          &observers, &PyType_Type, &primitive, &PyDict_Type, &noparams, &PyList_Type, &nosaved,
-                          &PyTuple_Type, &floats, &PyType_Type, &ndarray, &PyType_Type, &literal))
+    PyObject *tensor, *node, *observers, *primitive, *noparams, *nosaved, *floats, *ndarray, *literal, *variable;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!O!O!:setup", &PyType_Type, &tensor, &PyType_Type, &node,
+                          &PyType_Type, &observers, &PyType_Type, &primitive, &PyDict_Type, &noparams, &PyList_Type,
+                          &nosaved, &PyTuple_Type, &floats, &PyType_Type, &ndarray, &PyType_Type, &literal,
+                          &PyType_Type, &variable))
         return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)variable, (PyTypeObject *)tensor)) {
+        PyErr_SetString(PyExc_TypeError, "gputape._native.setup: Variable must subclass Tensor");
+        return NULL;
+    }
     if (PyTuple_GET_SIZE(floats) != 3) {
         PyErr_SetString(PyExc_ValueError, "gputape._native.setup: floats must hold the three float dtypes");
         return NULL;
@@ -123,6 +128,7 @@ static PyObject *setup(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_XSETREF(Primitive_T, (PyTypeObject *)Py_NewRef(primitive));
     Py_XSETREF(ndarray_T, (PyTypeObject *)Py_NewRef(ndarray));
     Py_XSETREF(Literal_T, (PyTypeObject *)Py_NewRef(literal));
+    Py_XSETREF(Variable_T, (PyTypeObject *)Py_NewRef(variable));
     Py_XSETREF(NOPARAMS, Py_NewRef(noparams));
     Py_XSETREF(NOSAVED, Py_NewRef(nosaved));
     for (int k = 0; k < 3; k++)
@@ -232,12 +238,14 @@ static int record_fast(Recorder *r, PyObject *const *a) {
     PyObject *d = SLOT(res, off_t_data), *rid = SLOT(res, off_t_id);
     if (d == NULL || rid == NULL)
         return 1;
-    /* the operands: exact Tensors (a Variable is watched on read: the Python path) or raw values */
+    /* the operands: exact Tensors and Variables (one some tape does not track yet is watched on
+     * read: the Python path), or raw values */
     PyObject *ops[2] = {NULL, NULL}, *datas[2] = {NULL, NULL}, *oids[2] = {NULL, NULL};
-    int ntensors = 0;
+    int ntensors = 0, var[2] = {0, 0};
     for (int k = 0; k < r->nargs; k++) {
         PyObject *x = a[1 + k];
-        if (Py_TYPE(x) == Tensor_T) {
+        if (Py_TYPE(x) == Tensor_T || Py_TYPE(x) == Variable_T) {
+            var[k] = Py_TYPE(x) == Variable_T;
             ops[k] = x;
             datas[k] = SLOT(x, off_t_data);
             oids[k] = SLOT(x, off_t_id);
@@ -298,12 +306,15 @@ static int record_fast(Recorder *r, PyObject *const *a) {
         if (!PySet_CheckExact(tt) || !PyList_CheckExact(nodes))
             goto done;
         int hit = 0;
-        for (int k = 0; k < r->nargs && !hit; k++) {
-            if (oids[k] == NULL)
+        for (int k = 0; k < r->nargs; k++) {
+            if (oids[k] == NULL || (hit && !var[k]))
                 continue;
-            hit = PySet_Contains(tt, oids[k]);
-            if (hit < 0)
+            int in = PySet_Contains(tt, oids[k]);
+            if (in < 0)
                 goto error;
+            if (!in && var[k])
+                goto done; /* (the Python recorder's watch on read) */
+            hit = hit || in;
         }
         if (!hit)
             goto done;

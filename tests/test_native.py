@@ -121,7 +121,8 @@ def _both(fn, args):
         took = (rec.fast - f0, rec.slow - s0)
         ns["record"] = rec.fallback
         try:
-            p_res = fn(*args)
+            # (a C Entry holds the C recorder it was made with: its Python function reads ``record``)
+            p_res = getattr(fn, "__wrapped__", fn)(*args)
         finally:
             ns["record"] = rec
     return c_res, p_res, took
@@ -507,3 +508,54 @@ def test_a_node_reuses_the_last_nodes_shape_tuples_only_where_they_are_its_own()
         if own:
             last[key] = (c_res.shape, c_res.dtype, c.meta, c.shapes)
     assert reused >= 3 * 5  # (each dtype: multiply(x, y) twice a shape, and the repeated shapes)
+
+
+def _variable_scenario(use_c: bool):
+    """Variables read by multiply and tanh on nested tapes, tracked or not; what the tapes hold."""
+    rec = {f: _recorder(f) for f in (gt.multiply, gt.tanh)}
+    fns = {f: f if use_c else f.__wrapped__ for f in rec}
+    mul, tanh = fns[gt.multiply], fns[gt.tanh]
+    x = gt.constant(np.array([0.5, 0.25, 2.0], np.float32))
+    v = gt.Variable(np.array([1.5, -0.5, 0.75], np.float32), name="v")
+    w = gt.Variable(np.array([0.1, 0.2, 0.3], np.float32), name="w")
+    frozen = gt.Variable(np.array([3.0, 4.0, 5.0], np.float32), trainable=False)
+    saved = {f: f.__globals__["record"] for f in rec}
+    counts = []
+    try:
+        if not use_c:
+            for f, r in rec.items():
+                f.__globals__["record"] = r.fallback
+        with gt.GradientTape(persistent=True) as outer:
+            with gt.GradientTape(persistent=True, watch_accessed_variables=False) as inner:
+                inner.watch(v)
+                outs = [mul(v, x)]  # outer watches v on this read
+                before = sum(r.fast for r in rec.values())
+                outs += [mul(v, x), mul(x, v), tanh(v), mul(v, 2.0), mul(3.0, v)]  # v tracked by both
+                counts.append(sum(r.fast for r in rec.values()) - before)
+                outs += [mul(v, w)]  # w: outer watches it, inner does not track it (nor watches it)
+                outs += [mul(frozen, x), mul(x, frozen), tanh(frozen)]  # not trainable: never watched
+                outs += [mul(outs[-1], v), mul(w, v)]
+        grads = [[None if g is None else g.numpy().tobytes() for g in t.gradient(gt.sum(outs[k]), [v, w])]
+                 for t in (outer, inner) for k in range(len(outs))]  # fmt: skip
+    finally:
+        for f in rec:
+            f.__globals__["record"] = saved[f]
+    ids = {x._id: "x", v._id: "v", w._id: "w", frozen._id: "frozen"}
+    ids.update({o._id: f"out{k}" for k, o in enumerate(outs)})
+
+    def node(n):
+        return (n.prim.name, tuple(ids.get(i, i) for i in n.ids), n.shapes, n.meta, ids[n.out],
+                [s.tobytes() if hasattr(s, "tobytes") else s for s in n.saved], n.casts, n.params)  # fmt: skip
+
+    tapes = [([node(n) for n in t._nodes], sorted(ids.get(i, "?") for i in t._tensors),
+              sorted(u.name for u in t.watched_variables())) for t in (outer, inner)]  # fmt: skip
+    return tapes, grads, counts
+
+
+@native
+def test_a_variable_every_tape_tracks_is_recorded_in_c_and_one_not_yet_tracked_is_pythons():
+    c_tapes, c_grads, c_counts = _variable_scenario(use_c=True)
+    p_tapes, p_grads, p_counts = _variable_scenario(use_c=False)
+    assert c_tapes == p_tapes and c_grads == p_grads
+    assert c_counts == [5] and p_counts == [0]  # the reads of a v both tapes track: all in C
+    assert c_tapes[0][2] == ["v", "w"] and c_tapes[1][2] == ["v"]  # outer: watched on read; inner: as told
