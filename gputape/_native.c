@@ -5,8 +5,9 @@
  * - Recorder: the ``record(obs, x, res)`` / ``record(obs, x, y, res)`` objects the generated
  *   entry points call (gputape.recording.recorder1/recorder2). The common case (no hooks, no
  *   locations, a float16/32/64 result, exact Tensor operands of the result's dtype, every tape
- *   tracking an operand, and each Variable operand, so no watch on read is due) is done here; anything else calls the Python recorder with the same
- *   arguments before anything observable happened here.
+ *   tracking an operand, and each Variable operand: no watch on read is due) is done here;
+ *   anything else calls the Python recorder with the same arguments before anything observable
+ *   happened here.
  * - Structure: gputape._backward_compile._structure (the key, the slot dict, the relevance set).
  * - Entry: the generated one- and two-operand entry points of gputape.dispatch (``_UNARY`` and
  *   ``_BINARY``): host tensors and Python numbers outside every hook and profiler are computed

@@ -11,8 +11,6 @@ process without the extension (GPUTAPE_NATIVE=0). Skipped where the extension is
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import inspect
 import operator
 import os
@@ -22,7 +20,7 @@ import warnings
 
 import numpy as np
 import pytest
-from test_native_entry import MODES, SPECIAL, _bits, _outcome, _t
+from test_native_entry import MODES, SPECIAL, _bits, _outcome, _t, references_come_back
 
 import gputape as gt
 from gputape import config
@@ -175,18 +173,7 @@ def test_references_come_back():
     b = gt.constant(np.array([True, False, True, True]))
     calls = [lambda: 0.5 * x, lambda: 2 - x, lambda: 1 / x, lambda: [1.0] * 4 + x, lambda: "a" - x,
              lambda: b.__rsub__(b), lambda: 2**b]  # fmt: skip
-    for call in calls:
-        for tape_on in (False, True):
-            gc.collect()
-            before = [sys.getrefcount(o) for o in (x, x._data, 0.5, b, b._data)]
-            for _ in range(50):
-                with gt.GradientTape() if tape_on else contextlib.nullcontext():
-                    try:
-                        call()
-                    except TypeError:
-                        pass
-            gc.collect()
-            assert [sys.getrefcount(o) for o in (x, x._data, 0.5, b, b._data)] == before
+    references_come_back(calls, (x, x._data, 0.5, b, b._data))
 
 
 @native
