@@ -5,12 +5,14 @@
  * - Recorder: the ``record(obs, x, res)`` / ``record(obs, x, y, res)`` objects the generated
  *   entry points call (gputape.recording.recorder1/recorder2). The common case (no hooks, no
  *   locations, a float16/32/64 result, exact Tensor operands of the result's dtype, every tape
- *   tracking an operand) is done here; anything else calls the Python recorder with the same
- *   arguments before anything observable happened here.
+ *   tracking an operand, and each Variable operand: no watch on read is due) is done here;
+ *   anything else calls the Python recorder with the same arguments before anything observable
+ *   happened here.
  * - Structure: gputape._backward_compile._structure (the key, the slot dict, the relevance set).
  * - Entry: the generated one- and two-operand entry points of gputape.dispatch (``_UNARY`` and
  *   ``_BINARY``): host tensors and Python numbers outside every hook and profiler are computed
  *   here; anything else calls the generated Python function with the same arguments first.
+ * - Swapped: the reflected operators (``2 * x``) over a two-operand Entry, likewise.
  *
  * Objects are reached through their slot offsets (read once from the classes' member
  * descriptors), the way the interpreter itself reads a __slots__ attribute.
@@ -19,12 +21,12 @@
 #include <Python.h>
 #include <structmember.h>
 
-#define API_VERSION 2
+#define API_VERSION 3
 #define MAX_TAPES 16 /* more nested tapes than this: the Python recorder */
 
 /* ---- what setup() hands over ------------------------------------------------------------ */
 
-static PyTypeObject *Tensor_T, *Node_T, *Observers_T, *Primitive_T, *ndarray_T, *Literal_T;
+static PyTypeObject *Tensor_T, *Node_T, *Observers_T, *Primitive_T, *ndarray_T, *Literal_T, *Variable_T;
 static PyObject *NOPARAMS, *NOSAVED;
 static PyObject *FLOATS[3];
 static Py_ssize_t off_t_data, off_t_id;
@@ -37,6 +39,21 @@ static PyObject *s_dtype, *s_shape, *s_tensors, *s_nodes, *s_leaves, *s_persiste
     *s_seeds, *s_sources, *s_already_swept, *s_too_many_nodes, *s_no_source_recorded;
 
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
+
+/* The head of numpy's PyArrayObject (numpy/ndarraytypes.h, PyArrayObject_fields: public and
+ * unchanged since numpy 1.7): an exact ndarray's dtype (``a.dtype`` returns descr itself) and its
+ * shape, read without building the shape tuple. Used only where setup() has checked it on an
+ * array it made (direct_arrays). */
+typedef struct {
+    PyObject_HEAD char *data;
+    int nd;
+    Py_ssize_t *dimensions;
+    Py_ssize_t *strides;
+    PyObject *base;
+    PyObject *descr;
+} ArrayHead;
+static int direct_arrays = 0;
+#define IS_DIRECT(a) (direct_arrays && Py_IS_TYPE(a, ndarray_T))
 
 static Py_ssize_t slot_offset(PyTypeObject *tp, const char *name) {
     PyObject *d = PyObject_GetAttrString((PyObject *)tp, name);
@@ -55,12 +72,38 @@ static Py_ssize_t slot_offset(PyTypeObject *tp, const char *name) {
 /* Store a new reference in a fresh object's slot (which holds NULL). */
 static inline void put(PyObject *o, Py_ssize_t off, PyObject *v) { SLOT(o, off) = v; }
 
+/* Whether ArrayHead is this numpy's layout: an array of shape (3, 5, 7) read both ways (-1: an error). */
+static int probe_arrays(void) {
+    direct_arrays = 0;
+    PyObject *a = PyObject_CallFunction((PyObject *)ndarray_T, "((iii))", 3, 5, 7);
+    if (a == NULL)
+        return -1;
+    PyObject *dt = PyObject_GetAttr(a, s_dtype), *shape = PyObject_GetAttr(a, s_shape);
+    const ArrayHead *h = (const ArrayHead *)a;
+    int ok = dt != NULL && shape != NULL && Py_IS_TYPE(a, ndarray_T) && h->descr == dt && h->nd == 3 &&
+             PyTuple_CheckExact(shape) && PyTuple_GET_SIZE(shape) == 3;
+    for (int k = 0; ok && k < 3; k++)
+        ok = h->dimensions[k] == PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, k)) && h->dimensions[k] == 3 + 2 * k;
+    Py_XDECREF(dt);
+    Py_XDECREF(shape);
+    Py_DECREF(a);
+    if (PyErr_Occurred())
+        return -1;
+    direct_arrays = ok;
+    return 0;
+}
+
 static PyObject *setup(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *tensor, *node, *observers, *primitive, *noparams, *nosaved, *floats, *ndarray, *literal;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!O!:setup", &PyType_Type, &tensor, &PyType_Type, &node, &PyType_Type,
-                          &observers, &PyType_Type, &primitive, &PyDict_Type, &noparams, &PyList_Type, &nosaved,
-                          &PyTuple_Type, &floats, &PyType_Type, &ndarray, &PyType_Type, &literal))
+    PyObject *tensor, *node, *observers, *primitive, *noparams, *nosaved, *floats, *ndarray, *literal, *variable;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!O!O!:setup", &PyType_Type, &tensor, &PyType_Type, &node,
+                          &PyType_Type, &observers, &PyType_Type, &primitive, &PyDict_Type, &noparams, &PyList_Type,
+                          &nosaved, &PyTuple_Type, &floats, &PyType_Type, &ndarray, &PyType_Type, &literal,
+                          &PyType_Type, &variable))
         return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)variable, (PyTypeObject *)tensor)) {
+        PyErr_SetString(PyExc_TypeError, "gputape._native.setup: Variable must subclass Tensor");
+        return NULL;
+    }
     if (PyTuple_GET_SIZE(floats) != 3) {
         PyErr_SetString(PyExc_ValueError, "gputape._native.setup: floats must hold the three float dtypes");
         return NULL;
@@ -86,10 +129,13 @@ static PyObject *setup(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_XSETREF(Primitive_T, (PyTypeObject *)Py_NewRef(primitive));
     Py_XSETREF(ndarray_T, (PyTypeObject *)Py_NewRef(ndarray));
     Py_XSETREF(Literal_T, (PyTypeObject *)Py_NewRef(literal));
+    Py_XSETREF(Variable_T, (PyTypeObject *)Py_NewRef(variable));
     Py_XSETREF(NOPARAMS, Py_NewRef(noparams));
     Py_XSETREF(NOSAVED, Py_NewRef(nosaved));
     for (int k = 0; k < 3; k++)
         Py_XSETREF(FLOATS[k], Py_NewRef(PyTuple_GET_ITEM(floats, k)));
+    if (probe_arrays() < 0)
+        return NULL;
     ready = 1;
     Py_RETURN_NONE;
 }
@@ -107,8 +153,30 @@ typedef struct {
     PyObject *literals; /* typed residuals (multiply): a number operand saved as its typed 0-d array */
     PyObject *literal_miss;
     PyObject *typed_dtypes[2]; /* the result dtypes it is done for (float32, float64) */
+    /* The last node's shapes and meta tuples, by which operands are tensors (x, y, both), reused
+     * while every tensor operand and the output have that one shape and dtype (a chain's case):
+     * equal tuples, not built again (fewer objects for the cyclic collector to count and walk). */
+    struct {
+        PyObject *shape, *dt, *shapes, *meta;
+    } cache[3];
     Py_ssize_t fast, slow;
 } Recorder;
+
+/* a's dtype (a new reference). */
+static inline PyObject *dtype_of(PyObject *a) {
+    return IS_DIRECT(a) ? Py_NewRef(((ArrayHead *)a)->descr) : PyObject_GetAttr(a, s_dtype);
+}
+
+/* Whether a (IS_DIRECT) has shape ``shape`` (a tuple numpy built). */
+static int has_shape(PyObject *a, PyObject *shape) {
+    const ArrayHead *h = (const ArrayHead *)a;
+    if (h->nd != PyTuple_GET_SIZE(shape))
+        return 0;
+    for (int k = 0; k < h->nd; k++)
+        if (PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, k)) != h->dimensions[k])
+            return 0;
+    return 1;
+}
 
 static int is_float(PyObject *dt) { return dt == FLOATS[0] || dt == FLOATS[1] || dt == FLOATS[2]; }
 
@@ -137,7 +205,7 @@ static PyObject *typed_number(PyObject *literals, PyObject *literal_miss, PyObje
         if (t == NULL)
             return NULL;
     }
-    PyObject *got = NULL, *dt = PyObject_GetAttr(d, s_dtype);
+    PyObject *got = NULL, *dt = dtype_of(d);
     if (dt != NULL) {
         if (is_table(t)) {
             got = PyDict_GetItemWithError(t, dt);
@@ -171,12 +239,14 @@ static int record_fast(Recorder *r, PyObject *const *a) {
     PyObject *d = SLOT(res, off_t_data), *rid = SLOT(res, off_t_id);
     if (d == NULL || rid == NULL)
         return 1;
-    /* the operands: exact Tensors (a Variable is watched on read: the Python path) or raw values */
+    /* the operands: exact Tensors and Variables (one some tape does not track yet is watched on
+     * read: the Python path), or raw values */
     PyObject *ops[2] = {NULL, NULL}, *datas[2] = {NULL, NULL}, *oids[2] = {NULL, NULL};
-    int ntensors = 0;
+    int ntensors = 0, var[2] = {0, 0};
     for (int k = 0; k < r->nargs; k++) {
         PyObject *x = a[1 + k];
-        if (Py_TYPE(x) == Tensor_T) {
+        if (Py_TYPE(x) == Tensor_T || Py_TYPE(x) == Variable_T) {
+            var[k] = Py_TYPE(x) == Variable_T;
             ops[k] = x;
             datas[k] = SLOT(x, off_t_data);
             oids[k] = SLOT(x, off_t_id);
@@ -203,8 +273,9 @@ static int record_fast(Recorder *r, PyObject *const *a) {
     }
     int ret = 1;
     PyObject *dt = NULL, *shapes[2] = {NULL, NULL}, *tts[MAX_TAPES], *lists[MAX_TAPES];
+    PyObject *shp = NULL, *meta = NULL, *oshape = NULL;
     int ngot = 0;
-    dt = PyObject_GetAttr(d, s_dtype);
+    dt = dtype_of(d);
     if (dt == NULL)
         goto error;
     if (!is_float(dt))
@@ -212,7 +283,7 @@ static int record_fast(Recorder *r, PyObject *const *a) {
     for (int k = 0; k < r->nargs; k++) {
         if (ops[k] == NULL)
             continue;
-        PyObject *xdt = PyObject_GetAttr(datas[k], s_dtype);
+        PyObject *xdt = dtype_of(datas[k]);
         if (xdt == NULL)
             goto error;
         Py_DECREF(xdt); /* (compared by identity only, as the Python recorder does) */
@@ -236,50 +307,86 @@ static int record_fast(Recorder *r, PyObject *const *a) {
         if (!PySet_CheckExact(tt) || !PyList_CheckExact(nodes))
             goto done;
         int hit = 0;
-        for (int k = 0; k < r->nargs && !hit; k++) {
-            if (oids[k] == NULL)
+        for (int k = 0; k < r->nargs; k++) {
+            if (oids[k] == NULL || (hit && !var[k]))
                 continue;
-            hit = PySet_Contains(tt, oids[k]);
-            if (hit < 0)
+            int in = PySet_Contains(tt, oids[k]);
+            if (in < 0)
                 goto error;
+            if (!in && var[k])
+                goto done; /* (the Python recorder's watch on read) */
+            hit = hit || in;
         }
         if (!hit)
             goto done;
     }
     /* the node, as recorder1/recorder2 build it */
-    for (int k = 0; k < r->nargs; k++) {
-        if (ops[k] == NULL)
-            continue;
-        shapes[k] = PyObject_GetAttr(datas[k], s_shape);
-        if (shapes[k] == NULL)
+    int pat = (ops[0] != NULL) | (r->nargs == 2 && ops[1] != NULL) << 1;
+    if (r->cache[pat - 1].meta != NULL && r->cache[pat - 1].dt == dt && IS_DIRECT(d) &&
+        has_shape(d, r->cache[pat - 1].shape)) {
+        int hit = 1;
+        for (int k = 0; k < r->nargs && hit; k++)
+            hit = ops[k] == NULL || (IS_DIRECT(datas[k]) && has_shape(datas[k], r->cache[pat - 1].shape));
+        if (hit) {
+            shp = Py_NewRef(r->cache[pat - 1].shapes);
+            meta = Py_NewRef(r->cache[pat - 1].meta);
+        }
+    }
+    if (shp == NULL) {
+        int same = IS_DIRECT(d); /* (whether to keep these tuples for the next node) */
+        for (int k = 0; k < r->nargs; k++) {
+            if (ops[k] == NULL)
+                continue;
+            same = same && IS_DIRECT(datas[k]);
+            shapes[k] = PyObject_GetAttr(datas[k], s_shape);
+            if (shapes[k] == NULL)
+                goto error;
+        }
+        if ((shp = PyTuple_New(r->nargs)) == NULL)
             goto error;
+        for (int k = 0; k < r->nargs; k++)
+            PyTuple_SET_ITEM(shp, k, Py_NewRef(ops[k] ? shapes[k] : Py_None));
+        /* one operand: the output has its shape (the same tuple); two: the output's own */
+        oshape = r->nargs == 1 ? Py_NewRef(shapes[0]) : PyObject_GetAttr(d, s_shape);
+        if (oshape == NULL || (meta = PyTuple_Pack(2, oshape, dt)) == NULL) {
+            Py_DECREF(shp);
+            goto error;
+        }
+        same = same && PyTuple_CheckExact(oshape);
+        for (int k = 0; k < r->nargs && same > 0; k++)
+            if (ops[k] != NULL)
+                same = PyObject_RichCompareBool(shapes[k], oshape, Py_EQ);
+        if (same < 0) {
+            Py_DECREF(shp);
+            Py_DECREF(meta);
+            goto error;
+        }
+        if (same) {
+            Py_XSETREF(r->cache[pat - 1].shape, Py_NewRef(oshape));
+            Py_XSETREF(r->cache[pat - 1].dt, Py_NewRef(dt));
+            Py_XSETREF(r->cache[pat - 1].shapes, Py_NewRef(shp));
+            Py_XSETREF(r->cache[pat - 1].meta, Py_NewRef(meta));
+        }
     }
     PyObject *node = Node_T->tp_alloc(Node_T, 0);
-    if (node == NULL)
+    if (node == NULL) {
+        Py_DECREF(shp);
+        Py_DECREF(meta);
         goto error;
+    }
     put(node, off_n_prim, Py_NewRef(r->prim));
     put(node, off_n_params, Py_NewRef(NOPARAMS));
     put(node, off_n_casts, Py_NewRef(Py_None));
     put(node, off_n_info, Py_NewRef(Py_None));
     put(node, off_n_out, Py_NewRef(rid));
-    PyObject *ids = PyTuple_New(r->nargs), *shp = PyTuple_New(r->nargs), *meta = NULL, *saved = NULL;
-    if (ids == NULL || shp == NULL)
+    put(node, off_n_shapes, shp);
+    put(node, off_n_meta, meta);
+    PyObject *ids = PyTuple_New(r->nargs), *saved = NULL;
+    if (ids == NULL)
         goto node_error;
     put(node, off_n_ids, ids);
-    put(node, off_n_shapes, shp);
-    for (int k = 0; k < r->nargs; k++) {
+    for (int k = 0; k < r->nargs; k++)
         PyTuple_SET_ITEM(ids, k, ops[k] ? Py_NewRef(oids[k]) : PyLong_FromLong(0));
-        PyTuple_SET_ITEM(shp, k, Py_NewRef(ops[k] ? shapes[k] : Py_None));
-    }
-    /* one operand: the output has its shape (the same tuple); two: the output's own */
-    PyObject *oshape = r->nargs == 1 ? Py_NewRef(shapes[0]) : PyObject_GetAttr(d, s_shape);
-    if (oshape == NULL)
-        goto node_error;
-    meta = PyTuple_Pack(2, oshape, dt);
-    Py_DECREF(oshape);
-    if (meta == NULL)
-        goto node_error;
-    put(node, off_n_meta, meta);
     int ns = r->nsave + r->save_out;
     if (ns == 0) {
         saved = Py_NewRef(NOSAVED);
@@ -322,6 +429,7 @@ error:
     ret = -1;
 done:
     Py_XDECREF(dt);
+    Py_XDECREF(oshape);
     Py_XDECREF(shapes[0]);
     Py_XDECREF(shapes[1]);
     for (int k = 0; k < r->nargs; k++) {
@@ -419,6 +527,12 @@ static int Recorder_traverse(Recorder *r, visitproc visit, void *arg) {
     Py_VISIT(r->literal_miss);
     Py_VISIT(r->typed_dtypes[0]);
     Py_VISIT(r->typed_dtypes[1]);
+    for (int k = 0; k < 3; k++) {
+        Py_VISIT(r->cache[k].shape);
+        Py_VISIT(r->cache[k].dt);
+        Py_VISIT(r->cache[k].shapes);
+        Py_VISIT(r->cache[k].meta);
+    }
     return 0;
 }
 
@@ -429,6 +543,12 @@ static int Recorder_clear(Recorder *r) {
     Py_CLEAR(r->literal_miss);
     Py_CLEAR(r->typed_dtypes[0]);
     Py_CLEAR(r->typed_dtypes[1]);
+    for (int k = 0; k < 3; k++) {
+        Py_CLEAR(r->cache[k].shape);
+        Py_CLEAR(r->cache[k].dt);
+        Py_CLEAR(r->cache[k].shapes);
+        Py_CLEAR(r->cache[k].meta);
+    }
     return 0;
 }
 
@@ -875,9 +995,30 @@ static PyObject *replay(Entry *e, PyObject *tp, PyObject *val, PyObject *tb, PyO
     return fn;
 }
 
-/* The forward failed: the Python code's handling of its exception (see above), with the function
- * of parent (a two-operand op whose x * x this is) around it when given. */
-static PyObject *entry_error(Entry *e, PyObject *const *args, Entry *parent, PyObject *const *pargs) {
+/* Who called entry_fast, whose Python code wraps a failed forward around the entry's: the two-operand
+ * entry whose x * x this is (parent), and the reflected operator's Python function (rop, see
+ * Swapped) that calls the entry with its operands swapped, each with its own arguments. */
+typedef struct {
+    Entry *parent;
+    PyObject *const *pargs;
+    PyObject *rop;
+    PyObject *const *rargs;
+} Outer;
+
+/* rop's code over its globals, with fn in the cell of the entry it calls (a new reference). */
+static PyObject *rewrap(PyObject *rop, PyObject *fn) {
+    PyObject *cell = PyCell_New(fn), *closure = cell ? PyTuple_Pack(1, cell) : NULL;
+    PyObject *r = closure ? PyFunction_New(PyFunction_GET_CODE(rop), PyFunction_GET_GLOBALS(rop)) : NULL;
+    if (r != NULL && PyFunction_SetClosure(r, closure) < 0)
+        Py_CLEAR(r);
+    Py_XDECREF(closure);
+    Py_XDECREF(cell);
+    return r;
+}
+
+/* The forward failed: the Python code's handling of its exception (see above), with the functions
+ * of the outer callers around it when given. */
+static PyObject *entry_error(Entry *e, PyObject *const *args, const Outer *outer) {
     PyObject *tp, *val, *tb;
     PyErr_Fetch(&tp, &val, &tb);
     PyErr_NormalizeException(&tp, &val, &tb);
@@ -888,12 +1029,17 @@ static PyObject *entry_error(Entry *e, PyObject *const *args, Entry *parent, PyO
     if (tb != NULL)
         PyException_SetTraceback(val, tb);
     PyObject *res = NULL, *fn = replay(e, tp, val, tb, NULL);
-    if (fn != NULL && parent != NULL) {
-        Py_SETREF(fn, replay(parent, tp, val, tb, fn));
-        e = parent, args = pargs;
+    Py_ssize_t nargs = e->nargs;
+    if (fn != NULL && outer != NULL && outer->parent != NULL) {
+        Py_SETREF(fn, replay(outer->parent, tp, val, tb, fn));
+        args = outer->pargs, nargs = outer->parent->nargs;
+    }
+    if (fn != NULL && outer != NULL && outer->rop != NULL) {
+        Py_SETREF(fn, rewrap(outer->rop, fn));
+        args = outer->rargs, nargs = 2;
     }
     if (fn != NULL) {
-        res = PyObject_Vectorcall(fn, args, e->nargs, NULL);
+        res = PyObject_Vectorcall(fn, args, nargs, NULL);
         Py_DECREF(fn);
     }
     Py_DECREF(tp);
@@ -949,7 +1095,7 @@ static int entry_typed(Entry *e, PyObject *v, PyObject *d, PyObject **got) {
         Py_DECREF(t);
         return 0;
     }
-    PyObject *dt = PyObject_GetAttr(d, s_dtype);
+    PyObject *dt = dtype_of(d);
     if (dt == NULL) {
         Py_DECREF(t);
         return -1;
@@ -967,9 +1113,9 @@ static int entry_typed(Entry *e, PyObject *v, PyObject *d, PyObject **got) {
 
 static inline int is_number(PyObject *v) { return PyFloat_CheckExact(v) || PyLong_CheckExact(v); }
 
-/* The call, or SLOW when it is the Python function's (nothing done), or NULL on error. parent: the
- * two-operand entry whose x * x this is (its Python code wraps an error), with its arguments. */
-static PyObject *entry_fast(Entry *e, PyObject *const *args, Entry *parent, PyObject *const *pargs) {
+/* The call, or SLOW when it is the Python function's (nothing done), or NULL on error. outer: the
+ * callers whose Python code wraps an error (NULL: none). */
+static PyObject *entry_fast(Entry *e, PyObject *const *args, const Outer *outer) {
     PyObject *x = args[0], *y = e->nargs == 2 ? args[1] : NULL;
     PyObject *a = NULL, *b = NULL, *obs = NULL, *out = NULL;
     int got;
@@ -982,8 +1128,12 @@ static PyObject *entry_fast(Entry *e, PyObject *const *args, Entry *parent, PyOb
         if (a == NULL || !Py_IS_TYPE(a, ndarray_T))
             return SLOW;
         if (PyObject_TypeCheck(y, Tensor_T)) {
-            if (e->same != NULL && x == y)
-                return Py_IS_TYPE(e->same, &Entry_T) ? entry_fast((Entry *)e->same, args, e, args) : SLOW;
+            if (e->same != NULL && x == y) {
+                if (!Py_IS_TYPE(e->same, &Entry_T))
+                    return SLOW;
+                Outer in = {e, args, outer ? outer->rop : NULL, outer ? outer->rargs : NULL};
+                return entry_fast((Entry *)e->same, args, &in);
+            }
             b = SLOT(y, off_t_data);
             if (b == NULL || !Py_IS_TYPE(b, ndarray_T))
                 return SLOW;
@@ -1041,7 +1191,7 @@ static PyObject *entry_fast(Entry *e, PyObject *const *args, Entry *parent, PyOb
     Py_XDECREF(b);
     if (out == NULL) {
         Py_DECREF(obs);
-        return entry_error(e, args, parent, pargs);
+        return entry_error(e, args, outer);
     }
     if (!Py_IS_TYPE(out, ndarray_T)) {
         Py_SETREF(out, PyObject_CallOneArg(e->fix_output, out));
@@ -1066,13 +1216,23 @@ static PyObject *entry_fast(Entry *e, PyObject *const *args, Entry *parent, PyOb
     put(res, off_t_id, rid);
     if (obs != Py_None) {
         PyObject *ra[4] = {obs, x, y != NULL ? y : res, res};
-        PyObject *r = PyObject_Vectorcall(e->record, ra, e->nargs + 2, NULL);
-        if (r == NULL) {
-            Py_DECREF(res);
-            Py_DECREF(obs);
-            return NULL;
+        /* a C recorder's common case called directly (its vectorcall is the same but for the call) */
+        Recorder *rec = Py_IS_TYPE(e->record, &Recorder_T) ? (Recorder *)e->record : NULL;
+        int got = rec != NULL && rec->nargs == e->nargs ? record_fast(rec, ra) : 2;
+        if (got == 0) {
+            rec->fast++;
+        } else {
+            if (got == 1)
+                rec->slow++;
+            PyObject *to = got == 1 ? rec->fallback : e->record;
+            PyObject *r = got < 0 ? NULL : PyObject_Vectorcall(to, ra, e->nargs + 2, NULL);
+            if (r == NULL) {
+                Py_DECREF(res);
+                Py_DECREF(obs);
+                return NULL;
+            }
+            Py_DECREF(r);
         }
-        Py_DECREF(r);
     }
     Py_DECREF(obs);
     return res;
@@ -1081,7 +1241,7 @@ static PyObject *entry_fast(Entry *e, PyObject *const *args, Entry *parent, PyOb
 static PyObject *Entry_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Entry *e = (Entry *)self;
     if (kwnames == NULL && PyVectorcall_NARGS(nargsf) == e->nargs && ready) {
-        PyObject *r = entry_fast(e, args, NULL, NULL);
+        PyObject *r = entry_fast(e, args, NULL);
         if (r != SLOW)
             return r;
     }
@@ -1210,21 +1370,23 @@ static PyObject *Entry_repr(Entry *e) {
 
 /* Introspection reads the function's own attributes (__code__, __globals__, __defaults__, ...) where
  * this object has none of that name. */
-static PyObject *Entry_getattro(PyObject *self, PyObject *name) {
+static PyObject *getattr_or(PyObject *self, PyObject *name, PyObject *fallback) {
     PyObject *v = PyObject_GenericGetAttr(self, name);
     if (v != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError) || !PyUnicode_Check(name) ||
         PyUnicode_READ_CHAR(name, 0) != '_' || PyUnicode_GET_LENGTH(name) < 2 || PyUnicode_READ_CHAR(name, 1) != '_')
         return v;
     PyErr_Clear();
-    return PyObject_GetAttr(((Entry *)self)->fallback, name);
+    return PyObject_GetAttr(fallback, name);
+}
+
+static PyObject *Entry_getattro(PyObject *self, PyObject *name) {
+    return getattr_or(self, name, ((Entry *)self)->fallback);
 }
 
 /* Pickled by name, as the function it stands for is. */
-static PyObject *Entry_reduce(Entry *e, PyObject *Py_UNUSED(a)) {
-    return PyObject_GetAttr((PyObject *)e, s_qualname);
-}
+static PyObject *Entry_reduce(PyObject *e, PyObject *Py_UNUSED(a)) { return PyObject_GetAttr(e, s_qualname); }
 
-static PyMethodDef Entry_methods[] = {{"__reduce__", (PyCFunction)Entry_reduce, METH_NOARGS, NULL}, {NULL}};
+static PyMethodDef Entry_methods[] = {{"__reduce__", Entry_reduce, METH_NOARGS, NULL}, {NULL}};
 
 static PyGetSetDef Entry_getset[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
@@ -1256,6 +1418,114 @@ static PyTypeObject Entry_T = {
     .tp_members = Entry_members,
     .tp_getset = Entry_getset,
     .tp_getattro = Entry_getattro,
+};
+
+/* ---- Swapped: the reflected operators ----------------------------------------------------- */
+
+/* Swapped(rop): ``rop(self, other)``, the Python function gputape.ops makes for a reflected operator
+ * (``__radd__`` and the like), which calls the entry in its closure as ``f(other, self)``. The call
+ * that entry computes in C runs here, the operands swapped; every other call is rop's, first (the
+ * entry then sees the call and counts it, as it did). A failed forward is wrapped by rop's code
+ * around the entry's (see entry_error), so an error names rop's parameters, as it did. */
+typedef struct {
+    PyObject_HEAD vectorcallfunc vectorcall;
+    PyObject *rop, *entry;
+    PyObject *dict; /* __name__, __qualname__, __doc__, __module__ */
+} Swapped;
+
+static PyTypeObject Swapped_T;
+
+static PyObject *Swapped_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Swapped *sw = (Swapped *)self;
+    if (kwnames == NULL && PyVectorcall_NARGS(nargsf) == 2 && ready) {
+        PyObject *swapped[2] = {args[1], args[0]};
+        Outer outer = {NULL, NULL, sw->rop, args};
+        PyObject *r = entry_fast((Entry *)sw->entry, swapped, &outer);
+        if (r != SLOW)
+            return r;
+    }
+    return PyObject_Vectorcall(sw->rop, args, nargsf, kwnames);
+}
+
+static PyObject *Swapped_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kw[] = {"rop", NULL};
+    PyObject *rop;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!:Swapped", kw, &PyFunction_Type, &rop))
+        return NULL;
+    PyCodeObject *code = (PyCodeObject *)PyFunction_GET_CODE(rop);
+    PyObject *closure = PyFunction_GET_CLOSURE(rop);
+    PyObject *f = closure != NULL && PyTuple_GET_SIZE(closure) == 1 ? PyCell_GET(PyTuple_GET_ITEM(closure, 0)) : NULL;
+    if (code->co_argcount != 2 || code->co_kwonlyargcount != 0 || (code->co_flags & (CO_VARARGS | CO_VARKEYWORDS)) ||
+        PyFunction_GET_DEFAULTS(rop) != NULL || f == NULL || !Py_IS_TYPE(f, &Entry_T) || ((Entry *)f)->nargs != 2) {
+        PyErr_SetString(PyExc_ValueError,
+                        "gputape._native.Swapped: a function rop(self, other) whose one closure cell holds a "
+                        "two-operand Entry");
+        return NULL;
+    }
+    Swapped *sw = (Swapped *)type->tp_alloc(type, 0);
+    if (sw == NULL)
+        return NULL;
+    sw->vectorcall = Swapped_vectorcall;
+    sw->rop = Py_NewRef(rop);
+    sw->entry = Py_NewRef(f); /* (held: the cell is rop's, and entry_fast reads it without a reference) */
+    return (PyObject *)sw;
+}
+
+static int Swapped_traverse(Swapped *sw, visitproc visit, void *arg) {
+    Py_VISIT(sw->rop);
+    Py_VISIT(sw->entry);
+    Py_VISIT(sw->dict);
+    return 0;
+}
+
+static int Swapped_clear(Swapped *sw) {
+    Py_CLEAR(sw->rop);
+    Py_CLEAR(sw->entry);
+    Py_CLEAR(sw->dict);
+    return 0;
+}
+
+static void Swapped_dealloc(Swapped *sw) {
+    PyObject_GC_UnTrack(sw);
+    Swapped_clear(sw);
+    Py_TYPE(sw)->tp_free((PyObject *)sw);
+}
+
+static PyObject *Swapped_repr(Swapped *sw) {
+    PyObject *q = sw->dict ? PyDict_GetItemWithError(sw->dict, s_qualname) : NULL;
+    if (q == NULL && PyErr_Occurred())
+        return NULL;
+    return PyUnicode_FromFormat("<gputape reflected op %S (C entry)>", q ? q : (PyObject *)Py_TYPE(sw->rop));
+}
+
+static PyObject *Swapped_getattro(PyObject *self, PyObject *name) {
+    return getattr_or(self, name, ((Swapped *)self)->rop);
+}
+
+static PyMemberDef Swapped_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(Swapped, rop), READONLY, "the Python function (every other call)"},
+    {"entry", T_OBJECT, offsetof(Swapped, entry), READONLY, "the entry it calls with the operands swapped"},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Swapped, vectorcall), READONLY},
+    {NULL}};
+
+static PyTypeObject Swapped_T = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "gputape._native.Swapped",
+    .tp_basicsize = sizeof(Swapped),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "Swapped(rop): a reflected operator rop(self, other) = entry(other, self), the entry's call in C.",
+    .tp_new = Swapped_new,
+    .tp_dealloc = (destructor)Swapped_dealloc,
+    .tp_traverse = (traverseproc)Swapped_traverse,
+    .tp_clear = (inquiry)Swapped_clear,
+    .tp_repr = (reprfunc)Swapped_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Swapped, vectorcall),
+    .tp_descr_get = Entry_get,
+    .tp_dictoffset = offsetof(Swapped, dict),
+    .tp_methods = Entry_methods,
+    .tp_members = Swapped_members,
+    .tp_getset = Entry_getset,
+    .tp_getattro = Swapped_getattro,
 };
 
 /* ---- the module --------------------------------------------------------------------------- */
@@ -1300,7 +1570,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         if ((*names[k].p = PyUnicode_InternFromString(names[k].s)) == NULL)
             return NULL;
     if (PyType_Ready(&Recorder_T) < 0 || PyType_Ready(&Structure_T) < 0 || PyType_Ready(&Entry_T) < 0 ||
-        PyType_Ready(&Raise_T) < 0)
+        PyType_Ready(&Raise_T) < 0 || PyType_Ready(&Swapped_T) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL)
@@ -1308,7 +1578,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (PyModule_AddIntConstant(m, "API", API_VERSION) < 0 ||
         PyModule_AddObjectRef(m, "Recorder", (PyObject *)&Recorder_T) < 0 ||
         PyModule_AddObjectRef(m, "Structure", (PyObject *)&Structure_T) < 0 ||
-        PyModule_AddObjectRef(m, "Entry", (PyObject *)&Entry_T) < 0) {
+        PyModule_AddObjectRef(m, "Entry", (PyObject *)&Entry_T) < 0 ||
+        PyModule_AddObjectRef(m, "Swapped", (PyObject *)&Swapped_T) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -31,7 +31,16 @@ _ndarray = np.ndarray
 _native = config._native  # the C recorders (gputape/_native.c) where built and not turned off
 if _native is not None:
     _native.setup(
-        Tensor, Node, _state.Observers, Primitive, _NOPARAMS, _NOSAVED, tuple(FLOAT_DTYPES), _ndarray, _Literal
+        Tensor,
+        Node,
+        _state.Observers,
+        Primitive,
+        _NOPARAMS,
+        _NOSAVED,
+        tuple(FLOAT_DTYPES),
+        _ndarray,
+        _Literal,
+        Variable,
     )
 
 

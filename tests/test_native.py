@@ -121,7 +121,8 @@ def _both(fn, args):
         took = (rec.fast - f0, rec.slow - s0)
         ns["record"] = rec.fallback
         try:
-            p_res = fn(*args)
+            # (a C Entry holds the C recorder it was made with: its Python function reads ``record``)
+            p_res = getattr(fn, "__wrapped__", fn)(*args)
         finally:
             ns["record"] = rec
     return c_res, p_res, took
@@ -470,3 +471,91 @@ def test_the_chain_benchmark_records_every_elementwise_op_in_c():
     slow = sum(r.slow - b[1] for r, b in zip(recs, before))
     assert (fast, slow) == (5 * workloads.K // 2, 0)
     assert len(tape._nodes) == fast
+
+
+@native
+def test_a_node_reuses_the_last_nodes_shape_tuples_only_where_they_are_its_own():
+    """The recorder keeps the last node's shapes and meta tuples (per operand pattern) while the
+    shape and dtype repeat: every node still equals the Python recorder's, across changes of shape
+    (same size, other rank, 0-d, empty, broadcast), dtype and which operand is a number."""
+    rng = np.random.default_rng(5)
+    shapes = [(3, 4), (3, 4), (12,), (4, 3), (1, 12), (12, 1), (), (), (0, 4), (3, 4), (2, 3, 4), (3, 4)]
+    seq = []
+    for dtype in ("float32", "float64", "float32"):
+        for shape in shapes:
+            x = gt.constant(rng.uniform(0.2, 0.8, shape).astype(dtype))
+            y = gt.constant(rng.uniform(0.2, 0.8, shape).astype(dtype))
+            row = gt.constant(rng.uniform(0.2, 0.8, shape[-1:]).astype(dtype))
+            seq += [(gt.tanh, (x,)), (gt.multiply, (x, y)), (gt.multiply, (x, 0.5)), (gt.multiply, (2.0, x))]
+            seq += [(gt.subtract, (x, row)), (gt.subtract, (row, x)), (gt.multiply, (x, y))]
+    last, reused = {}, 0
+    for fn, args in seq:
+        tensors = [a for a in args if isinstance(a, gt.Tensor)]
+        with gt.GradientTape() as tape:
+            tape.watch(tensors)
+            c_res, p_res, took = _both(fn, args)
+        assert took == (1, 0)
+        c, p = tape._nodes
+        _same_node(c, p, c_res, p_res)
+        assert c.meta == (c_res.shape, c_res.dtype) and c.shapes == tuple(getattr(a, "shape", None) for a in args)
+        key = (fn, tuple(isinstance(a, gt.Tensor) for a in args))
+        own = all(t.shape == c_res.shape for t in tensors)  # (no broadcast: the tuples are kept)
+        if key in last and own and last[key][:2] == (c_res.shape, c_res.dtype):
+            assert c.meta is last[key][2] and c.shapes is last[key][3]
+            reused += 1
+        elif key in last:
+            assert c.meta is not last[key][2]
+        if own:
+            last[key] = (c_res.shape, c_res.dtype, c.meta, c.shapes)
+    assert reused >= 3 * 5  # (each dtype: multiply(x, y) twice a shape, and the repeated shapes)
+
+
+def _variable_scenario(use_c: bool):
+    """Variables read by multiply and tanh on nested tapes, tracked or not; what the tapes hold."""
+    rec = {f: _recorder(f) for f in (gt.multiply, gt.tanh)}
+    fns = {f: f if use_c else f.__wrapped__ for f in rec}
+    mul, tanh = fns[gt.multiply], fns[gt.tanh]
+    x = gt.constant(np.array([0.5, 0.25, 2.0], np.float32))
+    v = gt.Variable(np.array([1.5, -0.5, 0.75], np.float32), name="v")
+    w = gt.Variable(np.array([0.1, 0.2, 0.3], np.float32), name="w")
+    frozen = gt.Variable(np.array([3.0, 4.0, 5.0], np.float32), trainable=False)
+    saved = {f: f.__globals__["record"] for f in rec}
+    counts = []
+    try:
+        if not use_c:
+            for f, r in rec.items():
+                f.__globals__["record"] = r.fallback
+        with gt.GradientTape(persistent=True) as outer:
+            with gt.GradientTape(persistent=True, watch_accessed_variables=False) as inner:
+                inner.watch(v)
+                outs = [mul(v, x)]  # outer watches v on this read
+                before = sum(r.fast for r in rec.values())
+                outs += [mul(v, x), mul(x, v), tanh(v), mul(v, 2.0), mul(3.0, v)]  # v tracked by both
+                counts.append(sum(r.fast for r in rec.values()) - before)
+                outs += [mul(v, w)]  # w: outer watches it, inner does not track it (nor watches it)
+                outs += [mul(frozen, x), mul(x, frozen), tanh(frozen)]  # not trainable: never watched
+                outs += [mul(outs[-1], v), mul(w, v)]
+        grads = [[None if g is None else g.numpy().tobytes() for g in t.gradient(gt.sum(outs[k]), [v, w])]
+                 for t in (outer, inner) for k in range(len(outs))]  # fmt: skip
+    finally:
+        for f in rec:
+            f.__globals__["record"] = saved[f]
+    ids = {x._id: "x", v._id: "v", w._id: "w", frozen._id: "frozen"}
+    ids.update({o._id: f"out{k}" for k, o in enumerate(outs)})
+
+    def node(n):
+        return (n.prim.name, tuple(ids.get(i, i) for i in n.ids), n.shapes, n.meta, ids[n.out],
+                [s.tobytes() if hasattr(s, "tobytes") else s for s in n.saved], n.casts, n.params)  # fmt: skip
+
+    tapes = [([node(n) for n in t._nodes], sorted(ids.get(i, "?") for i in t._tensors),
+              sorted(u.name for u in t.watched_variables())) for t in (outer, inner)]  # fmt: skip
+    return tapes, grads, counts
+
+
+@native
+def test_a_variable_every_tape_tracks_is_recorded_in_c_and_one_not_yet_tracked_is_pythons():
+    c_tapes, c_grads, c_counts = _variable_scenario(use_c=True)
+    p_tapes, p_grads, p_counts = _variable_scenario(use_c=False)
+    assert c_tapes == p_tapes and c_grads == p_grads
+    assert c_counts == [5] and p_counts == [0]  # the reads of a v both tapes track: all in C
+    assert c_tapes[0][2] == ["v", "w"] and c_tapes[1][2] == ["v"]  # outer: watched on read; inner: as told

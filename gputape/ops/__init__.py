@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _errors
+from .. import _errors, config
 from .. import backend as _backend
 from ..primitive import REGISTRY
 from ..tensor import Tensor, Variable, _wrap
@@ -260,6 +260,14 @@ def _r(f: Any) -> Any:
         return f(other, self)
 
     rop.__name__ = f"__r{f.__name__}__"
+    native = config._native
+    if native is not None and type(f) is native.Entry:
+        # its C twin (gputape/_native.c's Swapped) runs the entry's C path with the operands swapped
+        # and hands every other call to rop
+        c = native.Swapped(rop)
+        for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
+            setattr(c, attr, getattr(rop, attr))
+        return c
     return rop
 
 
