@@ -77,7 +77,7 @@ def _op_error(prim: Primitive, args: tuple, params: dict, exc: Exception) -> Exc
         hint = "; matmul takes no scalars (numpy's rule): use * to multiply by a number"
     elif prim.name in ("matmul", "dot", "einsum"):
         hint = "; the inner dimensions must agree (x.shape[-1] == y.shape[-2])"
-    elif len(shapes) > 1:
+    elif len(shapes) > 1 and "broadcast" in str(exc):  # (not for a value error: 2 ** negative ints)
         hint = "; shapes must be equal or broadcastable (numpy rules)"
     names = _errors.argument_names(args)
     what = ", ".join(

@@ -157,12 +157,12 @@ def test_introspection_and_binding_are_the_functions():
         rop = sw.__wrapped__
         for attr in ("__name__", "__qualname__", "__doc__", "__module__", "__code__", "__globals__", "__closure__"):
             assert getattr(sw, attr) is getattr(rop, attr), (name, attr)
-        assert sw.__name__ == f"__r{sw.entry.__name__}__" and inspect.signature(sw) == inspect.signature(rop)
+        assert sw.__name__ == name and inspect.signature(sw) == inspect.signature(rop)  # named as installed
     x = gt.constant([1.0, 2.0])
     bound = x.__rtruediv__
     assert bound.__self__ is x and bound.__func__ is gt.Tensor.__rtruediv__
     assert bound(1.0).numpy().tolist() == [1.0, 0.5]
-    assert "rop" in repr(gt.Tensor.__radd__)
+    assert "__radd__" in repr(gt.Tensor.__radd__)
     with pytest.raises(ValueError, match="Swapped"):
         config._native.Swapped(lambda self, other: other)  # (no entry in a closure cell)
 

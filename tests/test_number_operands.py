@@ -194,3 +194,11 @@ def test_number_subclasses_follow_numpys_rule():
             same_bits(op(x, v).numpy(), f(x0, v), (op.__name__, type(v).__name__))
             same_bits(op(v, x).numpy(), f(v, x0), (op.__name__, type(v).__name__, "left"))
         same_bits((x * v).numpy(), x0 * v, type(v).__name__)
+
+
+def test_a_value_error_is_not_blamed_on_shapes():
+    with pytest.raises(ValueError, match=r"gt.power: .*Integers to negative integer powers") as e:
+        2 ** gt.constant(np.array([-1]))
+    assert "broadcastable" not in str(e.value)
+    with pytest.raises(ValueError, match=r"shapes must be equal or broadcastable"):
+        gt.constant(np.ones(2)) + gt.constant(np.ones(3))

@@ -255,11 +255,14 @@ DIFF_NAMESPACE.gpu = False
 # -- operators and methods on Tensor ---------------------------------------------------
 
 
-def _r(f: Any) -> Any:
+def _r(f: Any, name: str) -> Any:
+    """``Tensor.<name>``, the reflected operator of ``f``: ``other <op> self`` as ``f(other, self)``."""
+
     def rop(self: Any, other: Any) -> Any:
         return f(other, self)
 
-    rop.__name__ = f"__r{f.__name__}__"
+    rop.__name__ = name
+    rop.__qualname__ = f"Tensor.{name}"
     native = config._native
     if native is not None and type(f) is native.Entry:
         # its C twin (gputape/_native.c's Swapped) runs the entry's C path with the operands swapped
@@ -316,21 +319,21 @@ def _to_m(self, device):
 
 _T = Tensor
 _T.__add__ = add
-_T.__radd__ = _r(add)
+_T.__radd__ = _r(add, "__radd__")
 _T.__sub__ = subtract
-_T.__rsub__ = _r(subtract)
+_T.__rsub__ = _r(subtract, "__rsub__")
 _T.__mul__ = multiply
-_T.__rmul__ = _r(multiply)
+_T.__rmul__ = _r(multiply, "__rmul__")
 _T.__truediv__ = divide
-_T.__rtruediv__ = _r(divide)
+_T.__rtruediv__ = _r(divide, "__rtruediv__")
 _T.__floordiv__ = floor_divide
-_T.__rfloordiv__ = _r(floor_divide)
+_T.__rfloordiv__ = _r(floor_divide, "__rfloordiv__")
 _T.__mod__ = mod
-_T.__rmod__ = _r(mod)
+_T.__rmod__ = _r(mod, "__rmod__")
 _T.__pow__ = power
-_T.__rpow__ = _r(power)
+_T.__rpow__ = _r(power, "__rpow__")
 _T.__matmul__ = matmul
-_T.__rmatmul__ = _r(matmul)
+_T.__rmatmul__ = _r(matmul, "__rmatmul__")
 _T.__neg__ = negative
 _T.__pos__ = _same
 _T.__abs__ = abs
@@ -343,9 +346,9 @@ _T.__le__ = less_equal
 _T.__gt__ = greater
 _T.__ge__ = greater_equal
 _T.__and__ = logical_and
-_T.__rand__ = _r(logical_and)
+_T.__rand__ = _r(logical_and, "__rand__")
 _T.__or__ = logical_or
-_T.__ror__ = _r(logical_or)
+_T.__ror__ = _r(logical_or, "__ror__")
 _T.__xor__ = logical_xor
 _T.__invert__ = logical_not
 _T.reshape = _reshape_m
