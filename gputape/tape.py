@@ -498,14 +498,11 @@ class GradientTape(_state.Scope):
         diff = _any_tape()
         seeds = _seeds(flat_t, flat_og, diff, lead=None)
         try:
-            quiet = _quiet_on()
-            try:
+            with _quiet():
                 # the sweep, or code compiled for a structure seen before (gputape._backward_compile)
                 grads = {}
                 if seeds:
                     grads = _compiled_gradients(self, seeds, [s._id for s in flat_s], diff, _namespace(diff, seeds))
-            finally:
-                _quiet_off(quiet)
             out = _results(grads, flat_s, unconnected, diff)
             if unconnected is UnconnectedGradients.RAISE:
                 self._raise_unconnected(flat_t, flat_s, out)
@@ -646,21 +643,6 @@ def _rebuild(spec: Any, flat: list) -> Any:
 def _quiet() -> Any:
     # Infinite and NaN gradients are results (sqrt at 0 is inf), not numpy warnings.
     return np.errstate(divide="ignore", invalid="ignore", over="ignore")
-
-
-def _quiet_on() -> Any:
-    """``_quiet().__enter__()`` for gradient(): the token to hand ``_quiet_off``.
-
-    (Reusing numpy's error-state object through its private ``numpy._core.umath`` names saved
-    ~0.6 us a step; a public ``np.errstate`` keeps gputape off numpy internals.)
-    """
-    q = _quiet()
-    q.__enter__()
-    return q
-
-
-def _quiet_off(token: Any) -> None:
-    token.__exit__(None, None, None)
 
 
 def _check_sources(flat_s: list, what: str) -> None:
