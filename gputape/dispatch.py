@@ -273,9 +273,9 @@ def _literal_miss(v: int | float) -> dict:
 
 
 # The primitives whose recorder saves a number operand as its typed 0-d array (recording.recorder2):
-# multiply's VJP pairs it with the cotangent alone (g * a1), the same bits under NEP 50; other VJPs
-# combine a number with another number (divide's 1 / y), whose bits a typed one would change.
-_TYPED_RESIDUALS = frozenset({"multiply"})
+# their VJPs pair it with an array alone (multiply's g * y, divide's g / y and -out / y), the same
+# bits under NEP 50; a VJP that combined a number with another number (1 / y) would change them.
+_TYPED_RESIDUALS = frozenset({"multiply", "divide"})
 
 
 def typed_number(v: Any, d: Any) -> Any:

@@ -4,7 +4,7 @@ Every generated one- and two-operand entry point is called through its C object 
 its Python function (``__wrapped__``) on the same operands of every kind, in every observer
 state: the results (bits, dtypes), the recorded nodes (field by field, ids by role), the tapes'
 tracked sets and edges, the errors (class, message, cause) and the warnings must be the same.
-Then the multiply residual: a number operand saved as the typed 0-d array its ufunc got gives
+Then the multiply and divide residuals: a number operand saved as the typed 0-d array its ufunc got gives
 the bits of the Python number's gradient. Skipped where the extension is not in use.
 """
 
@@ -296,53 +296,74 @@ def references_come_back(calls, objects):
             assert [sys.getrefcount(o) for o in objects] == before
 
 
-# -- the multiply residual -------------------------------------------------------------------------
+# -- the typed number residuals (multiply, divide) --------------------------------------------------
+
+
+def _mul_x(x, n):
+    return x * n
+
+
+def _mul_n(x, n):
+    return n * x
+
+
+def _div_x(x, n):
+    return x / n
+
+
+# (the op, which residual is the number, d/dx of op(x) given g, as numpy computes it)
+RESIDUAL_CASES = {
+    "x*n": (_mul_x, 1, lambda g, n: g * n),
+    "n*x": (_mul_n, 0, lambda g, n: g * n),
+    "x/n": (_div_x, 0, lambda g, n: np.where(g == 0, 0, g / n)),  # divide's VJP: g / y, 0 where g == 0
+}
 
 
 @pytest.mark.skipif(not expr.TYPED_LITERALS, reason="literals are typed on numpy 2 only (NEP 50)")
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("number", [0.1, 1.01, -0.0, 0.0, 3, -7, 1e-300, 1e300, 2**30, float("inf"), float("nan")])
-def test_a_typed_number_residual_gives_the_python_numbers_bits(dtype, number):
+@pytest.mark.parametrize("case", sorted(RESIDUAL_CASES))
+def test_a_typed_number_residual_gives_the_python_numbers_bits(dtype, number, case):
+    op, k, want = RESIDUAL_CASES[case]
     x0 = np.array(SPECIAL + [np.finfo(dtype).max, np.finfo(dtype).tiny], dtype)
-    for order in ("x*n", "n*x"):
-        x = gt.constant(x0)
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            with gt.GradientTape(persistent=True) as tape:
-                tape.watch(x)
-                y = x * number if order == "x*n" else number * x
-            (node,) = tape._nodes
-            k = 1 if order == "x*n" else 0
-            r = node.saved[k]
-            assert r is dispatch.typed_number(number, x0)  # the very operand the ufunc got
-            g = tape.gradient(y, x, output_gradients=gt.constant(x0[::-1].copy()))
-            assert _bits(g.numpy()) == _bits(x0[::-1] * number)  # numpy's own, the number converted by NEP 50
-            saved = list(node.saved)
-            node.saved[k] = number  # the Python-number residual it replaces: the same bits
-            g_py = tape.gradient(y, x, output_gradients=gt.constant(x0[::-1].copy()))
-            node.saved[:] = saved
-            assert _bits(g_py.numpy()) == _bits(g.numpy())
-            assert _bits(y.numpy()) == _bits(x0 * number)
+    x = gt.constant(x0)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        with gt.GradientTape(persistent=True) as tape:
+            tape.watch(x)
+            y = op(x, number)
+        (node,) = tape._nodes
+        r = node.saved[k]
+        assert r is dispatch.typed_number(number, x0)  # the very operand the ufunc got
+        g0 = x0[::-1].copy()
+        g = tape.gradient(y, x, output_gradients=gt.constant(g0))
+        assert _bits(g.numpy()) == _bits(want(g0, number))  # numpy's own, the number converted by NEP 50
+        saved = list(node.saved)
+        node.saved[k] = number  # the Python-number residual it replaces: the same bits
+        g_py = tape.gradient(y, x, output_gradients=gt.constant(g0))
+        node.saved[:] = saved
+        assert _bits(g_py.numpy()) == _bits(g.numpy())
+        assert _bits(y.numpy()) == _bits(op(x0, number))
 
 
 @pytest.mark.skipif(not expr.TYPED_LITERALS, reason="literals are typed on numpy 2 only (NEP 50)")
-def test_only_multiply_on_floats_saves_a_typed_number_and_a_trace_sees_the_number():
+def test_only_multiply_and_divide_on_floats_save_a_typed_number_and_a_trace_sees_the_number():
     x32 = gt.constant(np.array([1.0, 2.0], np.float32))
     x16 = gt.constant(np.array([1.0, 2.0], np.float16))
     with gt.GradientTape() as tape:
         tape.watch([x32, x16])
         a = x32 * 0.1
-        b = x32 / 0.1  # divide's VJP combines its number with another (1 / y): kept as the number
+        b = x32 / 0.1  # divide's VJPs pair the number with arrays alone (g / y, -out / y): typed too
         c = x16 * 0.1  # float16: the number
-    m32, div, m16 = tape._nodes
-    assert type(m32.saved[1]) is np.ndarray and m32.saved[1].dtype == np.float32 and m32.saved[1].shape == ()
-    assert any(type(s) is float for s in div.saved) and not any(getattr(s, "shape", 1) == () for s in div.saved)
-    assert type(m16.saved[1]) is float
+        d = gt.maximum(x32, 0.5)  # maximum: the number
+    m32, div, m16, mx = tape._nodes
+    for saved in (m32.saved[1], div.saved[0]):
+        assert type(saved) is np.ndarray and saved.dtype == np.float32 and saved.shape == ()
+    assert type(m16.saved[1]) is float and type(mx.saved[1]) is float
     rows = tape.summary().splitlines()
     assert "array(" not in "".join(rows)
     assert rows[2].split()[:2] == ["0", "multiply"] and rows[2].split()[-2] == "8"  # x's 8 bytes: the literal is shared
-    assert tape.saved_bytes == 8 + 8 + 4  # x32 (once), divide's output, x16
-    assert a is not None and b is not None and c is not None
+    assert a is not None and b is not None and c is not None and d is not None
     saved = []
 
     @gt.function
