@@ -326,3 +326,44 @@ def test_softmax_finite_test_under_large_maxima_and_an_infinite_one(dtype, shape
         np.testing.assert_array_equal(got, want.astype(dtype))
         with np.errstate(all="ignore"):
             np.testing.assert_allclose(np.exp(lsm.astype(np.float64)), want, rtol=5e-3, atol=1e-6)
+
+
+def test_variables_the_c_recorder_saved_survive_in_place_optimizer_steps_and_assigns():
+    v = gt.Variable(np.array([1.0, 2.0], np.float32))
+    v0 = v.numpy().copy()
+    opt = gt.optim.SGD(0.5)
+    with gt.GradientTape(persistent=True) as tape:
+        _ = v * 1.0  # the first read watches v (the Python recorder); the ops below find it tracked
+        ys = (v * v, gt.tanh(v) * v, v * 3.0 + v / 2.0)
+    want = [2 * v0, (1 - np.tanh(v0) ** 2) * v0 + np.tanh(v0), np.full(2, 3.5, np.float32)]
+    opt.apply_gradients([(gt.constant(np.ones(2, np.float32)), v)])
+    v.assign_add(np.full(2, 5.0, np.float32))
+    assert v.numpy().tolist() == [5.5, 6.5]
+    for y, w in zip(ys, want):
+        np.testing.assert_allclose(tape.gradient(y, v).numpy(), w, rtol=1e-6)
+
+
+def test_reused_node_shapes_follow_broadcasting_and_dtype_changes():
+    x, r, s = gt.constant(np.ones(3, np.float32)), gt.constant(np.ones(1, np.float32)), gt.constant(np.float32(2))
+    c = gt.constant(np.ones(3, np.float64))
+    with gt.GradientTape(persistent=True) as tape:
+        tape.watch([x, r, s, c])
+        ys = [x * x, x * 2.0, x * r, r * x, x * s, s * s, c * c, x * x * 3.0, gt.tanh(s), gt.tanh(x)]
+    got = [(n.shapes, n.meta) for n in tape._nodes]
+    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
+    assert got == [
+        (((3,),), ((3,), f32)),
+        (((3,), None), ((3,), f32)),
+        (((3,), (1,)), ((3,), f32)),
+        (((1,), (3,)), ((3,), f32)),
+        (((3,), ()), ((3,), f32)),
+        (((),), ((), f32)),
+        (((3,),), ((3,), f64)),
+        (((3,),), ((3,), f32)),
+        (((3,), None), ((3,), f32)),
+        (((),), ((), f32)),
+        (((3,),), ((3,), f32)),
+    ]
+    assert len(ys) == 10
+    gx, gr, gs = tape.gradient([ys[2], ys[3], ys[4]], [x, r, s])
+    assert (gx.numpy().tolist(), gr.numpy().tolist(), float(gs)) == ([4.0] * 3, [6.0], 3.0)
