@@ -113,9 +113,14 @@ def _const_array(a: Any, prim: Primitive | None) -> Any:
         p = _tensor_mod.packed(a)  # a list holding tensors is packed on the tape; apply then runs again with it
         if p is not None:
             return p
-    if isinstance(a, _ndarray) or hasattr(a, "__cuda_array_interface__"):
+    if isinstance(a, _ndarray):
+        # an ndarray subclass: its plain array, as a tensor holds (a np.matrix result would change
+        # what * means; a masked array's mask would be dropped silently: _to_array refuses one with
+        # masked elements)
+        return _tensor_mod._to_array(a)
+    if hasattr(a, "__cuda_array_interface__"):
         if getattr(getattr(a, "dtype", None), "kind", None) in _tensor_mod.NUMERIC_KINDS:
-            return a  # an ndarray subclass or a device array
+            return a  # a device array
     return _tensor_mod._to_array(a)
 
 

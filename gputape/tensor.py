@@ -120,6 +120,13 @@ def _to_array(value: Any, dtype: Any = None, device: str | None = None) -> Any:
             return data
         if value is None:
             raise _errors.argument_error(None, "is None", hint="pass a tensor, a number, a list or an array")
+        if isinstance(value, np.ma.MaskedArray) and np.ma.is_masked(value):
+            # np.asarray drops the mask: the masked elements' hidden values would be used, silently
+            raise _errors.argument_error(
+                value,
+                "is a masked array with masked elements (a tensor has no mask: their hidden values would be used)",
+                hint="fill them first (a.filled(value)), or pass a.data to use the hidden values knowingly",
+            )
         if dtype is None:
             dtype = _py_dtype(value)
         dev = backend.parse_device(device) if device is not None else None

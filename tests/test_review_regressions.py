@@ -3,6 +3,8 @@ failed before its fix, or is marked xfail(strict=True) where the fix belongs to 
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -160,3 +162,25 @@ def test_the_gradient_of_a_division_by_a_python_zero_is_infinite(zero):
         for g in [grad(x) for _ in range(3)] + [f(x) for _ in range(3)]:
             np.testing.assert_array_equal(g.numpy(), want)
             assert g.dtype == np.float32 and np.signbit(g.numpy()).tolist() == np.signbit(want).tolist()
+
+
+def test_masked_arrays_with_masked_elements_are_refused_and_subclasses_become_plain_arrays():
+    """A tensor has no mask: a masked array's hidden values would be used silently (np.asarray drops
+    the mask), so gt.constant and an op refuse one with masked elements, naming the op and the argument.
+    An ndarray subclass without a mask (or a np.matrix) is used as its plain array: a tensor never holds
+    a subclass (whose operators could mean something else), and numpy's dtype promotion is kept."""
+    m = np.ma.masked_array([1.0, 2.0, 3.0], mask=[0, 1, 0])
+    x = gt.constant(np.array([1.0, 2.0, 3.0], np.float32))
+    with pytest.raises(TypeError, match=r"gt.constant: .*masked array with masked elements.*filled"):
+        gt.constant(m)
+    with pytest.raises(TypeError, match=r"gt.add: argument y .*masked array with masked elements"):
+        x + m
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PendingDeprecationWarning)  # (numpy's about np.matrix itself)
+        matrix = np.matrix([1.0, 2.0, 3.0])
+    for other in (np.ma.masked_array([1.0, 2.0, 3.0]), matrix):
+        r = x * other
+        want = np.multiply(np.array([1.0, 2.0, 3.0], np.float32), np.asarray(other))
+        assert type(r._data) is np.ndarray and r.dtype == want.dtype
+        np.testing.assert_array_equal(r.numpy(), want)
+    assert type(gt.constant(np.ma.masked_array([1.0, 2.0]))._data) is np.ndarray
