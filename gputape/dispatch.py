@@ -10,6 +10,7 @@ ops are generated from their declaration (:func:`unary_op`, :func:`binary_op`).
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -344,6 +345,12 @@ def _entry(prim: Primitive, name: str, template: str, doc: str, **env: Any) -> C
     }
     fn = generate(name, src, ns)
     fn.__doc__ = doc
+    # the module whose top level declares the op, which binds its name: pickle finds the function
+    # there by name (gputape.dispatch has no attribute of that name)
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_name != "<module>":
+        f = f.f_back
+    fn.__module__ = f.f_globals.get("__name__", __name__) if f is not None else __name__
     if config._native is not None:
         # its C twin (gputape/_native.c's Entry) computes the common case and hands every other
         # call to fn; an error from its forward is wrapped by fn's own code (in its frame, whose
