@@ -259,45 +259,10 @@ _TYPED = """
 {i}    t = LITERALS.get({n})
 {i}    {v} = (literal_miss({n}) if t is None else t).get(d.dtype, {n})"""
 
-# A Python number's dtype table (gputape.expr.literal), by value: 1 and 1.0 share one (the same
-# float values), 0 and -0.0 share an empty one (the number itself is passed: its sign stays).
-_LITERALS: dict[int | float, dict] = {}
-_NO_LITERAL: dict = {}
-LITERALS_MAX = 4096  # distinct numbers kept; past it, a new number is passed as itself
-
-
-def _literal_miss(v: int | float) -> dict:
-    """The table for a number not seen yet: made and kept where its conversion is exact and safe."""
-    if v != v or v == 0 or len(_LITERALS) >= LITERALS_MAX:
-        return _NO_LITERAL  # NaN (never found again), zeros' signs, a full table: numpy converts it
-    if type(v) is int and abs(v) > 2**24:
-        t = _NO_LITERAL  # (a large int's float32 value is left to numpy's own conversion)
-    else:
-        t = _expr.literal(v)
-    _LITERALS[v] = t
-    return t
-
-
 # The primitives whose recorder saves a number operand as its typed 0-d array (recording.recorder2):
 # their VJPs pair it with an array alone (multiply's g * y, divide's g / y and -out / y), the same
 # bits under NEP 50; a VJP that combined a number with another number (1 / y) would change them.
 _TYPED_RESIDUALS = frozenset({"multiply", "divide"})
-
-
-def typed_number(v: Any, d: Any) -> Any:
-    """What the generated entry points hand a ufunc for operand ``v`` beside host array ``d``: a
-    Python number's cached same-dtype 0-d array where that is bitwise the number (see _TYPED),
-    anything else as it is. gt.function's trace records the same operand, so a replay computes
-    what the eager op computed, as fast.
-
-    >>> import numpy as np
-    >>> typed_number(0.5, np.zeros(2, np.float32)).dtype, typed_number(0.5, np.zeros(2, np.int64))
-    (dtype('float32'), 0.5)
-    """
-    if not _expr.TYPED_LITERALS or (type(v) is not float and type(v) is not int) or type(d) is not _ndarray:
-        return v
-    t = _LITERALS.get(v)
-    return (_literal_miss(v) if t is None else t).get(d.dtype, v)
 
 
 def typed_path(prim: Primitive) -> bool:
@@ -339,8 +304,8 @@ def _entry(prim: Primitive, name: str, template: str, doc: str, **env: Any) -> C
         "prim": prim,
         "fwd": prim.fwd,
         "cpu": prim.cpu,
-        "LITERALS": _LITERALS,
-        "literal_miss": _literal_miss,
+        "LITERALS": _expr.NUMBERS,
+        "literal_miss": _expr.number_miss,
         **env,
     }
     fn = generate(name, src, ns)
@@ -383,7 +348,7 @@ def binary_op(prim: Primitive, name: str, doc: str, same: Primitive | None = Non
     one-argument primitive instead (x * x as square: one VJP term instead of two summed).
     """
     typed = prim.name in _TYPED_RESIDUALS and prim.cpu is not None and _expr.TYPED_LITERALS
-    env: dict[str, Any] = {"record": recorder2(prim, (_LITERALS, _literal_miss) if typed else None)}
+    env: dict[str, Any] = {"record": recorder2(prim, typed)}
     if same is not None:
         if same.public is None:  # (declared after this op: its entry point is made here)
             unary_op(same, same.name, "")

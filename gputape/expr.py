@@ -344,6 +344,42 @@ def literal(value: int | float) -> _Literal:
     return t
 
 
+# The Python numbers met beside host arrays (gputape.dispatch's entry points, the recorders, the
+# gt.function trace), by value, each with its :func:`literal` table: 1 and 1.0 share one (the same
+# float values), 0 and -0.0 share an empty one (the number itself is passed: its sign stays).
+NUMBERS: dict[int | float, dict] = {}
+_NO_LITERAL: dict = {}
+NUMBERS_MAX = 4096  # distinct numbers kept; past it, a new number is passed as itself
+
+
+def number_miss(v: int | float) -> dict:
+    """The table for a number not in :data:`NUMBERS` yet: made and kept where its conversion is exact and safe."""
+    if v != v or v == 0 or len(NUMBERS) >= NUMBERS_MAX:
+        return _NO_LITERAL  # NaN (never found again), zeros' signs, a full table: numpy converts it
+    if type(v) is int and abs(v) > 2**24:
+        t = _NO_LITERAL  # (a large int's float32 value is left to numpy's own conversion)
+    else:
+        t = literal(v)
+    NUMBERS[v] = t
+    return t
+
+
+def typed_number(v: Any, d: Any) -> Any:
+    """What a ufunc is handed for operand ``v`` beside host array ``d``: a Python number's cached
+    same-dtype 0-d array where that is bitwise the number (NEP 50), anything else as it is. The
+    generated entry points do the same inline; gt.function's trace records it, so a replay computes
+    what the eager op computed, as fast; multiply's and divide's recorders save it.
+
+    >>> import numpy as np
+    >>> typed_number(0.5, np.zeros(2, np.float32)).dtype, typed_number(0.5, np.zeros(2, np.int64))
+    (dtype('float32'), 0.5)
+    """
+    if not TYPED_LITERALS or (type(v) is not float and type(v) is not int) or type(d) is not np.ndarray:
+        return v
+    t = NUMBERS.get(v)
+    return (number_miss(v) if t is None else t).get(d.dtype, v)
+
+
 TEMPORARIES = re.compile(r"\b_k[0-9]+\b")  # the names python_typed's text assigns (code that writes it frees them)
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from . import _state, config
 from ._generate import generate
 from ._state import tls as _tls
-from .expr import _Literal
+from .expr import NUMBERS, _Literal, number_miss, typed_number
 from .primitive import _NOPARAMS, _NOSAVED, Node, Primitive, _complex_node
 from .tensor import FLOAT_DTYPES, Tensor, Variable, _new
 
@@ -450,60 +450,52 @@ def recorder1(prim: Primitive) -> Callable[[Any, Tensor, Tensor], None]:
 
 
 # A Python-number operand saved beside a float32/float64 host result, as the typed 0-d array its
-# ufunc got (gputape.dispatch.typed_number: the same table lookup), where a recorder is given the
-# table: the VJP's ``g * number`` then skips numpy's conversion of the number, to the same bits.
-# Not while gt.function traces: its replay writes a number residual as a typed literal itself,
-# and its fused kernels take numbers, not array constants.
-_TYPED_SAVE = """typed(LITERALS, literal_miss, {v}, {arr}, dt) if obs.trace is None else {v}"""
-
-
-def _typed_save(table: dict, miss: Callable[[Any], dict], v: Any, arr: Any, dt: Any) -> Any:
-    if (type(v) is float or type(v) is int) and type(arr) is _ndarray and (dt is _F32 or dt is _F64):
-        t = table.get(v)
-        return (miss(v) if t is None else t).get(arr.dtype, v)
-    return v
-
+# ufunc got (gputape.expr.typed_number), where a recorder is asked to: the VJP's ``g * number``
+# then skips numpy's conversion of the number, to the same bits. Not while gt.function traces: its
+# replay writes a number residual as a typed literal itself, and its fused kernels take numbers,
+# not array constants.
+_TYPED_SAVE = """typed({v}, {arr}, dt) if obs.trace is None else {v}"""
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
-def recorder2(
-    prim: Primitive, literals: tuple[dict, Callable[[Any], dict]] | None = None
-) -> Callable[[Any, Any, Any, Tensor], None]:
+def _typed_save(v: Any, arr: Any, dt: Any) -> Any:
+    return typed_number(v, arr) if dt is _F32 or dt is _F64 else v
+
+
+def recorder2(prim: Primitive, typed: bool = False) -> Callable[[Any, Any, Any, Tensor], None]:
     """``record(obs, x, y, res)`` for a generated two-operand entry point of ``prim``.
 
-    With ``literals`` (the entry point's number table and its miss function, gputape.dispatch's
-    ``_LITERALS`` and ``_literal_miss``), a saved Python-number operand beside a float32/float64
-    host result is saved as the typed 0-d array the ufunc got; only for a VJP that pairs that
-    residual with the cotangent alone (``g * number``: NEP 50 gives the same bits), never with
+    With ``typed``, a saved Python-number operand beside a float32/float64 host result is saved as
+    the typed 0-d array the ufunc got (:func:`gputape.expr.typed_number`); only for a VJP that
+    pairs that residual with arrays alone (``g * number``: NEP 50 gives the same bits), never with
     another number. ``node.saved`` holds it; hooks, errors and explain see the number.
     """
     saved = _saved_text(prim, ("xd", "yd"))
     numbers = {"number_x": "x", "number_y": "y"}
-    if literals is not None:
+    if typed:
         numbers = {"number_x": _TYPED_SAVE.format(v="x", arr="yd"), "number_y": _TYPED_SAVE.format(v="y", arr="xd")}
-    extra = {} if literals is None else {"LITERALS": literals[0], "literal_miss": literals[1], "typed": _typed_save}
+    extra = {"typed": _typed_save} if typed else {}
     py = _generate(
         prim, _RECORD2, "(x, y)", "d.shape", "hooks(obs, prim, (x, y), res)", _hooks, saved, extra, **numbers
     )
-    return _native_recorder(prim, 2, py, literals)
+    return _native_recorder(prim, 2, py, typed)
 
 
-def _native_recorder(
-    prim: Primitive, nargs: int, py: Callable[..., None], literals: tuple[dict, Callable[[Any], dict]] | None = None
-) -> Callable[..., None]:
+def _native_recorder(prim: Primitive, nargs: int, py: Callable[..., None], typed: bool = False) -> Callable[..., None]:
     """The C twin of the generated recorder ``py`` (which it calls in every unusual case), or ``py``.
 
     It bakes in what the template does: the operand positions saved (as :func:`_saved_text`
-    lists them) and whether the output is saved after them.
+    lists them), whether the output is saved after them, and (``typed``) the number table the
+    typed residuals come from.
     """
     if _native is None:
         return py
     s = prim.save
     pos = range(nargs) if s is True else range(nargs)[s] if type(s) is slice else s
-    if literals is None:
+    if not typed:
         return _native.Recorder(prim, nargs, tuple(pos), bool(prim.save_out), py)
-    return _native.Recorder(prim, nargs, tuple(pos), bool(prim.save_out), py, *literals, (_F32, _F64))
+    return _native.Recorder(prim, nargs, tuple(pos), bool(prim.save_out), py, NUMBERS, number_miss, (_F32, _F64))
 
 
 def _note_exported_operands(tape: Any, args: tuple, res: Any) -> None:

@@ -329,7 +329,7 @@ def test_a_typed_number_residual_gives_the_python_numbers_bits(dtype, number, ca
             y = op(x, number)
         (node,) = tape._nodes
         r = node.saved[k]
-        assert r is dispatch.typed_number(number, x0)  # the very operand the ufunc got
+        assert r is expr.typed_number(number, x0)  # the very operand the ufunc got
         g0 = x0[::-1].copy()
         g = tape.gradient(y, x, output_gradients=gt.constant(g0))
         assert _bits(g.numpy()) == _bits(want(g0, number))  # numpy's own, the number converted by NEP 50
@@ -382,7 +382,7 @@ def test_without_the_extension_the_python_recorder_saves_the_same():
         "with gt.GradientTape() as t:\n"
         "    t.watch(x); y = x * 0.1\n"
         "r = t._nodes[0].saved[1]\n"
-        "print(type(gt.multiply).__name__, r is dispatch.typed_number(0.1, x._data),"
+        "print(type(gt.multiply).__name__, r is expr.typed_number(0.1, x._data),"
         " expr.TYPED_LITERALS, type(r).__name__)\n"
     )
     env = {**os.environ, "GPUTAPE_NATIVE": "0"}

@@ -15,7 +15,7 @@ import pytest
 from bitwise_helpers import same_bits
 
 import gputape as gt
-from gputape import dispatch, expr
+from gputape import expr
 from gputape.primitive import REGISTRY
 
 NUMBERS = [
@@ -104,14 +104,14 @@ def test_recorded_nodes_and_hooks_see_the_number_itself():
 
 
 def test_the_table_is_bounded_and_keeps_zeros_signs(monkeypatch):
-    monkeypatch.setattr(dispatch, "_LITERALS", {})
-    monkeypatch.setattr(dispatch, "LITERALS_MAX", 3)
+    monkeypatch.setattr(expr, "NUMBERS", {})
+    monkeypatch.setattr(expr, "NUMBERS_MAX", 3)
     x = gt.constant(np.array([1.0, -1.0], np.float32))
     same_bits((x * -0.0).numpy(), np.array([1.0, -1.0], np.float32) * -0.0)
     same_bits((x * 0.0).numpy(), np.array([1.0, -1.0], np.float32) * 0.0)
     for v in range(1, 10):
         same_bits((x + float(v)).numpy(), np.array([1.0, -1.0], np.float32) + float(v))
-    assert len(dispatch._LITERALS) <= 3
+    assert len(expr.NUMBERS) <= 3
 
 
 @pytest.mark.skipif(not expr.TYPED_LITERALS, reason="literals are typed on numpy 2 only (NEP 50)")

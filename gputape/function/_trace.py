@@ -10,7 +10,8 @@ import numpy as np
 
 from .. import _state, backend
 from ..backward import _fit, _fit_all, _unbatched_vjp, _vjp_raw
-from ..dispatch import typed_number, typed_path
+from ..dispatch import typed_path
+from ..expr import typed_number
 from ..primitive import Node
 from ..recording import _where
 from ..tape import _custom_fwd
