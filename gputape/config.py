@@ -79,6 +79,13 @@ if _native_switch:
             _native_why = f"in use ({_native.__file__})"
 
 
+def _enabled(value: Any, setter: str) -> bool:
+    """A setter's ``enabled`` argument as a bool (a bool or an int; anything else is refused by name)."""
+    if not isinstance(value, (bool, int)):
+        raise TypeError(f"gt.config.{setter}: enabled must be a bool, got {value!r}")
+    return bool(value)
+
+
 def native_enabled() -> bool:
     """Whether the optional C accelerator ``gputape._native`` is in use (built, current and not turned off).
 
@@ -101,9 +108,7 @@ def set_soft_device_placement(enabled: bool) -> None:
     >>> gt.config.set_soft_device_placement(False)
     """
     global _soft_placement
-    if not isinstance(enabled, (bool, int)):
-        raise TypeError(f"gt.config.set_soft_device_placement: enabled must be a bool, got {enabled!r}")
-    _soft_placement = bool(enabled)
+    _soft_placement = _enabled(enabled, "set_soft_device_placement")
 
 
 def get_soft_device_placement() -> bool:
@@ -137,9 +142,7 @@ def set_backward_compilation(enabled: bool) -> None:
     >>> gt.config.set_backward_compilation(was)
     """
     global _compile_backward
-    if not isinstance(enabled, (bool, int)):
-        raise TypeError(f"gt.config.set_backward_compilation: enabled must be a bool, got {enabled!r}")
-    _compile_backward = bool(enabled)
+    _compile_backward = _enabled(enabled, "set_backward_compilation")
 
 
 def get_backward_compilation() -> bool:
@@ -176,9 +179,7 @@ def set_backward_graphs(enabled: bool) -> None:
     >>> gt.config.set_backward_graphs(was)
     """
     global _backward_graphs
-    if not isinstance(enabled, (bool, int)):
-        raise TypeError(f"gt.config.set_backward_graphs: enabled must be a bool, got {enabled!r}")
-    _backward_graphs = bool(enabled)
+    _backward_graphs = _enabled(enabled, "set_backward_graphs")
 
 
 def get_backward_graphs() -> bool:
@@ -265,9 +266,7 @@ def set_vector_kernels(enabled: bool) -> None:
     >>> gt.config.set_vector_kernels(False)
     """
     global _vector_kernels
-    if not isinstance(enabled, (bool, int)):
-        raise TypeError(f"gt.config.set_vector_kernels: enabled must be a bool, got {enabled!r}")
-    _vector_kernels = bool(enabled)
+    _vector_kernels = _enabled(enabled, "set_vector_kernels")
 
 
 def get_vector_kernels() -> bool:
