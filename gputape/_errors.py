@@ -33,6 +33,17 @@ NEVER_WRAP = (MemoryError, FloatingPointError)
 _names: dict[types.CodeType, str] = {}
 _names_key = -1
 
+#: frames that hand their arguments on to a public function unchanged, in another order
+#: (the reflected operators: ``300 + t`` runs ``gt.add(300, t)``): never the entry, so an error
+#: names the arguments as that function's parameters (x, y), not as the wrapper's (other, self)
+_FORWARDERS: set[types.CodeType] = set()
+
+
+def forwarder(fn: Any) -> Any:
+    """Mark ``fn`` as a forwarder (see :data:`_FORWARDERS`); returns it."""
+    _FORWARDERS.add(fn.__code__)
+    return fn
+
 
 def _public_names() -> dict[types.CodeType, str]:
     """code object -> public name (``gt.sum``, ``gt.nn.relu``, ``gt.Variable.assign``).
@@ -99,7 +110,8 @@ def _entry_frame() -> types.FrameType | None:
     entry = None
     while f is not None:
         if f.f_code.co_filename.startswith(_PKG):
-            entry = f
+            if f.f_code not in _FORWARDERS:
+                entry = f
         elif entry is not None:
             break
         f = f.f_back

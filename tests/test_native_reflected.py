@@ -136,7 +136,7 @@ def test_the_fast_path_is_the_entrys_and_every_other_call_is_the_functions():
 @native
 def test_a_failed_forward_names_the_python_functions_parameters():
     x = gt.constant(np.array([-1, 2], np.int64))
-    with pytest.raises(ValueError, match=r"gt\.power: .*other = 2") as c:
+    with pytest.raises(ValueError, match=r"gt\.power: .*x = 2 .*y of shape \(2,\)") as c:
         2**x
     with pytest.raises(ValueError) as p:
         gt.Tensor.__rpow__.__wrapped__(x, 2)

@@ -88,6 +88,26 @@ def test_a_number_out_of_the_dtypes_range_says_so():
         gt.constant(np.array([1, 2], np.int64)) + 2**70
 
 
+@pytest.mark.parametrize(
+    "run, op",
+    [
+        (lambda t: 300 + t, "add"),
+        (lambda t: 300 - t, "subtract"),
+        (lambda t: 300 * t, "multiply"),
+        (lambda t: [1, 2, 3] + t, "add"),
+    ],
+)
+def test_a_reflected_operator_names_the_arguments_as_the_op_does(run, op):
+    # `300 + t` runs gt.add(300, t): the message names x and y, as gt.add's would, never the
+    # reflected operator's own (other, self) parameters or "input 1"
+    t = gt.constant(np.array([1, 2], np.uint8))
+    with pytest.raises((OverflowError, ValueError)) as info:
+        run(t)
+    msg = str(info.value)
+    assert msg.startswith(f"gt.{op}: cannot apply to x = ") and ", y of shape (2,) and dtype uint8" in msg, msg
+    assert "other" not in msg and "input 1" not in msg, msg
+
+
 def test_recorded_nodes_and_hooks_see_the_number_itself():
     x = gt.constant(np.array([1.0, 2.0], np.float32))
     with gt.GradientTape() as tape:

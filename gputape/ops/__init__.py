@@ -258,6 +258,7 @@ DIFF_NAMESPACE.gpu = False
 def _r(f: Any, name: str) -> Any:
     """``Tensor.<name>``, the reflected operator of ``f``: ``other <op> self`` as ``f(other, self)``."""
 
+    @_errors.forwarder  # an error names f's parameters: `300 + t` reports x = 300, y = t
     def rop(self: Any, other: Any) -> Any:
         return f(other, self)
 
