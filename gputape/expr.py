@@ -327,10 +327,15 @@ def python(e: Expr, names: dict[str, str] | None = None, ns: str = "F") -> str:
 # casting may not (a numpy scalar times a Python float was float64 there): literals stay as written
 TYPED_LITERALS = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
 _literals: dict[tuple, _Literal] = {}
+# Tables shared, at most: the declared derivatives' few literals, NUMBERS' numbers and the number
+# constants gt.function traces (one per distinct constant, each retrace with a new one adds one).
+# Past it a table is made for its caller alone: generated code keeps the table it names.
+LITERALS_MAX = 8192
 
 
 def literal(value: int | float) -> _Literal:
-    """The shared :class:`_Literal` table of ``value`` (-0.0 and 0.0, 1 and 1.0 apart).
+    """The shared :class:`_Literal` table of ``value`` (-0.0 and 0.0, 1 and 1.0 apart); a fresh,
+    unshared one once :data:`LITERALS_MAX` tables are kept.
 
     >>> import numpy as np
     >>> t = literal(0.5)
@@ -340,7 +345,9 @@ def literal(value: int | float) -> _Literal:
     key = (type(value), repr(value))
     t = _literals.get(key)
     if t is None:
-        t = _literals[key] = _Literal(value)
+        t = _Literal(value)
+        if len(_literals) < LITERALS_MAX:
+            _literals[key] = t
     return t
 
 

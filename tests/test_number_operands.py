@@ -145,6 +145,32 @@ def test_literal_tables_are_read_only_and_typed():
     assert expr.literal(-0.0) is not expr.literal(0.0) and expr.literal(1) is not expr.literal(1.0)
 
 
+@pytest.mark.skipif(not expr.TYPED_LITERALS, reason="literals are typed on numpy 2 only (NEP 50)")
+def test_the_shared_literal_tables_are_bounded(monkeypatch):
+    # every distinct number gt.function traces as a constant gets a table: past the cap a caller
+    # gets a table of its own (as correct, just not shared) and the shared ones stay as they were
+    kept = expr.literal(0.375)
+    monkeypatch.setattr(expr, "LITERALS_MAX", len(expr._literals))
+    n = len(expr._literals)
+    fresh = expr.literal(123.0625)
+    assert len(expr._literals) == n and expr.literal(123.0625) is not fresh
+    assert fresh[np.dtype(np.float32)] == np.float32(123.0625) and fresh[np.dtype(np.float32)].dtype == np.float32
+    assert expr.literal(0.375) is kept
+
+    x = gt.constant(np.array([1.0, 2.0], np.float32))
+
+    @gt.function
+    def f(x):
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            y = x * 7.8125
+        return tape.gradient(y, x)
+
+    for _ in range(2):
+        same_bits(f(x).numpy(), np.full(2, 7.8125, np.float32))
+    assert len(expr._literals) == n
+
+
 @pytest.mark.parametrize("name", TYPED)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_gt_function_replays_number_operands_as_the_eager_op_computes_them(name, dtype):
