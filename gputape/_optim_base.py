@@ -10,6 +10,7 @@ off. On GPU arrays SGD/Adam/AdamW take the one-launch path instead
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from collections.abc import Callable, Iterable
@@ -391,60 +392,55 @@ class Optimizer:
         update may write its step into it (the same ufuncs on the same operands, so the same
         bits) instead of a new array. Only phase 1 writes there; the gradient is dead anyway.
         """
-        live = []
+        raw = []
         owned = []
+        plain = True  # every gradient a host array of its variable's shape and dtype
         for i, v in enumerate(variables):
-            g, refs = _take(grads, i)
-            if refs <= _SOLE_REFS and type(g) is np.ndarray and type(v._data) is np.ndarray:
-                f = g.flags
-                own = f.owndata and f.writeable and f.c_contiguous and g.shape == v.shape and g.dtype == v.dtype
+            g = grads[i]
+            grads[i] = None
+            refs = _getrefcount(g)  # (the statement _SOLE_REFS is measured with)
+            if (
+                type(g) is np.ndarray
+                and type(v._data) is np.ndarray
+                and g.shape == v._data.shape
+                and g.dtype == v._data.dtype
+            ):
+                if refs <= _SOLE_REFS:
+                    f = g.flags
+                    owned.append(f.owndata and f.writeable and f.c_contiguous)
+                else:
+                    owned.append(False)
             else:
-                own = False
-            live.append((g, v))
-            owned.append(own)
+                plain = False
+                owned.append(False)
+            raw.append(g)  # (held here: a later entry of the same array counts this reference)
         del g
-        return self._apply_live(live, owned)
+        if plain and self._plain():
+            return self._step_plain(raw, variables, owned)
+        return self._apply_live(list(zip(raw, variables)), owned)
 
     def _plain(self) -> bool:
-        """True when a step is ``w -= lr * g`` for every variable, with no slots (plain SGD)."""
+        """True when a step is ``w -= lr * g`` for every variable, no slots, no clipping (plain SGD)."""
         return False
 
-    def _apply_plain(self, live: list[tuple[Any, Variable]], owned: list[bool] | None) -> int | None:
-        """Plain SGD on host arrays in two tight loops, or None (nothing done) when another path must run.
+    def _step_plain(self, raw: list[Any], variables: list[Variable], owned: list[bool] | None) -> int:
+        """Plain SGD of checked host gradients: one loop computes, one commits.
 
-        The same checks, rule (:func:`~gputape._optim_rules.plain_sgd`) and commit as the general
-        path, without its per-variable slot and call bookkeeping, which is most of a small step's
-        cost. Any gradient that is not a host array of its variable's shape and dtype, or
-        clipping, leaves the step to the general path, which gives the errors.
+        The rule of the general path (:func:`~gputape._optim_rules.plain_sgd`) and its commit,
+        without its per-variable slot and call bookkeeping, which is most of a small step's cost.
         """
-        if self.clipnorm is not None or self.global_clipnorm is not None:
-            return None
-        raw = []
-        for g, v in live:
-            a = g._data if isinstance(g, Tensor) else g
-            if not (
-                type(a) is np.ndarray
-                and type(v._data) is np.ndarray
-                and a.shape == v._data.shape
-                and a.dtype == v._data.dtype
-            ):
-                return None
-            raw.append(a)
         step = self._step_count() + 1
         deltas = _rules.plain_sgd(raw, self._rate_at(step - 1), owned)
-        self._commit([(v, delta, False) for (_, v), delta in zip(live, deltas)], step)
+        self._commit(zip(variables, deltas, _FALSES), step)
         return step
 
     def _apply_live(self, live: list[tuple[Any, Variable]], owned: list[bool] | None = None) -> int:
-        if self._plain():
-            step = self._apply_plain(live, owned)
-            if step is not None:
-                return step
         # Phase 1 computes every new value and changes nothing: whatever raises here
         # (a gradient's shape or dtype, a schedule's NaN, a Ctrl-C) leaves the state as it was.
         # (``owned``: per pair, whether its gradient was donated by _apply_donated, and may be
         # overwritten here; a donated gradient is dead, so writing it changes no state.)
         raw = []
+        host = True  # every gradient a host array of its variable's shape and dtype
         for g, v in live:
             # (a raw host array comes from gt.function's replay of this step, which skips the wrap)
             a = g._data if isinstance(g, Tensor) else g
@@ -457,7 +453,10 @@ class Optimizer:
                 and a.dtype == v._data.dtype
             ):
                 a = _raw(g, v, self.name)
+                host = False
             raw.append((a, v))
+        if host and self._plain():
+            return self._step_plain([a for a, _ in raw], [v for _, v in raw], owned)
         if self.clipnorm is not None or self.global_clipnorm is not None:
             raw = self._clip(raw)
             owned = None  # (the clipped gradients are new arrays, or the same: keep it simple)
@@ -682,16 +681,20 @@ class Optimizer:
 _NOSLOTS: dict[str, Any] = {}
 
 
-def _take(grads: list[Any], i: int) -> tuple[Any, int]:
-    """Entry ``i`` of ``grads``, which this leaves ``None``, and its reference count as seen here."""
-    g = grads[i]
-    grads[i] = None
-    return g, _getrefcount(g)
+_FALSES = itertools.repeat(False)  # (plain SGD's commit: every update is w -= delta)
 
 
-# What _take reports for an array that nothing else references: measured rather than assumed
-# (CPython versions count the call's own references differently).
-_SOLE_REFS = _take([np.empty(1)], 0)[1]
+def _sole_refs(grads: list[Any]) -> int:
+    # _apply_donated's statements for an array that nothing else references
+    g = grads[0]
+    grads[0] = None
+    refs = _getrefcount(g)
+    return refs
+
+
+# What _apply_donated's getrefcount reports for an array that nothing else references:
+# measured rather than assumed (CPython versions count a call's own references differently).
+_SOLE_REFS = _sole_refs([np.empty(1)])
 
 
 __all__ = ["Optimizer"]

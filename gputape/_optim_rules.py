@@ -76,7 +76,7 @@ def plain_sgd(grads: list[np.ndarray], lr: float, into: list[bool] | None = None
     for k, g in enumerate(grads):
         if g.dtype is not dt:
             dt, t = g.dtype, _rate(g, lr)
-        out.append(np.multiply(g, t, out=g) if into is not None and into[k] else g * t)
+        out.append(np.multiply(g, t, g) if into is not None and into[k] else g * t)  # (out=g, positional)
     return out
 
 

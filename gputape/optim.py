@@ -114,7 +114,12 @@ class SGD(Optimizer):
 
     def _plain(self) -> bool:
         # w -= lr * g with this class's own rule: the base class's one-loop host path
-        return not (self.momentum or self.weight_decay or self._fused_on_cpu) and type(self)._compute is SGD._compute
+        return (
+            not (self.momentum or self.weight_decay or self._fused_on_cpu)
+            and self.clipnorm is None
+            and self.global_clipnorm is None
+            and type(self)._compute is SGD._compute
+        )
 
 
 class Adam(Optimizer):

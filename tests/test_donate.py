@@ -63,13 +63,19 @@ def _step_fn(params, opt, loss=_loss):
 def spy(monkeypatch):
     """Records, per optimizer step, which gradients were donated (``None``: none offered)."""
     seen: list = []
-    real = optim_base.Optimizer._apply_live
+    step_plain, apply_host = optim_base.Optimizer._step_plain, optim_base.Optimizer._apply_host
 
-    def apply_live(self, live, owned=None):
+    def plain(self, raw, variables, owned):
         seen.append(None if owned is None else list(owned))
-        return real(self, live, owned)
+        return step_plain(self, raw, variables, owned)
 
-    monkeypatch.setattr(optim_base.Optimizer, "_apply_live", apply_live)
+    def host(self, raw, lr, step, owned):
+        seen.append(None if owned is None else list(owned))
+        return apply_host(self, raw, lr, step, owned)
+
+    # the two ends of a host step: plain SGD's loops, and the general one
+    monkeypatch.setattr(optim_base.Optimizer, "_step_plain", plain)
+    monkeypatch.setattr(optim_base.Optimizer, "_apply_host", host)
     return seen
 
 
