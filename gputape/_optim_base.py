@@ -395,6 +395,7 @@ class Optimizer:
         raw = []
         owned = []
         plain = True  # every gradient a host array of its variable's shape and dtype
+        g = None
         for i, v in enumerate(variables):
             g = grads[i]
             grads[i] = None
@@ -502,7 +503,7 @@ class Optimizer:
 
     def _commit(
         self,
-        assigns: list[tuple[Variable, Any, bool]],
+        assigns: Iterable[tuple[Variable, Any, bool]],
         step: int,
         used: Iterable[list] = (),
         fresh: Iterable[list] = (),

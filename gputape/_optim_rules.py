@@ -70,6 +70,11 @@ def plain_sgd(grads: list[np.ndarray], lr: float, into: list[bool] | None = None
 
     ``into``: per gradient, whether it was donated and may be overwritten (``np.multiply(g, lr,
     out=g)``: the same bits as ``g * lr``).
+
+    >>> g, h = np.array([2.0, 4.0]), np.array([1.0])
+    >>> d, e = plain_sgd([g, h], 0.5, [True, False])
+    >>> d.tolist(), d is g, e.tolist(), e is h
+    ([1.0, 2.0], True, [0.5], False)
     """
     out = []
     dt = t = None

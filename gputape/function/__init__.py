@@ -48,6 +48,12 @@ What a user of ``tf.function`` should know:
   or under ``gt.debug.check_numerics`` (whose checks are per-op).
 * **Variables created inside the function** are created at trace time only
   (TensorFlow allows it on the first call only, for the same reason).
+* **Gradients are donated to the optimizer** on the CPU, as XLA's buffer donation:
+  a gradient whose last use in the replay is ``apply_gradients`` is handed over,
+  and the update writes ``lr * g`` (Adam: its step) into that array instead of a
+  new one, which changes no bits. Only where a reference count shows nothing else
+  holds it: a gradient the function returns, shares between two variables, or that
+  is an argument's, a variable's or a constant's array (or a view) is left intact.
 * **On a GPU, with** ``optimizer_in_graph=True`` (off by default until a GPU run has
   checked it), the optimizer update is inside the CUDA graph for SGD, Adam and AdamW
   without clipping (the one-launch fused kernel; its step count and learning rate live
