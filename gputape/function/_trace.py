@@ -303,9 +303,11 @@ class _OptimizerStep:
         (``Optimizer._apply_donated`` decides, by reference counts; ``grads`` is emptied.) Anything
         but host arrays (a device array, a numpy scalar) takes the ordinary call.
         """
+        g = None
         for g in grads:
             if type(g) is not np.ndarray:
                 return self(*grads)
+        del g  # (a name here would hold the last gradient: it would not look donated)
         self.opt._apply_donated(grads, self.variables)
         return [v._data for v in self.variables]
 
