@@ -416,8 +416,10 @@ class Optimizer:
                 owned.append(False)
             raw.append(g)  # (held here: a later entry of the same array counts this reference)
         del g
-        if plain and self._plain():
-            return self._step_plain(raw, variables, owned)
+        if plain:  # (checked here: the general path need not check again)
+            if self._plain():
+                return self._step_plain(raw, variables, owned)
+            return self._apply_checked(list(zip(raw, variables)), owned)
         return self._apply_live(list(zip(raw, variables)), owned)
 
     def _plain(self) -> bool:
@@ -458,6 +460,10 @@ class Optimizer:
             raw.append((a, v))
         if host and self._plain():
             return self._step_plain([a for a, _ in raw], [v for _, v in raw], owned)
+        return self._apply_checked(raw, owned)
+
+    def _apply_checked(self, raw: list[tuple[Any, Variable]], owned: list[bool] | None) -> int:
+        """The step of gradients checked against their variables (arrays of their shapes and dtypes)."""
         if self.clipnorm is not None or self.global_clipnorm is not None:
             raw = self._clip(raw)
             owned = None  # (the clipped gradients are new arrays, or the same: keep it simple)
