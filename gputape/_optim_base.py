@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from sys import getrefcount as _getrefcount
 from typing import Any
+from weakref import getweakrefcount as _getweakrefcount
 
 import numpy as np
 
@@ -387,7 +388,7 @@ class Optimizer:
         is this step in ``grads`` and deletes its own names for them, and this takes each out
         of the list (leaving ``None``). A gradient that nothing else references then (no
         other name in the replay, no result, no second variable's entry, no view, constant,
-        argument or variable: ``sys.getrefcount`` says so), a host array that owns its
+        argument or variable: ``sys.getrefcount`` says so; no weak reference either), a host array that owns its
         writeable C-contiguous memory, of its variable's shape and dtype, is *owned*: the
         update may write its step into it (the same ufuncs on the same operands, so the same
         bits) instead of a new array. Only phase 1 writes there; the gradient is dead anyway.
@@ -406,7 +407,7 @@ class Optimizer:
                 and g.shape == v._data.shape
                 and g.dtype == v._data.dtype
             ):
-                if refs <= _SOLE_REFS:
+                if refs <= _SOLE_REFS and not _getweakrefcount(g):  # (a weak reference could read it later)
                     f = g.flags
                     owned.append(f.owndata and f.writeable and f.c_contiguous)
                 else:

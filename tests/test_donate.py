@@ -283,3 +283,35 @@ def _step_fn_scalar(w, opt):
         return loss
 
     return step
+
+
+def test_the_optimizer_takes_only_what_nothing_else_holds(spy):
+    # _apply_donated on its own: each array is one that the check must refuse, but one
+    import weakref
+
+    vs = [gt.Variable(np.zeros((2, 3), np.float32)) for _ in range(6)]
+    base = np.ones((2, 6), np.float32)
+    readonly = np.ones((2, 3), np.float32)
+    readonly.flags.writeable = False
+    held = np.ones((2, 3), np.float32)
+    weak = np.ones((2, 3), np.float32)
+    ref = weakref.ref(weak)
+    grads = [
+        np.ones((2, 3), np.float32),
+        base[:, :3],
+        readonly,
+        held,
+        weak,
+        np.asfortranarray(np.ones((2, 3), np.float32)),
+    ]
+    del weak
+    gt.optim.SGD(0.5)._apply_donated(grads, vs)
+    assert spy == [[True, False, False, False, False, False]]
+    assert grads == [None] * 6
+    # what was not donated is as it was (the weakly held one was judged, then freed); every
+    # variable got -0.5
+    assert (
+        base.tolist() == [[1.0] * 6] * 2 and held.tolist() == [[1.0] * 3] * 2 and readonly.tolist() == [[1.0] * 3] * 2
+    )
+    assert ref() is None
+    assert all(v.numpy().tolist() == [[-0.5] * 3] * 2 for v in vs)
