@@ -10,10 +10,13 @@ off. On GPU arrays SGD/Adam/AdamW take the one-launch path instead
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from collections.abc import Callable, Iterable
+from sys import getrefcount as _getrefcount
 from typing import Any
+from weakref import getweakrefcount as _getweakrefcount
 
 import numpy as np
 
@@ -378,10 +381,70 @@ class Optimizer:
             return tr.optimizer_step(self, live)
         return self._apply_live(live)
 
-    def _apply_live(self, live: list[tuple[Any, Variable]]) -> int:
+    def _apply_donated(self, grads: list[Any], variables: list[Variable]) -> int:
+        """:meth:`_apply_live` for ``gt.function``'s CPU replay, which hands its gradients over in ``grads``.
+
+        Buffer donation, as XLA and JAX do it: the replay puts the gradients whose last use
+        is this step in ``grads`` and deletes its own names for them, and this takes each out
+        of the list (leaving ``None``). A gradient that nothing else references then (no
+        other name in the replay, no result, no second variable's entry, no view, constant,
+        argument or variable: ``sys.getrefcount`` says so; no weak reference either), a host array that owns its
+        writeable C-contiguous memory, of its variable's shape and dtype, is *owned*: the
+        update may write its step into it (the same ufuncs on the same operands, so the same
+        bits) instead of a new array. Only phase 1 writes there; the gradient is dead anyway.
+        """
+        raw = []
+        owned = []
+        plain = True  # every gradient a host array of its variable's shape and dtype
+        g = None
+        for i, v in enumerate(variables):
+            g = grads[i]
+            grads[i] = None
+            refs = _getrefcount(g)  # (the statement _SOLE_REFS is measured with)
+            if (
+                type(g) is np.ndarray
+                and type(v._data) is np.ndarray
+                and g.shape == v._data.shape
+                and g.dtype == v._data.dtype
+            ):
+                if refs <= _SOLE_REFS and not _getweakrefcount(g):  # (a weak reference could read it later)
+                    f = g.flags
+                    owned.append(f.owndata and f.writeable and f.c_contiguous)
+                else:
+                    owned.append(False)
+            else:
+                plain = False
+                owned.append(False)
+            raw.append(g)  # (held here: a later entry of the same array counts this reference)
+        del g
+        if plain:  # (checked here: the general path need not check again)
+            if self._plain():
+                return self._step_plain(raw, variables, owned)
+            return self._apply_checked(list(zip(raw, variables)), owned)
+        return self._apply_live(list(zip(raw, variables)), owned)
+
+    def _plain(self) -> bool:
+        """True when a step is ``w -= lr * g`` for every variable, no slots, no clipping (plain SGD)."""
+        return False
+
+    def _step_plain(self, raw: list[Any], variables: list[Variable], owned: list[bool] | None) -> int:
+        """Plain SGD of checked host gradients: one loop computes, one commits.
+
+        The rule of the general path (:func:`~gputape._optim_rules.plain_sgd`) and its commit,
+        without its per-variable slot and call bookkeeping, which is most of a small step's cost.
+        """
+        step = self._step_count() + 1
+        deltas = _rules.plain_sgd(raw, self._rate_at(step - 1), owned)
+        self._commit(zip(variables, deltas, _FALSES), step)
+        return step
+
+    def _apply_live(self, live: list[tuple[Any, Variable]], owned: list[bool] | None = None) -> int:
         # Phase 1 computes every new value and changes nothing: whatever raises here
         # (a gradient's shape or dtype, a schedule's NaN, a Ctrl-C) leaves the state as it was.
+        # (``owned``: per pair, whether its gradient was donated by _apply_donated, and may be
+        # overwritten here; a donated gradient is dead, so writing it changes no state.)
         raw = []
+        host = True  # every gradient a host array of its variable's shape and dtype
         for g, v in live:
             # (a raw host array comes from gt.function's replay of this step, which skips the wrap)
             a = g._data if isinstance(g, Tensor) else g
@@ -394,9 +457,17 @@ class Optimizer:
                 and a.dtype == v._data.dtype
             ):
                 a = _raw(g, v, self.name)
+                host = False
             raw.append((a, v))
+        if host and self._plain():
+            return self._step_plain([a for a, _ in raw], [v for _, v in raw], owned)
+        return self._apply_checked(raw, owned)
+
+    def _apply_checked(self, raw: list[tuple[Any, Variable]], owned: list[bool] | None) -> int:
+        """The step of gradients checked against their variables (arrays of their shapes and dtypes)."""
         if self.clipnorm is not None or self.global_clipnorm is not None:
             raw = self._clip(raw)
+            owned = None  # (the clipped gradients are new arrays, or the same: keep it simple)
         step = self._step_count() + 1
         lr = self._rate_at(step - 1)
         kind = self._fused_kind()
@@ -406,11 +477,18 @@ class Optimizer:
         ):
             self._apply_fused(kind, raw, lr, step)
             return step
+        self._apply_host(raw, lr, step, owned)
+        return step
+
+    def _apply_host(self, raw: list[tuple[Any, Variable]], lr: float, step: int, owned: list[bool] | None) -> None:
+        """The step of checked gradients through ``_compute`` (phase 1), then the commit (phase 2)."""
         wd = self.weight_decay
         compute = self._compute
+        # a _compute that takes ``into=`` (gputape's own: SGD's, Adam's) gets the donated gradients
+        donating = owned is not None and getattr(type(self)._compute, "donates", False)
         entries = self._slots if self.slot_names else None
         used, fresh, assigns = [], [], []
-        for g, v in raw:
+        for k, (g, v) in enumerate(raw):
             if entries is None:
                 slots = spare = _NOSLOTS
             else:
@@ -420,23 +498,38 @@ class Optimizer:
                     fresh.append(entry)
                 used.append(entry)
                 slots, spare = entry[1], entry[2] or self._spares(entry)
-            delta, add = compute(g, lr, slots, spare, step)
             if wd:
+                # (computed before the step, whose ``into`` may overwrite g: decay reads v only)
                 assigns.append((v, _rules.decoupled_decay(v._data, lr, wd), False))
+            if donating and owned[k]:  # type: ignore[index]
+                delta, add = compute(g, lr, slots, spare, step, into=g)  # type: ignore[call-arg]
+            else:
+                delta, add = compute(g, lr, slots, spare, step)
             assigns.append((v, delta, add))
-        # Phase 2 commits: reference swaps and assignments of arrays whose shapes, dtypes and
-        # devices were checked above, with Ctrl-C held until the last one. assign_* keep
-        # copy-on-write (a value a live tape holds is replaced, not changed); the copy that
-        # makes is the one thing here that can still fail, and only by running out of memory.
+        self._commit(assigns, step, used, fresh)
+
+    def _commit(
+        self,
+        assigns: Iterable[tuple[Variable, Any, bool]],
+        step: int,
+        used: Iterable[list] = (),
+        fresh: Iterable[list] = (),
+    ) -> None:
+        """Phase 2: the slot swaps (``used``), new slots (``fresh``), variable updates and step count.
+
+        Reference swaps and assignments of arrays whose shapes, dtypes and devices were
+        checked in phase 1, with Ctrl-C held until the last one. assign_* keep copy-on-write
+        (a value a live tape holds is replaced, not changed); the copy that makes is the one
+        thing here that can still fail, and only by running out of memory.
+        """
         with defer_interrupts():
             for entry in used:
                 entry[1], entry[2] = entry[2], entry[1]
             for entry in fresh:
-                entries[id(entry[0])] = entry  # type: ignore[index]
+                self._slots[id(entry[0])] = entry
             for v, delta, add in assigns:
                 v._assign_delta(delta, add)
             self._count_step(step)
-        return step
 
     # On GPU arrays, SGD/Adam/AdamW update every parameter in one kernel launch
     # (gputape._optim_fused.FusedOptimizer, whose numpy reference runs the same update_rule)
@@ -594,6 +687,22 @@ class Optimizer:
 
 
 _NOSLOTS: dict[str, Any] = {}
+
+
+_FALSES = itertools.repeat(False)  # (plain SGD's commit: every update is w -= delta)
+
+
+def _sole_refs(grads: list[Any]) -> int:
+    # _apply_donated's statements for an array that nothing else references
+    g = grads[0]
+    grads[0] = None
+    refs = _getrefcount(g)
+    return refs
+
+
+# What _apply_donated's getrefcount reports for an array that nothing else references:
+# measured rather than assumed (CPython versions count a call's own references differently).
+_SOLE_REFS = _sole_refs([np.empty(1)])
 
 
 __all__ = ["Optimizer"]

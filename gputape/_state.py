@@ -105,7 +105,11 @@ class defer_interrupts:  # noqa: N801 - used like a function, as contextlib.supp
         old = _getsignal(_SIGINT)
         if type(old) is _Held:  # an outer block already holds interrupts
             return self
-        held = _Held()
+        # One handler object for every block: only the main thread's outermost block installs
+        # it, so no two blocks use it at once (an optimizer step enters one; this saves making one)
+        held = _HELD
+        held.received = False
+        held.frame = None
         _setsignal(_SIGINT, held)
         self._old, self._held = old, held
         return self
@@ -117,7 +121,11 @@ class defer_interrupts:  # noqa: N801 - used like a function, as contextlib.supp
         self._held = None
         _setsignal(_SIGINT, self._old)
         if held.received:
-            _deliver(self._old, held.frame)
+            frame, held.frame = held.frame, None  # (the shared object must not keep a frame alive)
+            _deliver(self._old, frame)
+
+
+_HELD = _Held()
 
 
 def _deliver(handler: Any, frame: Any) -> None:

@@ -103,10 +103,23 @@ class SGD(Optimizer):
 
     update_rule = staticmethod(_rules.sgd)  # also the fused kernel's reference (gputape._optim_fused.RULES)
 
-    def _compute(self, g: Any, lr: float, slots: dict[str, Any], out: dict[str, Any], step: int) -> tuple[Any, bool]:
+    def _compute(
+        self, g: Any, lr: float, slots: dict[str, Any], out: dict[str, Any], step: int, into: Any = None
+    ) -> tuple[Any, bool]:
         if not self.momentum:
-            return self.update_rule(g, lr, 0.0, False, None, None)
-        return self.update_rule(g, lr, self.momentum, self.nesterov, slots["momentum"], out["momentum"])
+            return self.update_rule(g, lr, 0.0, False, None, None, into)
+        return self.update_rule(g, lr, self.momentum, self.nesterov, slots["momentum"], out["momentum"], into)
+
+    _compute.donates = True  # type: ignore[attr-defined]  # takes into= (Optimizer._apply_donated)
+
+    def _plain(self) -> bool:
+        # w -= lr * g with this class's own rule: the base class's one-loop host path
+        return (
+            not (self.momentum or self.weight_decay or self._fused_on_cpu)
+            and self.clipnorm is None
+            and self.global_clipnorm is None
+            and type(self)._compute is SGD._compute
+        )
 
 
 class Adam(Optimizer):
@@ -158,12 +171,16 @@ class Adam(Optimizer):
 
     update_rule = staticmethod(_rules.adam)  # also the fused kernel's reference (gputape._optim_fused.RULES)
 
-    def _compute(self, g: Any, lr: float, slots: dict[str, Any], out: dict[str, Any], step: int) -> tuple[Any, bool]:
+    def _compute(
+        self, g: Any, lr: float, slots: dict[str, Any], out: dict[str, Any], step: int, into: Any = None
+    ) -> tuple[Any, bool]:
         hat = (slots["velocity_hat"], out["velocity_hat"]) if self.amsgrad else (None, None)
         return self.update_rule(
             g, lr, step, self.beta_1, self.beta_2, self.epsilon,
-            slots["momentum"], slots["velocity"], out["momentum"], out["velocity"], *hat,
+            slots["momentum"], slots["velocity"], out["momentum"], out["velocity"], *hat, into=into,
         )  # fmt: skip
+
+    _compute.donates = True  # type: ignore[attr-defined]  # takes into= (Optimizer._apply_donated)
 
 
 class AdamW(Adam):

@@ -586,7 +586,8 @@ class Variable(Tensor):
             and arr.dtype == self._data.dtype
             and _getrefcount(self._data) <= _EXCLUSIVE_REFS
         ):
-            (np.add if add else np.subtract)(self._data, arr, out=self._data)
+            # (out positional: numpy parses a keyword out= for ~0.05 us more, per variable per step)
+            (np.add if add else np.subtract)(self._data, arr, self._data)
         else:
             if not _same_kind(arr, self._data):
                 arr = self._check("assign_add" if add else "assign_sub", _wrap(arr))

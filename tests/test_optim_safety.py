@@ -483,6 +483,7 @@ def interrupt_trials(make: Callable[[], gt.optim.Optimizer], trials: int, sizes=
 
 
 INTERRUPTED = {
+    "sgd-plain": lambda: optim.SGD(0.01),  # the one-loop path (Optimizer._apply_plain)
     "sgd-momentum-nesterov-decay": lambda: optim.SGD(0.01, momentum=0.9, nesterov=True, weight_decay=1e-3),
     "adam": lambda: optim.Adam(1e-3),
     "adamw-amsgrad": lambda: optim.AdamW(1e-3, amsgrad=True),

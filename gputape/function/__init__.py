@@ -48,6 +48,12 @@ What a user of ``tf.function`` should know:
   or under ``gt.debug.check_numerics`` (whose checks are per-op).
 * **Variables created inside the function** are created at trace time only
   (TensorFlow allows it on the first call only, for the same reason).
+* **Gradients are donated to the optimizer** on the CPU, as XLA's buffer donation:
+  a gradient whose last use in the replay is ``apply_gradients`` is handed over,
+  and the update writes ``lr * g`` (Adam: its step) into that array instead of a
+  new one, which changes no bits. Only where a reference count shows nothing else
+  holds it: a gradient the function returns, shares between two variables, or that
+  is an argument's, a variable's or a constant's array (or a view) is left intact.
 * **On a GPU, with** ``optimizer_in_graph=True`` (off by default until a GPU run has
   checked it), the optimizer update is inside the CUDA graph for SGD, Adam and AdamW
   without clipping (the one-launch fused kernel; its step count and learning rate live
@@ -222,16 +228,19 @@ class _Concrete:
         self.lock = threading.Lock()
 
     def __call__(self, leaves: list) -> Any:
+        # (the per-call cost of every replay: tests in the order of the common case, host arrays)
         arrays = []
         for i in self.positions:
             x = leaves[i]
             arrays.append(x._data if isinstance(x, Tensor) else x)
         with self.lock:
             res = self.replay(*arrays)
-        out = [_wrap(r) if _is_array(r) else r for r in res]
+        out = [_wrap(r) if type(r) is np.ndarray or _is_array(r) else r for r in res]
         for i in self.scalar_outs:  # a replay's inlined 0-d VJPs make numpy scalars where eager has arrays
             if isinstance(res[i], np.generic):
                 out[i] = _wrap(np.asarray(res[i]))
+        if self.out_spec is None:  # one result, not in a container (unflatten's first case)
+            return out[0]
         return unflatten(self.out_spec, out)
 
 
