@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 import warnings
 from collections.abc import Callable, Iterable
 from sys import getrefcount as _getrefcount
@@ -702,7 +703,8 @@ def _sole_refs(grads: list[Any]) -> int:
 
 # What _apply_donated's getrefcount reports for an array that nothing else references:
 # measured rather than assumed (CPython versions count a call's own references differently).
-_SOLE_REFS = _sole_refs([np.empty(1)])
+# A CPython without the GIL may defer or split reference counts: no donation there (0 never holds).
+_SOLE_REFS = _sole_refs([np.empty(1)]) if getattr(sys, "_is_gil_enabled", lambda: True)() else 0
 
 
 __all__ = ["Optimizer"]
