@@ -210,3 +210,78 @@ def test_second_order_through_a_unique_index():
     picked = x0[np.arange(4), labels]
     want[np.arange(4), labels] = 2 * (3 * picked**2) * 6 * picked  # d/dx sum((3x^2)^2) = 36 x^3
     np.testing.assert_allclose(outer.gradient(s, x).numpy(), want, rtol=1e-12)
+
+
+# -- mean and the softmax family: the same bits as their plain numpy expressions ----------------------
+
+
+def _shift(x):
+    m = np.max(x, axis=-1, keepdims=True)
+    return np.where(np.isfinite(m), m, 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int64])
+def test_softmax_family_forwards_are_the_plain_expressions_bitwise(dtype):
+    from gputape.nn import functional as fn
+
+    rng = np.random.default_rng(4)
+    for shape in [(128, 10), (3, 70), (2, 4, 9), (5,)]:
+        x = (rng.standard_normal(shape) * 4).astype(dtype)
+        s = x - _shift(x)
+        same_bits(fn._log_softmax_fwd(np, x), s - np.log(np.sum(np.exp(s), axis=-1, keepdims=True)))
+        e = np.exp(s)
+        same_bits(fn._softmax_fwd(np, x), e / np.sum(e, axis=-1, keepdims=True))
+    x = np.array([[1.0, np.inf, 0.0], [np.nan, 1.0, 2.0], [-np.inf, -np.inf, 0.0]])
+    with np.errstate(invalid="ignore"):
+        s = x - _shift(x)
+        same_bits(fn._log_softmax_fwd(np, x), s - np.log(np.sum(np.exp(s), axis=-1, keepdims=True)))
+
+
+def _raw_vjp(prim, g, node):
+    from gputape.ops import raw_namespace
+
+    return prim.vjp(raw_namespace(np), g, (True,), g.ndim - len(node.shapes[0]), node, *node.saved)[0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_softmax_family_vjps_are_the_plain_expressions_bitwise(dtype):
+    rng = np.random.default_rng(5)
+    z = gt.constant(rng.standard_normal((16, 7)).astype(dtype))
+    for f in (gt.nn.log_softmax, gt.nn.softmax):
+        node = _node(f, z)
+        out = node.saved[0]
+        other = np.float64 if dtype == np.float32 else np.float32
+        for g in (
+            rng.standard_normal((16, 7)).astype(dtype),
+            np.broadcast_to(rng.standard_normal(7).astype(dtype), (16, 7)),  # a read-only view: never written
+            rng.standard_normal((3, 16, 7)).astype(dtype),  # batched (jacobian)
+            rng.standard_normal((16, 7)).astype(other),  # another dtype than the output's
+        ):
+            keep = g.copy()
+            if f is gt.nn.log_softmax:
+                want = g - np.exp(out) * np.sum(g, axis=-1, keepdims=True)
+            else:
+                want = out * (g - np.sum(g * out, axis=-1, keepdims=True))
+            same_bits(_raw_vjp(node.prim, g, node), want)
+            same_bits(g, keep)
+
+
+def test_mean_vjp_is_a_read_only_view_of_g_over_n():
+    q = gt.constant(np.random.default_rng(6).standard_normal(128).astype(np.float32))
+    node = _node(lambda q: gt.mean(q), q)
+    for g in (np.float32(-1.0), np.asarray(np.float32(-1.0)), np.float32(-0.0)):
+        d = _raw_vjp(node.prim, g, node)
+        assert d.shape == (128,) and not d.flags.writeable
+        same_bits(d, np.full(128, np.float32(g) / np.float32(128)))
+    node = _node(lambda q: gt.sum(q), q)
+    same_bits(_raw_vjp(node.prim, np.float32(3.0), node), np.full(128, 3.0, np.float32))
+
+
+@pytest.mark.parametrize("shape", [(), (3,), (2, 3), (2, 1, 3, 1, 1, 1, 1, 1, 2, 1)])
+def test_full_reductions_normalise_axis_none_as_every_axis(shape):
+    from gputape.ops import reduce as red
+
+    _, p = red._reduction_params(np.zeros(shape), None, False, "sum")
+    assert p["axis"] == tuple(range(len(shape))) and p["kept"] == (1,) * len(shape)
+    _, q = red._reduction_params(np.zeros(shape), tuple(range(len(shape))), False, "sum")
+    assert p == q
