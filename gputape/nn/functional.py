@@ -271,8 +271,10 @@ def _(F, g, needs, nb, node, out):
     return (g - F.exp(out) * F.sum(g, axis=ax, keepdims=True),)
 
 
-def _neg_axis(x: Any, axis: int, op: str) -> int:
-    n = as_tensor(x).ndim
+def _neg_axis(x: Tensor, axis: int, op: str) -> int:
+    n = x._data.ndim
+    if type(axis) is int and -n <= axis < 0:
+        return axis  # (the default -1) already what norm_axis(axis) - n gives
     return _util.norm_axis(axis, n, op) - n  # negative: right under batched cotangents
 
 

@@ -412,32 +412,45 @@ _NOT_ARRAYS = (slice, int, bool, type(None), type(Ellipsis))
 def _norm_index(key: Any) -> tuple[tuple[Any, ...] | None, list[Any], bool]:
     """Split an index into its template and its array operands; say whether it holds integer
     arrays (whose duplicates must accumulate in the adjoint). The template is None when the
-    key is its operands alone (``x[mask]``, ``x[rows, cols]``): the common case, filled for free."""
+    key is its operands alone (``x[mask]``, ``x[rows, cols]``): the common case, made in one pass
+    that reads a tensor's array directly (its ``ndim``/``dtype`` properties cost a call each)."""
     if type(key) is not tuple:
         key = (key,)
-    template = []
     arrays: list[Any] = []
     has_int_array = False
+    others: dict[int, Any] | None = None  # the key's entries that are not operands, by position
+    i = -1
     for k in key:
+        i += 1
         tk = type(k)
-        if tk is list:
-            k = np.asarray(k)
-            tk = np.ndarray
-        if tk is np.ndarray or (tk not in _NOT_ARRAYS and _is_array(k)):
-            if k.ndim > 0 and k.dtype.kind in "iu":
-                has_int_array = True
-            template.append(_AN_OPERAND)
-            arrays.append(k)
+        if tk is Tensor:
+            d = k._data
+        elif tk is np.ndarray:
+            d = k
+        elif tk is list:
+            k = d = np.asarray(k)
+        elif tk not in _NOT_ARRAYS and _is_array(k):
+            d = k._data if isinstance(k, Tensor) else k
         else:
-            template.append(k)
-    if len(arrays) == len(template):
+            if others is None:
+                others = {}
+            others[i] = k
+            continue
+        if not has_int_array and d.ndim > 0 and d.dtype.kind in "iu":
+            has_int_array = True
+        arrays.append(k)
+    if others is None:
         return None, arrays, has_int_array
     # the operands' places numbered only for a mixed key (the operands alone need no template)
-    n = iter(range(len(arrays)))
-    return tuple(_Operand(next(n)) if k is _AN_OPERAND else k for k in template), arrays, has_int_array
-
-
-_AN_OPERAND = object()  # _norm_index's placeholder of an operand's place until the template is made
+    template = []
+    n = 0
+    for i in range(len(key)):
+        if i in others:
+            template.append(others[i])
+        else:
+            template.append(_Operand(n))
+            n += 1
+    return tuple(template), arrays, has_int_array
 
 
 def _is_array(k: Any) -> bool:
@@ -613,23 +626,32 @@ def _getitem_node(obs: Any, args: tuple, params: dict, d: np.ndarray, datas: lis
             k = a._data
             ids.append(a._id)
             shapes.append(k.shape)
-            r = None
+            arange = False
         else:
             k = datas[i]
             ids.append(0)  # ids start at 1: 0 is never tracked
             shapes.append(None)
             r = _arange_like(k) if type(k) is _ndarray and k.ndim == 1 and k.dtype.kind in "iu" else None
-            k = _own(k) if r is None else r
+            arange = r is not None
+            # (no trace observes: a host array's copy is all recording._own would do)
+            k = r if arange else k.copy() if type(k) is _ndarray else _own(k)
         saved.append(k)
         if proof:
-            if type(k) is not _ndarray or k.ndim > 1 or k.dtype.kind not in "iu":
-                proof = False
-            elif k.ndim:
+            if arange:
                 m = k.shape[0]
-                if m > longest:
-                    longest = m
-                if r is not None and m > spans:
+                if m > spans:
                     spans = m
+            elif type(k) is not _ndarray or k.dtype.kind not in "iu":
+                proof = False
+                continue
+            else:
+                nd = k.ndim
+                if nd > 1:
+                    proof = False
+                    continue
+                m = k.shape[0] if nd else 0
+            if m > longest:
+                longest = m
     if proof:
         if spans >= 0 and spans == longest:
             params = _UNIQUE_PARAMS if not params["nlead"] else dict(params, adv=UNIQUE)
