@@ -491,7 +491,7 @@ def _raw_scatter(xp: Any, g: Any, key: tuple, shape: tuple, nlead: int, adv: Any
 
 
 _ARANGE_MAX = 1 << 16  # longer index arrays are not compared with an arange (add.at answers)
-_aranges: dict[tuple, tuple[np.ndarray, bytes]] = {}  # (dtype, n) -> (read-only arange, its bytes)
+_aranges: dict[int, tuple[np.ndarray, bytes]] = {}  # n -> (read-only arange of n, its bytes), one dtype per n
 _zeros: dict[Any, np.ndarray] = {}
 
 
@@ -507,18 +507,18 @@ def _zero(dtype: Any) -> np.ndarray:
 
 def _arange_like(k: np.ndarray) -> np.ndarray | None:
     """The shared read-only ``np.arange(len(k))`` of ``k``'s dtype when the 1-D host integer array ``k``
-    holds exactly those values, else None (one byte comparison; a cache of a few dozen lengths)."""
-    n = k.shape[0]
-    if n > _ARANGE_MAX:
-        return None
-    key = (k.dtype, n)
-    hit = _aranges.get(key)
-    if hit is None:
+    holds exactly those values, else None: one byte comparison (keyed by length alone: a tuple key's
+    dtype hash cost as much as the comparison)."""
+    hit = _aranges.get(k.shape[0])
+    if hit is None or hit[0].dtype is not k.dtype:
+        n = k.shape[0]
+        if n > _ARANGE_MAX:
+            return None
         a = np.arange(n, dtype=k.dtype)
         a.flags.writeable = False
         if len(_aranges) >= 32:
             _aranges.clear()
-        hit = _aranges[key] = (a, a.tobytes())
+        hit = _aranges[n] = (a, a.tobytes())
     a = hit[0]
     return a if k is a or k.tobytes() == hit[1] else None
 
