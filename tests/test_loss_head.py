@@ -326,3 +326,14 @@ def test_loss_head_against_torch():
         tape.watch(x)
         q = x[np.arange(4), np.array([1, 0, 1, 2])]
     same_bits(tape.gradient(q, x, output_gradients=gt.constant(g)).numpy(), xt.grad.numpy())
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, (0, 2), -1])
+def test_float16_and_float32_means_are_numpys(axis):
+    """np.mean accumulates float16 in float32 and rounds once; gt.mean gives numpy's bits for both."""
+    rng = np.random.default_rng(9)
+    for dtype in (np.float16, np.float32):
+        x = (rng.random((40, 30, 7)) * 10).astype(dtype)
+        for keepdims in (False, True):
+            got = gt.mean(gt.constant(x), axis=axis, keepdims=keepdims).numpy()
+            same_bits(got, np.mean(x, axis=axis, keepdims=keepdims))
