@@ -151,7 +151,9 @@ def mean(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None,
     """Arithmetic mean over ``axis`` (None: all axes).
 
     Over zero elements it is NaN, with numpy's ``RuntimeWarning: Mean of empty slice``
-    (TensorFlow gives NaN too); its gradient is then empty, like the input.
+    (TensorFlow gives NaN too); its gradient is then empty, like the input. A float16 mean
+    sums in float32 and rounds once, as np.mean's does (so also with ``dtype='float16'``,
+    for which numpy would sum in float16).
 
     >>> import gputape as gt
     >>> gt.mean(gt.constant([[1.0, 2.0], [3.0, 4.0]]), axis=1).numpy().tolist()
