@@ -220,10 +220,17 @@ def _np_shift(x: np.ndarray, axis: int) -> np.ndarray:
     return m if math.isfinite(np.vdot(m, m)) else np.where(np.isfinite(m), m, 0)
 
 
+# On numpy the softmax family's forwards and VJPs write each step after the first into a temporary
+# of their own (numpy's out=, positional): the same operations in the same order, so the same bits,
+# with one or two fewer arrays allocated per call. (Never into g or out: a cotangent may be a
+# read-only broadcast view, and out is the tensor's value.) The CuPy path is left as it was.
+_exp, _log, _subtract, _multiply, _divide = np.exp, np.log, np.subtract, np.multiply, np.divide
+
+
 def _softmax_fwd(xp, x, axis=-1):
     if xp is np:  # (the same reductions as below, two frames fewer)
-        e = np.exp(x - _np_shift(x, axis))
-        return e / _add_reduce(e, axis, None, None, True)
+        e = _exp(x - _np_shift(x, axis))
+        return _divide(e, _add_reduce(e, axis, None, None, True), e)
     e = xp.exp(x - _row_max(xp, x, axis))
     return e / _row_sum(xp, e, axis)
 
@@ -231,7 +238,9 @@ def _softmax_fwd(xp, x, axis=-1):
 def _log_softmax_fwd(xp, x, axis=-1):
     if xp is np:
         s = x - _np_shift(x, axis)
-        return s - np.log(_add_reduce(np.exp(s), axis, None, None, True))
+        r = _add_reduce(_exp(s), axis, None, None, True)
+        _log(r, r)
+        return _subtract(s, r, s) if s.dtype is r.dtype else s - r  # (integer logits: a float result)
     s = x - _row_max(xp, x, axis)
     return s - xp.log(_row_sum(xp, xp.exp(s), axis))
 
@@ -244,7 +253,9 @@ _log_softmax = primitive("log_softmax", save_out=True)(_log_softmax_fwd)
 def _(F, g, needs, nb, node, out):
     ax = node.params["axis"]
     if F.xp is np:  # the raw sweep on host arrays: F.sum's np.add.reduce of a float cotangent, called here
-        return (out * (g - _add_reduce(g * out, ax, None, None, True)),)
+        t = g * out
+        t = _subtract(g, _add_reduce(t, ax, None, None, True), t)
+        return (_multiply(out, t, t),)
     return (out * (g - F.sum(g * out, axis=ax, keepdims=True)),)
 
 
@@ -252,12 +263,18 @@ def _(F, g, needs, nb, node, out):
 def _(F, g, needs, nb, node, out):
     ax = node.params["axis"]
     if F.xp is np:
-        return (g - np.exp(out) * _add_reduce(g, ax, None, None, True),)
+        r = _add_reduce(g, ax, None, None, True)
+        e = _exp(out)
+        if g.dtype is not out.dtype or g.shape != out.shape:  # batched or promoted: a new array
+            return (g - e * r,)
+        return (_subtract(g, _multiply(e, r, e), e),)
     return (g - F.exp(out) * F.sum(g, axis=ax, keepdims=True),)
 
 
-def _neg_axis(x: Any, axis: int, op: str) -> int:
-    n = as_tensor(x).ndim
+def _neg_axis(x: Tensor, axis: int, op: str) -> int:
+    n = x._data.ndim
+    if type(axis) is int and -n <= axis < 0:
+        return axis  # (the default -1) already what norm_axis(axis) - n gives
     return _util.norm_axis(axis, n, op) - n  # negative: right under batched cotangents
 
 
