@@ -447,3 +447,23 @@ def test_integer_arguments_are_not_truncated():
     ):
         with pytest.raises(TypeError, match=r"^gt\.\w+: argument \w+ .* is not "):
             call()
+
+
+@pytest.mark.parametrize("name", ["relu", "elu", "gelu", "softplus", "sigmoid", "leaky_relu", "softmax", "log_softmax"])
+def test_an_activation_of_a_bool_tensor_says_to_cast_it(name):
+    # numpy made relu's result int64 and elu's float64 without a word, and failed in sigmoid
+    # with a message about its `-` operator; TensorFlow's activations refuse bool as well
+    b = gt.constant(np.array([True, False]))
+    with pytest.raises(TypeError, match=rf"^gt\.nn\.{name}: argument x .*dtype bool\) is bool; .*gt\.cast"):
+        getattr(gt.nn, name)(b)
+
+
+def test_bool_labels_still_work_in_the_losses():
+    z = gt.constant([[1.0, 2.0]])
+    onehot = np.array([[True, False]])
+    want = -np.log(np.exp(1.0) / (np.exp(1.0) + np.exp(2.0)))
+    assert_allclose(gt.nn.softmax_cross_entropy_with_logits(gt.constant(onehot), z).numpy(), [want], rtol=1e-6)
+    assert_allclose(gt.nn.mean_squared_error(gt.constant(onehot), z).numpy(), [2.0])
+    x = gt.constant([1.0, -2.0])
+    got = gt.nn.sigmoid_cross_entropy_with_logits(gt.constant(np.array([True, False])), x).numpy()
+    assert_allclose(got, [np.log1p(np.exp(-1.0)), np.log1p(np.exp(-2.0))], rtol=1e-6)

@@ -26,17 +26,31 @@ from ..ops.elementwise import declared
 from ..tensor import Tensor, _to_array, as_tensor
 
 
-def _real(x: Any, op: str) -> Tensor:
+def _real(x: Any, op: str, labels: bool = False) -> Tensor:
     """``x`` as a tensor, refused if complex: the activations and losses are real functions
-    (numpy would compare complex numbers lexicographically and give a meaningless result)."""
+    (numpy would compare complex numbers lexicographically and give a meaningless result).
+
+    A bool ``x`` is refused too, unless it holds ``labels`` (one-hot labels may be bool): numpy
+    would make relu's result int64, elu's float64, and fail in sigmoid with a message about its
+    ``-`` operator. TensorFlow's activations take no bool either.
+    """
     t = as_tensor(x)
-    if t._data.dtype.kind == "c":
+    kind = t._data.dtype.kind
+    if kind == "c":
         raise _errors.argument_error(
             x,
             "is complex; this is a function of real numbers",
             op=f"nn.{op}",
             cls=TypeError,
             hint="pass gt.abs(x) or the real part",
+        )
+    if kind == "b" and not labels:
+        raise _errors.argument_error(
+            x,
+            "is bool; this is a function of numbers",
+            op=f"nn.{op}",
+            cls=TypeError,
+            hint="cast it first, e.g. gt.cast(x, 'float32')",
         )
     return t
 
@@ -63,7 +77,7 @@ def relu(x: Any) -> Any:
     >>> gt.nn.relu(gt.constant([-1.0, 0.0, 2.0])).numpy().tolist()
     [0.0, 0.0, 2.0]
     """
-    if isinstance(x, Tensor) and x._data.dtype.kind != "c":
+    if isinstance(x, Tensor) and x._data.dtype.kind not in "cb":
         return _relu_entry(x)
     return apply(_relu, (_real(x, "relu"),), _E)
 
@@ -480,7 +494,7 @@ def softmax_cross_entropy_with_logits(labels: Any, logits: Any, axis: int = -1) 
     [0.6931]
     """
     logits = _real(logits, "softmax_cross_entropy_with_logits")
-    labels = _real(labels, "softmax_cross_entropy_with_logits")
+    labels = _real(labels, "softmax_cross_entropy_with_logits", labels=True)
     return negative(_sum(multiply(labels, log_softmax(logits, axis)), axis=axis))
 
 
@@ -492,7 +506,7 @@ def sigmoid_cross_entropy_with_logits(labels: Any, logits: Any) -> Any:
     [0.6931]
     """
     x = _real(logits, "sigmoid_cross_entropy_with_logits")
-    labels = _real(labels, "sigmoid_cross_entropy_with_logits")
+    labels = _real(labels, "sigmoid_cross_entropy_with_logits", labels=True)
     # max(x, 0) - x * z + log(1 + exp(-|x|)), TensorFlow's stable form
     return maximum(x, 0.0) - x * labels + log1p(_el.exp(-_abs(x)))
 
@@ -504,7 +518,7 @@ def mean_squared_error(y_true: Any, y_pred: Any) -> Any:
     >>> gt.nn.mean_squared_error(gt.constant([[1.0, 2.0]]), gt.constant([[1.0, 4.0]])).numpy().tolist()
     [2.0]
     """
-    d = _real(y_pred, "mean_squared_error") - _real(y_true, "mean_squared_error")
+    d = _real(y_pred, "mean_squared_error") - _real(y_true, "mean_squared_error", labels=True)
     return mean(d * d, axis=-1)
 
 
