@@ -5,9 +5,9 @@
  * - Recorder: the ``record(obs, x, res)`` / ``record(obs, x, y, res)`` objects the generated
  *   entry points call (gputape.recording.recorder1/recorder2). The common case (no hooks, no
  *   locations, a float16/32/64 result, exact Tensor operands of the result's dtype, every tape
- *   tracking an operand, and each Variable operand: no watch on read is due) is done here;
- *   anything else calls the Python recorder with the same arguments before anything observable
- *   happened here.
+ *   tracking an operand) is done here, with the watch on read of a Variable a GradientTape does
+ *   not track yet (GradientTape._watch_variable's steps); anything else calls the Python recorder
+ *   with the same arguments before anything observable happened here (a watch done is idempotent).
  * - Structure: gputape._backward_compile._structure (the key, the slot dict, the relevance set).
  * - Entry: the generated one- and two-operand entry points of gputape.dispatch (``_UNARY`` and
  *   ``_BINARY``): host tensors and Python numbers outside every hook and profiler are computed
@@ -27,6 +27,8 @@
 /* ---- what setup() hands over ------------------------------------------------------------ */
 
 static PyTypeObject *Tensor_T, *Node_T, *Observers_T, *Primitive_T, *ndarray_T, *Literal_T, *Variable_T;
+static PyTypeObject *Tape_T; /* gputape.tape.GradientTape (watching()): the tapes whose watch on read is done here */
+static Py_ssize_t off_v_trainable;
 static PyObject *NOPARAMS, *NOSAVED;
 static PyObject *FLOATS[3];
 static Py_ssize_t off_t_data, off_t_id;
@@ -35,6 +37,7 @@ static Py_ssize_t off_n_casts, off_n_ids, off_n_info, off_n_meta, off_n_out, off
 static Py_ssize_t off_o_hooks, off_o_tapes, off_o_locations, off_p_vjp;
 static int ready = 0;
 
+static PyObject *s_auto, *s_watched_vars;
 static PyObject *s_dtype, *s_shape, *s_tensors, *s_nodes, *s_leaves, *s_persistent, *s_vjp, *s_MAX_NODES, *s_Node,
     *s_seeds, *s_sources, *s_already_swept, *s_too_many_nodes, *s_no_source_recorded;
 
@@ -123,6 +126,10 @@ static PyObject *setup(PyObject *Py_UNUSED(self), PyObject *args) {
     off_n_casts = o[2], off_n_ids = o[3], off_n_info = o[4], off_n_meta = o[5], off_n_out = o[6];
     off_n_params = o[7], off_n_prim = o[8], off_n_saved = o[9], off_n_shapes = o[10];
     off_o_hooks = o[11], off_o_tapes = o[12], off_o_locations = o[13], off_p_vjp = o[14];
+    Py_ssize_t tr = slot_offset((PyTypeObject *)variable, "_trainable");
+    if (tr < 0)
+        return NULL;
+    off_v_trainable = tr;
     Py_XSETREF(Tensor_T, (PyTypeObject *)Py_NewRef(tensor));
     Py_XSETREF(Node_T, (PyTypeObject *)Py_NewRef(node));
     Py_XSETREF(Observers_T, (PyTypeObject *)Py_NewRef(observers));
@@ -222,7 +229,48 @@ static PyObject *typed_number(PyObject *literals, PyObject *literal_miss, PyObje
     return got;
 }
 
-/* The common case, or 1 to take the Python path (nothing done yet), or -1 on error. */
+/* recording._watch_on_read(tape, var) for a Variable whose id ``tt`` (the tape's _tensors) lacks and
+ * whose array has a float dtype (so one of DIFF_DTYPES): 1 watched, 0 not (watch_accessed_variables
+ * off, or not trainable), 2 the Python path must judge (nothing done: another tape class, a field
+ * that is not what GradientTape makes), -1 an error. GradientTape._watch_variable, step for step. */
+static int watch_on_read(PyObject *tape, PyObject *tt, PyObject *var, PyObject *vid) {
+    if (Tape_T == NULL || Py_TYPE(tape) != Tape_T)
+        return 2;
+    PyObject *autov = PyObject_GetAttr(tape, s_auto);
+    if (autov == NULL)
+        return -1;
+    int on = truth(autov);
+    Py_DECREF(autov);
+    if (on <= 0)
+        return on < 0 ? 2 : 0;
+    PyObject *trainable = SLOT(var, off_v_trainable);
+    if (trainable == NULL)
+        return 2;
+    on = truth(trainable);
+    if (on <= 0)
+        return on < 0 ? 2 : 0;
+    PyObject *leaves = PyObject_GetAttr(tape, s_leaves);
+    if (leaves == NULL)
+        return -1;
+    PyObject *wv = PyObject_GetAttr(tape, s_watched_vars);
+    if (wv == NULL) {
+        Py_DECREF(leaves);
+        return -1;
+    }
+    int ret = 2;
+    if (PySet_CheckExact(leaves) && PyDict_CheckExact(wv)) {
+        PyObject *got = NULL;
+        ret = (PySet_Add(tt, vid) < 0 || PySet_Add(leaves, vid) < 0 || (got = PyDict_SetDefault(wv, vid, var)) == NULL)
+                  ? -1
+                  : 1;
+    }
+    Py_DECREF(leaves);
+    Py_DECREF(wv);
+    return ret;
+}
+
+/* The common case, or 1 to take the Python path (nothing observable done yet: a watch on read done
+ * here is idempotent, the Python recorder then finds the Variable tracked), or -1 on error. */
 static int record_fast(Recorder *r, PyObject *const *a) {
     PyObject *obs = a[0], *res = a[r->nargs + 1];
     if (Py_TYPE(obs) != Observers_T || Py_TYPE(res) != Tensor_T)
@@ -313,8 +361,13 @@ static int record_fast(Recorder *r, PyObject *const *a) {
             int in = PySet_Contains(tt, oids[k]);
             if (in < 0)
                 goto error;
-            if (!in && var[k])
-                goto done; /* (the Python recorder's watch on read) */
+            if (!in && var[k]) { /* the first read of a trainable Variable under this tape watches it */
+                in = watch_on_read(tape, tt, ops[k], oids[k]);
+                if (in < 0)
+                    goto error;
+                if (in == 2)
+                    goto done;
+            }
             hit = hit || in;
         }
         if (!hit)
@@ -1530,10 +1583,22 @@ static PyTypeObject Swapped_T = {
 
 /* ---- the module --------------------------------------------------------------------------- */
 
+static PyObject *watching(PyObject *Py_UNUSED(self), PyObject *cls) {
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "gputape._native.watching: pass the GradientTape class");
+        return NULL;
+    }
+    Py_XSETREF(Tape_T, (PyTypeObject *)Py_NewRef(cls));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS,
      "setup(Tensor, Node, Observers, Primitive, NOPARAMS, NOSAVED, floats, ndarray, Literal): the classes and "
      "shared objects used."},
+    {"watching", watching, METH_O,
+     "watching(GradientTape): the recorders watch a trainable Variable read under a tape of exactly this class "
+     "as GradientTape._watch_variable does (any other tape: the Python recorder)."},
     {NULL}};
 
 static struct PyModuleDef moduledef = {
@@ -1549,6 +1614,8 @@ PyMODINIT_FUNC PyInit__native(void) {
                  {&s_tensors, "_tensors"},
                  {&s_nodes, "_nodes"},
                  {&s_leaves, "_leaves"},
+                 {&s_auto, "_auto"},
+                 {&s_watched_vars, "_watched_vars"},
                  {&s_persistent, "_persistent"},
                  {&s_vjp, "vjp"},
                  {&s_MAX_NODES, "MAX_NODES"},

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _errors, _state, backend
+from . import _errors, _state, backend, config
 from . import tensor as _tensor_mod
 from ._backward_compile import gradients as _compiled_gradients
 from ._nest import flatten as _flatten
@@ -760,6 +760,12 @@ def _reshape(a: Any, shape: tuple) -> Any:
 def _batch_jacobian_layout(g: Any, shape: tuple) -> Any:
     F = np if type(g) is _ndarray else backend.xp_of(g)
     return F.reshape(F.moveaxis(g, 0, 1), shape)
+
+
+# The C recorders watch a trainable Variable read under a tape of exactly this class themselves
+# (recording._watch_on_read's steps, GradientTape._watch_variable's; a subclass takes the Python path).
+if getattr(config._native, "watching", None) is not None:
+    config._native.watching(GradientTape)
 
 
 class _StopRecording(_state.Scope):
