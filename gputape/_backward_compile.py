@@ -88,8 +88,10 @@ _counts = {"hits": 0, "misses": 0, "compiles": 0, "evictions": 0}
 _fallbacks: dict[str, int] = {}
 
 
-def gradients(tape: Any, seeds: dict[int, Any], source_ids: list[int], diff: bool, F: Any) -> dict[int, Any]:
-    """The sweep's result (:func:`gputape.backward._sweep`), from compiled code when the structure was seen before.
+def gradients(tape: Any, seeds: dict[int, Any], source_ids: list[int], diff: bool, F: Any) -> list | tuple:
+    """The sweep's result (:func:`gputape.backward._sweep`), from compiled code when the structure was seen before:
+    the gradient (or None) of each of ``source_ids``, in their order (what the compiled code returns, so a hit
+    builds no dict).
 
     ``F`` is the VJPs' namespace, as for the sweep (the tape, above the ops, passes it).
     """
@@ -113,11 +115,11 @@ def gradients(tape: Any, seeds: dict[int, Any], source_ids: list[int], diff: boo
         _counts["hits"] += 1
         fn.used = next(_uses)  # type: ignore[attr-defined]
         # on a GPU, from one CUDA graph of fn where the tape may replay it (gputape._backward_graph)
-        return dict(zip(source_ids, _backward_graph.run(fn, tape, list(seeds.values()))))
+        return _backward_graph.run(fn, tape, list(seeds.values()))
     _counts["misses"] += 1
     if key not in _seen:
         _remember(_seen, key, None)
-        return _sweep(tape, seeds, source_ids, diff, F)
+        return _swept(tape, seeds, source_ids, diff, F)
     try:
         fn = _generate(tape, seeds, source_ids, F, found[1], found[2])
     except Exception:  # a generator bug must not cost the user a gradient: the sweep answers
@@ -127,12 +129,17 @@ def gradients(tape: Any, seeds: dict[int, Any], source_ids: list[int], diff: boo
     _seen.pop(key, None)
     fn.used = next(_uses)  # type: ignore[attr-defined]
     _remember(_cache, key, fn)
-    return dict(zip(source_ids, fn(tape._nodes, list(seeds.values()))))
+    return fn(tape._nodes, list(seeds.values()))
 
 
-def _fallback(why: str, tape: Any, seeds: dict, source_ids: list, diff: bool, F: Any) -> dict:
+def _fallback(why: str, tape: Any, seeds: dict, source_ids: list, diff: bool, F: Any) -> list:
     _fallbacks[why] = _fallbacks.get(why, 0) + 1
-    return _sweep(tape, seeds, source_ids, diff, F)
+    return _swept(tape, seeds, source_ids, diff, F)
+
+
+def _swept(tape: Any, seeds: dict, source_ids: list, diff: bool, F: Any) -> list:
+    grads = _sweep(tape, seeds, source_ids, diff, F)
+    return [grads.get(i) for i in source_ids]
 
 
 def _remember(table: dict, key: tuple, value: Any) -> None:

@@ -499,10 +499,12 @@ class GradientTape(_state.Scope):
         seeds = _seeds(flat_t, flat_og, diff, lead=None)
         try:
             with _quiet():
-                # the sweep, or code compiled for a structure seen before (gputape._backward_compile)
-                grads = {}
+                # the sweep, or code compiled for a structure seen before (gputape._backward_compile):
+                # a gradient or None per source
                 if seeds:
                     grads = _compiled_gradients(self, seeds, [s._id for s in flat_s], diff, _namespace(diff, seeds))
+                else:
+                    grads = [None] * len(flat_s)
             out = _results(grads, flat_s, unconnected, diff)
             if unconnected is UnconnectedGradients.RAISE:
                 self._raise_unconnected(flat_t, flat_s, out)
@@ -626,7 +628,10 @@ def _leaves(x: Any) -> tuple[list, Any]:
     if isinstance(x, Tensor):
         return [x], None
     tx = type(x)
-    if (tx is list or tx is tuple) and all(isinstance(t, Tensor) for t in x):
+    if tx is list or tx is tuple:
+        for t in x:  # (a loop: all() over a generator costs a frame per element)
+            if not isinstance(t, Tensor):
+                return _flatten(x)
         return list(x), tx
     return _flatten(x)
 
@@ -640,9 +645,43 @@ def _rebuild(spec: Any, flat: list) -> Any:
     return _unflatten(spec, flat)
 
 
-def _quiet() -> Any:
-    # Infinite and NaN gradients are results (sqrt at 0 is inf), not numpy warnings.
-    return np.errstate(divide="ignore", invalid="ignore", over="ignore")
+try:  # numpy's error state: a context variable holding an extobj (what np.errstate sets and resets)
+    from numpy._core.umath import _extobj_contextvar as _errvar
+    from numpy._core.umath import _make_extobj
+except ImportError:  # (a numpy that moved them: np.errstate itself)
+    _errvar = None
+_hushed: tuple[Any, Any] = (None, None)  # (an error state, the same with divide/invalid/over ignored)
+
+
+class _quiet:  # noqa: N801 - used as np.errstate is
+    """``np.errstate(divide="ignore", invalid="ignore", over="ignore")``: infinite and NaN gradients
+    are results (sqrt at 0 is inf), not numpy warnings. The quiet state made from the caller's is
+    kept for the next gradient (np.errstate makes it again at each entry: ~2 us of every step).
+
+    >>> with _quiet():
+    ...     float(np.float32(1) / np.float32(0))
+    inf
+    """
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        global _hushed
+        if _errvar is None:
+            self._token = np.errstate(divide="ignore", invalid="ignore", over="ignore")
+            self._token.__enter__()
+            return
+        base = _errvar.get()
+        pair = _hushed
+        if pair[0] is not base:  # (held: the state compared by identity cannot be another's reused)
+            pair = _hushed = (base, _make_extobj(divide="ignore", invalid="ignore", over="ignore"))
+        self._token = _errvar.set(pair[1])
+
+    def __exit__(self, *exc: Any) -> None:
+        if _errvar is None:
+            self._token.__exit__(*exc)
+        else:
+            _errvar.reset(self._token)
 
 
 def _check_sources(flat_s: list, what: str) -> None:
@@ -702,13 +741,13 @@ def _seeds(flat_t: list, flat_og: list, diff: bool, lead: Any) -> dict[int, Any]
     return seeds
 
 
-def _results(grads: dict[int, Any], flat_s: list, unconnected: UnconnectedGradients, diff: bool) -> list:
-    """``gradient()``'s :func:`_result` per source, with its common case (a contiguous host gradient of
-    a floating source, no tape recording the gradient) tested inline: once per parameter per step."""
+def _results(grads: Any, flat_s: list, unconnected: UnconnectedGradients, diff: bool) -> list:
+    """``gradient()``'s :func:`_result` per source (``grads``: the raw gradient of each, in order), with its
+    common case (a contiguous host gradient of a floating source, no tape recording the gradient) tested
+    inline: once per parameter per step."""
     out = []
     add = out.append
-    for s in flat_s:
-        g = grads.get(s._id)
+    for s, g in zip(flat_s, grads):
         if type(g) is _ndarray and not diff and g.flags.c_contiguous and s._data.dtype in DIFF_DTYPES:
             add(_wrap(g))
         else:
