@@ -83,6 +83,7 @@ _ABSENT, _YES, _MAYBE = 0, 1, 2  # what the code generator knows of a gradient v
 _cache: dict[tuple, Callable[..., tuple]] = {}  # each function's ``used`` stamp orders the LRU eviction
 _uses = itertools.count()  # the stamps (a hit that moved its key in an OrderedDict hashed the key again)
 _seen: OrderedDict[tuple, None] = OrderedDict()  # keys seen once: compiled at the second sight
+_last: tuple[Any, Any] = (None, None)  # (key, function) of the latest hit or compile, compared before _cache is asked
 _lock = threading.Lock()
 _counts = {"hits": 0, "misses": 0, "compiles": 0, "evictions": 0}
 _fallbacks: dict[str, int] = {}
@@ -109,9 +110,13 @@ def gradients(tape: Any, seeds: dict[int, Any], source_ids: list[int], diff: boo
     found = _structure(tape, seeds, source_ids, xp)
     if type(found) is str:
         return _fallback(found, tape, seeds, source_ids, diff, F)
+    global _last
     key = found[0]
-    fn = _cache.get(key)
+    last = _last
+    fn = last[1] if key == last[0] else _cache.get(key)  # (a loop's tapes: one compare, no hash of the key)
     if fn is not None:
+        if fn is not last[1]:
+            _last = (key, fn)
         _counts["hits"] += 1
         fn.used = next(_uses)  # type: ignore[attr-defined]
         # on a GPU, from one CUDA graph of fn where the tape may replay it (gputape._backward_graph)
@@ -129,6 +134,8 @@ def gradients(tape: Any, seeds: dict[int, Any], source_ids: list[int], diff: boo
     _seen.pop(key, None)
     fn.used = next(_uses)  # type: ignore[attr-defined]
     _remember(_cache, key, fn)
+    if _cache.get(key) is fn:  # (kept: a cache of size 0 keeps nothing)
+        _last = (key, fn)
     return fn(tape._nodes, list(seeds.values()))
 
 
@@ -143,11 +150,14 @@ def _swept(tape: Any, seeds: dict, source_ids: list, diff: bool, F: Any) -> list
 
 
 def _remember(table: dict, key: tuple, value: Any) -> None:
+    global _last
     with _lock:
         table[key] = value
         while len(table) > max(int(CACHE_SIZE), 0):
             if table is _cache:  # the least recently used function
-                del table[min(table, key=lambda k: table[k].used)]
+                k = min(table, key=lambda k: table[k].used)
+                if _last[1] is table.pop(k):
+                    _last = (None, None)
                 _counts["evictions"] += 1
             else:  # the oldest sight
                 table.popitem(last=False)  # type: ignore[call-arg]
@@ -480,8 +490,10 @@ def clear_backward_cache() -> None:
     >>> gt.debug.clear_backward_cache(); gt.debug.backward_cache_report()["cached"]
     0
     """
+    global _last
     with _lock:
         _cache.clear()
+        _last = (None, None)
         _seen.clear()
         for k in _counts:
             _counts[k] = 0

@@ -35,7 +35,7 @@ from .ops import DIFF_NAMESPACE as _DIFF_F
 from .ops import raw_namespace as _raw_namespace
 from .primitive import DIFF_DTYPES, Node
 from .recording import _nbytes_saved, _where, traced
-from .tensor import Tensor, Variable, _new, _to_array, _wrap
+from .tensor import Tensor, Variable, _new, _next_const_id, _to_array, _wrap
 
 _log = logging.getLogger("gputape")
 _ndarray = np.ndarray
@@ -749,7 +749,10 @@ def _results(grads: Any, flat_s: list, unconnected: UnconnectedGradients, diff: 
     add = out.append
     for s, g in zip(flat_s, grads):
         if type(g) is _ndarray and not diff and g.flags.c_contiguous and s._data.dtype in DIFF_DTYPES:
-            add(_wrap(g))
+            t = _new(Tensor)  # tensor._wrap(g), written out
+            t._data = g
+            t._id = _next_const_id()
+            add(t)
         else:
             add(_result(g, s, unconnected, diff, None))
     return out
