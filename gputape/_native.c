@@ -681,17 +681,113 @@ static int append_pos(Structure *st, PyObject *key, Py_ssize_t k, int neg) {
     return p == NULL ? -1 : PyList_Append(key, p);
 }
 
-/* The slot of id i: the one it has, or the next position (given to it). -1 on error. */
-static Py_ssize_t slot_of(Structure *st, PyObject *slot, PyObject *i, Py_ssize_t *nxt) {
-    PyObject *s = PyDict_GetItemWithError(slot, i);
-    if (s != NULL)
-        return PyLong_AsSsize_t(s);
-    if (PyErr_Occurred())
+/* The positions given to ids so far: _structure's slot dict as an open-addressing table of C integers
+ * (a key needs no dict: only a compile reads the slots, and it asks the Python reference for them). */
+typedef struct {
+    Py_ssize_t *ids, *pos;
+    size_t mask;
+    Py_ssize_t n;
+} Slots;
+#define NO_ID PY_SSIZE_T_MIN /* (ids are positive; 0 marks a constant operand) */
+#define NOT_INT (-2)         /* an id that is not an int of C size: the Python reference answers */
+
+static int slots_init(Slots *t, size_t cap) {
+    t->ids = PyMem_Malloc(cap * sizeof(Py_ssize_t));
+    t->pos = PyMem_Malloc(cap * sizeof(Py_ssize_t));
+    if (t->ids == NULL || t->pos == NULL) {
+        PyMem_Free(t->ids);
+        PyMem_Free(t->pos);
+        t->ids = t->pos = NULL;
+        PyErr_NoMemory();
         return -1;
-    PyObject *p = position(st, *nxt, 0);
-    if (p == NULL || PyDict_SetItem(slot, i, p) < 0)
+    }
+    for (size_t k = 0; k < cap; k++)
+        t->ids[k] = NO_ID;
+    t->mask = cap - 1;
+    t->n = 0;
+    return 0;
+}
+
+static void slots_free(Slots *t) {
+    PyMem_Free(t->ids);
+    PyMem_Free(t->pos);
+    t->ids = t->pos = NULL;
+}
+
+/* The table index of id (where it is, or where it goes). */
+static inline size_t slots_index(const Slots *t, Py_ssize_t id) {
+    size_t h = (size_t)id * (size_t)0x9E3779B97F4A7C15ull;
+    size_t k = (h ^ (h >> 29)) & t->mask;
+    while (t->ids[k] != NO_ID && t->ids[k] != id)
+        k = (k + 1) & t->mask;
+    return k;
+}
+
+/* Room for one more id (the table kept at most half full). */
+static int slots_room(Slots *t) {
+    if ((size_t)(2 * (t->n + 1)) <= t->mask + 1)
+        return 0;
+    Slots old = *t;
+    if (slots_init(t, 2 * (old.mask + 1)) < 0) {
+        *t = old;
         return -1;
+    }
+    for (size_t k = 0; k <= old.mask; k++)
+        if (old.ids[k] != NO_ID) {
+            size_t j = slots_index(t, old.ids[k]);
+            t->ids[j] = old.ids[k];
+            t->pos[j] = old.pos[k];
+            t->n++;
+        }
+    slots_free(&old);
+    return 0;
+}
+
+/* id's value, or NOT_INT (no error set) for anything but an int of C size; -1 with an error. */
+static inline Py_ssize_t id_value(PyObject *i) {
+    if (!PyLong_CheckExact(i))
+        return NOT_INT;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(i, &overflow);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow || v < 0 || v > PY_SSIZE_T_MAX)
+        return NOT_INT;
+    return (Py_ssize_t)v;
+}
+
+/* The slot of id i: the one it has, or the next position (given to it). -1 on error, NOT_INT. */
+static Py_ssize_t slot_of(Slots *t, PyObject *i, Py_ssize_t *nxt) {
+    Py_ssize_t id = id_value(i);
+    if (id < 0)
+        return id;
+    size_t k = slots_index(t, id);
+    if (t->ids[k] == id)
+        return t->pos[k];
+    if (slots_room(t) < 0)
+        return -1;
+    k = slots_index(t, id);
+    t->ids[k] = id;
+    t->pos[k] = *nxt;
+    t->n++;
     return (*nxt)++;
+}
+
+/* slot[i] = p, whether i had a slot or not. -1 on error, NOT_INT. */
+static int slot_set(Slots *t, PyObject *i, Py_ssize_t p) {
+    Py_ssize_t id = id_value(i);
+    if (id < 0)
+        return (int)id;
+    size_t k = slots_index(t, id);
+    if (t->ids[k] != id) {
+        if (slots_room(t) < 0)
+            return -1;
+        k = slots_index(t, id);
+        t->ids[k] = id;
+        t->n++;
+    }
+    t->pos[k] = p;
+    return 0;
 }
 
 static int contains(PyObject *set, PyObject *i) {
@@ -699,11 +795,12 @@ static int contains(PyObject *set, PyObject *i) {
 }
 
 /* An output id takes the next position (even one seen before: _structure's slot[out] = nxt). */
-static int out_slot(Structure *st, PyObject *slot, PyObject *rel, PyObject *key, PyObject *o, Py_ssize_t *nxt,
+static int out_slot(Structure *st, Slots *slot, PyObject *rel, PyObject *key, PyObject *o, Py_ssize_t *nxt,
                     int grow, PyObject *outs) {
-    PyObject *p = position(st, *nxt, 0);
-    if (p == NULL || PyDict_SetItem(slot, o, p) < 0)
-        return -1;
+    int set = slot_set(slot, o, *nxt);
+    if (set < 0)
+        return set;
+    PyObject *p;
     if (grow && PySet_Add(rel, o) < 0)
         return -1;
     int in = contains(rel, o);
@@ -727,16 +824,15 @@ static PyObject *structure(Structure *st, PyObject *tape, PyObject *seeds, PyObj
     Py_ssize_t max_nodes = PyLong_AsSsize_t(maxo);
     if (max_nodes == -1 && PyErr_Occurred())
         return NULL;
-    PyObject *nodes = NULL, *tt = NULL, *keep = NULL, *leaves = NULL, *rel = NULL, *slot = NULL, *key = NULL,
-             *result = NULL, *outs = NULL;
+    PyObject *nodes = NULL, *tt = NULL, *keep = NULL, *leaves = NULL, *rel = NULL, *key = NULL, *result = NULL,
+             *outs = NULL;
+    Slots table = {NULL, NULL, 0, 0}, *slot = &table;
+    Py_ssize_t got;
     PyObject *seq = NULL, *it = NULL, *item = NULL, *held[5] = {NULL, NULL, NULL, NULL, NULL};
     if ((nodes = PyObject_GetAttr(tape, s_nodes)) == NULL)
         goto fail;
-    if (!PyList_CheckExact(nodes)) { /* (never, from a GradientTape) */
-        PyObject *args[4] = {tape, seeds, source_ids, xp};
-        result = PyObject_Vectorcall(st->fallback, args, 4, NULL);
-        goto fail;
-    }
+    if (!PyList_CheckExact(nodes)) /* (never, from a GradientTape) */
+        goto python;
     if (PyList_GET_SIZE(nodes) > max_nodes) {
         result = Py_NewRef(s_too_many_nodes);
         goto fail;
@@ -768,7 +864,7 @@ static PyObject *structure(Structure *st, PyObject *tape, PyObject *seeds, PyObj
         }
     }
     PyObject *persistent = PyObject_GetAttr(tape, s_persistent);
-    if (persistent == NULL || (slot = PyDict_New()) == NULL) {
+    if (persistent == NULL || slots_init(slot, 64) < 0) {
         Py_XDECREF(persistent);
         goto fail;
     }
@@ -803,9 +899,11 @@ static PyObject *structure(Structure *st, PyObject *tape, PyObject *seeds, PyObj
         int hit = 0;
         for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); k++) {
             PyObject *i = PySequence_Fast_GET_ITEM(seq, k);
-            Py_ssize_t s = slot_of(st, slot, i, &nxt);
-            if (s < 0)
-                goto fail;
+            Py_ssize_t s = slot_of(slot, i, &nxt);
+            if (s < 0) {
+                got = s;
+                goto bad_out;
+            }
             int in = contains(rel, i);
             if (in < 0)
                 goto fail;
@@ -815,15 +913,16 @@ static PyObject *structure(Structure *st, PyObject *tape, PyObject *seeds, PyObj
         }
         Py_CLEAR(seq);
         if (PyLong_CheckExact(out)) {
-            if (out_slot(st, slot, rel, key, out, &nxt, forward && hit, NULL) < 0)
-                goto fail;
+            if ((got = out_slot(st, slot, rel, key, out, &nxt, forward && hit, NULL)) < 0)
+                goto bad_out;
         } else {
             if ((seq = PySequence_Fast(out, "Node.out must be an int or a sequence")) == NULL ||
                 (outs = PyList_New(0)) == NULL)
                 goto fail;
             for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); k++)
-                if (out_slot(st, slot, rel, key, PySequence_Fast_GET_ITEM(seq, k), &nxt, forward && hit, outs) < 0)
-                    goto fail;
+                if ((got = out_slot(st, slot, rel, key, PySequence_Fast_GET_ITEM(seq, k), &nxt, forward && hit,
+                                    outs)) < 0)
+                    goto bad_out;
             Py_CLEAR(seq);
             PyObject *t = PyList_AsTuple(outs);
             Py_CLEAR(outs);
@@ -862,8 +961,12 @@ static PyObject *structure(Structure *st, PyObject *tape, PyObject *seeds, PyObj
         if (PyList_Append(key, markers[m]) < 0 || (it = PyObject_GetIter(lists[m])) == NULL)
             goto fail;
         while ((item = PyIter_Next(it)) != NULL) {
-            Py_ssize_t s = slot_of(st, slot, item, &nxt);
-            if (s < 0 || append_pos(st, key, s, 0) < 0)
+            Py_ssize_t s = slot_of(slot, item, &nxt);
+            if (s < 0) {
+                got = s;
+                goto bad_out;
+            }
+            if (append_pos(st, key, s, 0) < 0)
                 goto fail;
             Py_CLEAR(item);
         }
@@ -874,8 +977,17 @@ static PyObject *structure(Structure *st, PyObject *tape, PyObject *seeds, PyObj
     PyObject *tkey = PyList_AsTuple(key);
     if (tkey == NULL)
         goto fail;
-    result = PyTuple_Pack(3, tkey, slot, rel);
+    result = PyTuple_Pack(3, tkey, Py_None, rel); /* (no slot dict: see Slots) */
     Py_DECREF(tkey);
+    goto fail;
+bad_out:
+    if (got != NOT_INT)
+        goto fail;
+python: /* an id that is not a C-sized int (never, from gputape's tensors): the Python reference */
+    {
+        PyObject *args[4] = {tape, seeds, source_ids, xp};
+        result = PyObject_Vectorcall(st->fallback, args, 4, NULL);
+    }
 fail:
     for (int k = 0; k < 5; k++)
         Py_XDECREF(held[k]);
@@ -888,7 +1000,7 @@ fail:
     Py_XDECREF(keep);
     Py_XDECREF(leaves);
     Py_XDECREF(rel);
-    Py_XDECREF(slot);
+    slots_free(slot);
     Py_XDECREF(key);
     return result;
 }
