@@ -13,6 +13,7 @@
  *   ``_BINARY``): host tensors and Python numbers outside every hook and profiler are computed
  *   here; anything else calls the generated Python function with the same arguments first.
  * - Swapped: the reflected operators (``2 * x``) over a two-operand Entry, likewise.
+ * - Results: gputape.tape._results (gradient()'s raw gradients as Tensors), its common case.
  *
  * Objects are reached through their slot offsets (read once from the classes' member
  * descriptors), the way the interpreter itself reads a __slots__ attribute.
@@ -54,7 +55,9 @@ typedef struct {
     Py_ssize_t *strides;
     PyObject *base;
     PyObject *descr;
+    int flags; /* NPY_ARRAY_C_CONTIGUOUS is bit 0 (checked by probe_arrays on an array and its transpose) */
 } ArrayHead;
+#define C_CONTIGUOUS 0x0001
 static int direct_arrays = 0;
 #define IS_DIRECT(a) (direct_arrays && Py_IS_TYPE(a, ndarray_T))
 
@@ -87,6 +90,10 @@ static int probe_arrays(void) {
              PyTuple_CheckExact(shape) && PyTuple_GET_SIZE(shape) == 3;
     for (int k = 0; ok && k < 3; k++)
         ok = h->dimensions[k] == PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, k)) && h->dimensions[k] == 3 + 2 * k;
+    PyObject *t = ok ? PyObject_GetAttrString(a, "T") : NULL; /* (a view: not C-contiguous) */
+    ok = ok && t != NULL && Py_IS_TYPE(t, ndarray_T) && (h->flags & C_CONTIGUOUS) &&
+         !(((const ArrayHead *)t)->flags & C_CONTIGUOUS);
+    Py_XDECREF(t);
     Py_XDECREF(dt);
     Py_XDECREF(shape);
     Py_DECREF(a);
@@ -1693,6 +1700,128 @@ static PyTypeObject Swapped_T = {
     .tp_getattro = Swapped_getattro,
 };
 
+/* ---- Results ------------------------------------------------------------------------------ */
+
+/* gputape.tape._results(grads, flat_s, unconnected, diff): each source's gradient as a Tensor. The
+ * common case (a C-contiguous host array for a source of a float dtype, no tape recording the
+ * gradient) is wrapped here as tensor._wrap does; any other pair is _result(g, s, unconnected, diff,
+ * None)'s, called with it (which gives the same for a pair this could have wrapped). */
+typedef struct {
+    PyObject_HEAD vectorcallfunc vectorcall;
+    PyObject *fallback; /* the Python _results */
+    PyObject *result;   /* tape._result */
+    PyObject *next_id;  /* tensor._next_const_id */
+} Results;
+
+static int wrappable(PyObject *g, PyObject *s) {
+    if (!IS_DIRECT(g) || !(((const ArrayHead *)g)->flags & C_CONTIGUOUS))
+        return 0;
+    if (!Py_IS_TYPE(s, Tensor_T) && !Py_IS_TYPE(s, Variable_T))
+        return 0;
+    PyObject *d = SLOT(s, off_t_data);
+    return d != NULL && IS_DIRECT(d) && is_float(((const ArrayHead *)d)->descr);
+}
+
+static PyObject *Results_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Results *r = (Results *)self;
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (kwnames != NULL || n != 4 || !ready || !PyList_CheckExact(args[1]))
+        return PyObject_Vectorcall(r->fallback, args, nargsf, kwnames);
+    int diff = PyObject_IsTrue(args[3]);
+    if (diff < 0)
+        return NULL;
+    PyObject *grads = PySequence_Fast(args[0], "_results: grads must be a sequence");
+    if (grads == NULL)
+        return NULL;
+    PyObject *flat_s = Py_NewRef(args[1]);
+    Py_ssize_t m = PyList_GET_SIZE(flat_s);
+    if (PySequence_Fast_GET_SIZE(grads) < m)
+        m = PySequence_Fast_GET_SIZE(grads);
+    PyObject *out = PyList_New(0);
+    for (Py_ssize_t k = 0; out != NULL && k < m && k < PyList_GET_SIZE(flat_s); k++) {
+        PyObject *g = Py_NewRef(PySequence_Fast_GET_ITEM(grads, k)), *s = Py_NewRef(PyList_GET_ITEM(flat_s, k));
+        PyObject *t = NULL;
+        if (!diff && wrappable(g, s)) {
+            PyObject *id = PyObject_CallNoArgs(r->next_id);
+            if (id != NULL && (t = Tensor_T->tp_alloc(Tensor_T, 0)) != NULL) {
+                put(t, off_t_data, Py_NewRef(g));
+                put(t, off_t_id, id);
+            } else {
+                Py_XDECREF(id);
+            }
+        } else {
+            PyObject *a[5] = {g, s, args[2], args[3], Py_None};
+            t = PyObject_Vectorcall(r->result, a, 5, NULL);
+        }
+        Py_DECREF(g);
+        Py_DECREF(s);
+        if (t == NULL || PyList_Append(out, t) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(t);
+    }
+    Py_DECREF(grads);
+    Py_DECREF(flat_s);
+    return out;
+}
+
+static PyObject *Results_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kw[] = {"fallback", "result", "next_id", NULL};
+    PyObject *fallback, *result, *next_id;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO:Results", kw, &fallback, &result, &next_id))
+        return NULL;
+    if (!PyCallable_Check(fallback) || !PyCallable_Check(result) || !PyCallable_Check(next_id)) {
+        PyErr_SetString(PyExc_TypeError, "gputape._native.Results: pass _results, _result and _next_const_id");
+        return NULL;
+    }
+    Results *r = (Results *)type->tp_alloc(type, 0);
+    if (r == NULL)
+        return NULL;
+    r->vectorcall = Results_vectorcall;
+    r->fallback = Py_NewRef(fallback);
+    r->result = Py_NewRef(result);
+    r->next_id = Py_NewRef(next_id);
+    return (PyObject *)r;
+}
+
+static int Results_traverse(Results *r, visitproc visit, void *arg) {
+    Py_VISIT(r->fallback);
+    Py_VISIT(r->result);
+    Py_VISIT(r->next_id);
+    return 0;
+}
+
+static int Results_clear(Results *r) {
+    Py_CLEAR(r->fallback);
+    Py_CLEAR(r->result);
+    Py_CLEAR(r->next_id);
+    return 0;
+}
+
+static void Results_dealloc(Results *r) {
+    PyObject_GC_UnTrack(r);
+    Results_clear(r);
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+static PyMemberDef Results_members[] = {
+    {"fallback", T_OBJECT, offsetof(Results, fallback), READONLY, "the Python _results this computes"},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Results, vectorcall), READONLY},
+    {NULL}};
+
+static PyTypeObject Results_T = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "gputape._native.Results",
+    .tp_basicsize = sizeof(Results),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Results(_results, _result, _next_const_id): tape._results(grads, flat_s, unconnected, diff) in C.",
+    .tp_new = Results_new,
+    .tp_dealloc = (destructor)Results_dealloc,
+    .tp_traverse = (traverseproc)Results_traverse,
+    .tp_clear = (inquiry)Results_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Results, vectorcall),
+    .tp_members = Results_members,
+};
+
 /* ---- the module --------------------------------------------------------------------------- */
 
 static PyObject *watching(PyObject *Py_UNUSED(self), PyObject *cls) {
@@ -1749,7 +1878,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         if ((*names[k].p = PyUnicode_InternFromString(names[k].s)) == NULL)
             return NULL;
     if (PyType_Ready(&Recorder_T) < 0 || PyType_Ready(&Structure_T) < 0 || PyType_Ready(&Entry_T) < 0 ||
-        PyType_Ready(&Raise_T) < 0 || PyType_Ready(&Swapped_T) < 0)
+        PyType_Ready(&Raise_T) < 0 || PyType_Ready(&Swapped_T) < 0 || PyType_Ready(&Results_T) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL)
@@ -1758,7 +1887,8 @@ PyMODINIT_FUNC PyInit__native(void) {
         PyModule_AddObjectRef(m, "Recorder", (PyObject *)&Recorder_T) < 0 ||
         PyModule_AddObjectRef(m, "Structure", (PyObject *)&Structure_T) < 0 ||
         PyModule_AddObjectRef(m, "Entry", (PyObject *)&Entry_T) < 0 ||
-        PyModule_AddObjectRef(m, "Swapped", (PyObject *)&Swapped_T) < 0) {
+        PyModule_AddObjectRef(m, "Swapped", (PyObject *)&Swapped_T) < 0 ||
+        PyModule_AddObjectRef(m, "Results", (PyObject *)&Results_T) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -787,6 +787,11 @@ def _result(g: Any, s: Tensor, unconnected: UnconnectedGradients, diff: bool, ts
     return _wrap(g)
 
 
+_results_py = _results
+if getattr(config._native, "Results", None) is not None:  # its C twin, where built
+    _results = config._native.Results(_results_py, _result, _next_const_id)
+
+
 def _astype(a: Any, dtype: Any) -> Any:
     return a.astype(dtype)
 

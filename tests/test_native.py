@@ -462,6 +462,8 @@ def test_no_reference_is_leaked_or_lost():
     import gc
     import sys
 
+    from gputape import tape as tp
+
     x = gt.constant(np.array([0.5, 0.25], np.float32))
     x64 = gt.constant(np.array([0.5, 0.25], np.float64))
     v = gt.Variable(np.array([0.5, 0.25], np.float32))
@@ -484,6 +486,9 @@ def test_no_reference_is_leaked_or_lost():
             assert bc._structure(t, seeds, [x._id], np) == "already_swept"
             with pytest.raises(TypeError):
                 bc._structure(t, seeds, [[1]], np)  # an unhashable source id: the error, nothing held
+            tp._results([x._data, None, x._data.T], [x, x64, x], tp.UnconnectedGradients.ZERO, False)
+            with pytest.raises(TypeError):
+                tp._results(3, [x], tp.UnconnectedGradients.NONE, False)
 
     work()
     gc.collect()  # (cyclic garbage of earlier tests, freed during a run, would move the counts)
@@ -577,6 +582,7 @@ def _variable_scenario(use_c: bool):
                 counts.append(sum(r.fast for r in rec.values()) - before)
                 outs += [mul(frozen, x), mul(x, frozen), tanh(frozen)]  # not trainable: never watched
                 outs += [mul(outs[-1], v), mul(w, v), tanh(u), mul(u, x)]  # u: watched by outer on its read
+                outs += [mul(frozen, v)]  # never watched, beside a value both tapes track: recorded in C
                 counts.append(sum(r.fast for r in rec.values()) - before)
         grads = [[None if g is None else g.numpy().tobytes() for g in t.gradient(gt.sum(outs[k]), [v, w])]
                  for t in (outer, inner) for k in range(len(outs))]  # fmt: skip
@@ -604,6 +610,51 @@ def test_a_variable_is_recorded_and_watched_on_read_in_c_as_the_python_recorder_
     # the first read (outer watches v) and every read of v and w in C; frozen's reads on values outer
     # does not track, and u's (outer watches it, inner neither tracks nor watches it): the Python
     # path, which notes the edge for explain
-    assert c_counts == [1, 7, 9] and p_counts == [0, 0, 0]
+    assert c_counts == [1, 7, 10] and p_counts == [0, 0, 0]
     assert c_tapes[0][2] == ["v", "w", "u"] and c_tapes[1][2] == ["v"]  # outer: watched on read; inner: as told
     assert c_tapes[0][3] == ["u", "v", "w"] and c_tapes[1][3] == ["v"]  # the leaves
+
+
+def _result_cases():
+    """(grads, sources, diff) for tape._results: every branch of its common case and of _result."""
+    rng = np.random.default_rng(7)
+    a32 = rng.standard_normal((3, 4)).astype(np.float32)
+    srcs = [gt.constant(a32), gt.Variable(a32.astype(np.float64)), gt.constant(a32.astype(np.float16)),
+            gt.constant(a32.T), gt.constant(a32.astype(np.complex64)), gt.constant(np.arange(3)),
+            gt.Variable(a32), gt.constant(a32)]  # fmt: skip
+    grads = [a32.copy(), a32.astype(np.float64), a32.astype(np.float16), a32.T,  # a transposed view
+             a32.astype(np.complex64), None, None, a32[:, :2]]  # fmt: skip
+    return [(grads, srcs, False), (tuple(grads), srcs, False), ([gt.constant(g) if g is not None else None
+            for g in grads], srcs, True), ([], [], False)]  # fmt: skip
+
+
+@native
+@pytest.mark.parametrize("unconnected", ["none", "zero"])
+@pytest.mark.parametrize("case", range(4))
+def test_c_results_wrap_gradients_as_the_python_reference_does(case, unconnected):
+    import warnings
+
+    from gputape import tape as tp
+
+    grads, srcs, diff = _result_cases()[case]
+    u = tp.UnconnectedGradients(unconnected)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gt.GputapeWarning)  # (the integer source's, once per process)
+        got = tp._results(grads, srcs, u, diff)
+        want = tp._results_py(grads, srcs, u, diff)
+    assert type(tp._results) is config._native.Results and type(got) is list and len(got) == len(want) == len(srcs)
+    for g, w, raw in zip(got, want, grads):
+        assert type(g) is type(w)
+        if w is None:
+            continue
+        if diff and raw is not None:
+            assert g is w is raw  # a tape records the gradient: its tensors themselves
+            continue
+        if raw is not None and w._data is raw:
+            assert g._data is raw  # wrapped, not copied
+        else:
+            assert g._data is not raw  # a view made contiguous, or zeros
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+        assert g.dtype == w.dtype and g._id % 2 == w._id % 2 == 1  # constants' ids
+    if not diff:
+        assert len({t._id for t in got + want if t is not None}) == sum(t is not None for t in got + want)
