@@ -17,6 +17,7 @@ import logging
 import warnings
 import weakref
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -171,11 +172,18 @@ class GradientTape(_state.Scope):
         self._compile = _flag(compile, "compile")
         self._persistent = _flag(persistent, "persistent")
         self._auto = _flag(watch_accessed_variables, "watch_accessed_variables")
-        self._tensors: set[int] | None = None  # ids this tape tracks (watched or recorded)
-        self._watched_vars: dict[int, Variable] = {}
-        self._fresh()
-        self._tensors = None
+        self._tensors: set[int] | None = None  # ids this tape tracks (watched or recorded); None: not entered
         self._used = False  # a non-persistent tape that already computed its gradients
+
+    # A tape never entered reads these (empty, and immutable: nothing records on it); entering it,
+    # watch() or reset() give it its own (_fresh), so a training step builds its containers once.
+    _nodes: Any = ()
+    _watched_vars: Any = MappingProxyType({})
+    _leaves: Any = frozenset()
+    _edges: Any = MappingProxyType({})
+    _broken: Any = MappingProxyType({})
+    _exports: Any = ()
+    _retired: GradientTape | None = None
 
     def _fresh(self) -> None:
         """Start an empty recording (first entry, reset, or re-entry after gradient())."""
