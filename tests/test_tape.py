@@ -1611,3 +1611,22 @@ def test_gradient_quiets_floating_point_errors_and_restores_the_callers_state():
                     np.testing.assert_array_equal(grad(), [np.inf, 0.25])
             assert np.geterr() == outer and np.geterrcall() is outer_call
     assert np.geterr() == before and calls == []
+
+
+def test_a_tape_never_entered_answers_from_empty_defaults_and_entering_gives_it_its_own():
+    x = gt.constant([1.0, 2.0])
+    v = gt.Variable([3.0])
+    a, b = gt.GradientTape(), gt.GradientTape()
+    assert a.watched_variables() == () and a.saved_bytes == 0
+    with pytest.raises(RuntimeError, match="nothing recorded"):
+        a.gradient(x, x)
+    b.watch(x)  # watch() before entering: b's own containers, a's untouched
+    assert b._leaves == {x._id} and a._leaves == frozenset() and type(a)._leaves == frozenset()
+    with a:
+        y = v * 2.0
+    assert a.watched_variables() == (v,) and b.watched_variables() == () and type(a)._watched_vars == {}
+    assert a.gradient(y, v).numpy().tolist() == [2.0]
+    with b:
+        z = x * x
+    assert b.gradient(z, x).numpy().tolist() == [2.0, 4.0]
+    assert len(type(a)._nodes) == 0 and not type(a)._edges and not type(a)._broken and type(a)._exports == ()
