@@ -1630,3 +1630,23 @@ def test_a_tape_never_entered_answers_from_empty_defaults_and_entering_gives_it_
         z = x * x
     assert b.gradient(z, x).numpy().tolist() == [2.0, 4.0]
     assert len(type(a)._nodes) == 0 and not type(a)._edges and not type(a)._broken and type(a)._exports == ()
+
+
+def test_the_live_tape_registry_finds_live_tapes_and_stays_bounded():
+    from gputape import tape as tp
+
+    x = gt.constant([1.0, 2.0])
+    kept = []
+    for k in range(2000):  # a training loop's tapes, every tenth kept alive
+        with gt.GradientTape(persistent=True) as t:
+            t.watch(x)
+            gt.exp(x)
+        if k % 10 == 0:
+            kept.append(t)
+    live = list(tp._live_tapes)
+    assert all(t in tp._live_tapes for t in kept) and all(any(t is u for u in live) for t in kept)
+    assert len(tp._live_tapes._refs) <= 2 * len(live) + 64  # dead entries overwritten or swept
+    n = len(tp._live_tapes)
+    del live, t
+    kept.clear()
+    assert len(tp._live_tapes) <= n - 200
