@@ -553,13 +553,16 @@ class GradientTape(_state.Scope):
         diff = _any_tape()
         seeds = _seeds(flat_t, flat_og, diff, lead=None)
         try:
-            with _quiet():
+            token = _hush()  # (with _quiet(), its two calls written out: once per step)
+            try:
                 # the sweep, or code compiled for a structure seen before (gputape._backward_compile):
                 # a gradient or None per source
                 if seeds:
                     grads = _compiled_gradients(self, seeds, [s._id for s in flat_s], diff, _namespace(diff, seeds))
                 else:
                     grads = [None] * len(flat_s)
+            finally:
+                _unhush(token)
             out = _results(grads, flat_s, unconnected, diff)
             if unconnected is UnconnectedGradients.RAISE:
                 self._raise_unconnected(flat_t, flat_s, out)
@@ -708,35 +711,45 @@ except ImportError:  # (a numpy that moved them: np.errstate itself)
 _hushed: tuple[Any, Any] = (None, None)  # (an error state, the same with divide/invalid/over ignored)
 
 
-class _quiet:  # noqa: N801 - used as np.errstate is
-    """``np.errstate(divide="ignore", invalid="ignore", over="ignore")``: infinite and NaN gradients
-    are results (sqrt at 0 is inf), not numpy warnings. The quiet state made from the caller's is
-    kept for the next gradient (np.errstate makes it again at each entry: ~2 us of every step).
+def _hush() -> Any:
+    """Enter ``np.errstate(divide="ignore", invalid="ignore", over="ignore")``: infinite and NaN
+    gradients are results (sqrt at 0 is inf), not numpy warnings. Returns the token :func:`_unhush`
+    takes. The quiet state made from the caller's is kept for the next gradient (np.errstate makes
+    it again at each entry: ~2 us of every step).
 
-    >>> with _quiet():
-    ...     float(np.float32(1) / np.float32(0))
+    >>> token = _hush(); float(np.float32(1) / np.float32(0)); _unhush(token)
     inf
     """
+    global _hushed
+    if _errvar is None:
+        state = np.errstate(divide="ignore", invalid="ignore", over="ignore")
+        state.__enter__()
+        return state
+    base = _errvar.get()
+    pair = _hushed
+    if pair[0] is not base:  # (held: the state compared by identity cannot be another's reused)
+        pair = _hushed = (base, _make_extobj(divide="ignore", invalid="ignore", over="ignore"))
+    return _errvar.set(pair[1])
+
+
+def _unhush(token: Any) -> None:
+    """Leave the error state :func:`_hush` entered."""
+    if _errvar is None:
+        token.__exit__(None, None, None)
+    else:
+        _errvar.reset(token)
+
+
+class _quiet:  # noqa: N801 - used as np.errstate is
+    """``with _quiet():`` -- :func:`_hush` and :func:`_unhush` around the block."""
 
     __slots__ = ("_token",)
 
     def __enter__(self) -> None:
-        global _hushed
-        if _errvar is None:
-            self._token = np.errstate(divide="ignore", invalid="ignore", over="ignore")
-            self._token.__enter__()
-            return
-        base = _errvar.get()
-        pair = _hushed
-        if pair[0] is not base:  # (held: the state compared by identity cannot be another's reused)
-            pair = _hushed = (base, _make_extobj(divide="ignore", invalid="ignore", over="ignore"))
-        self._token = _errvar.set(pair[1])
+        self._token = _hush()
 
     def __exit__(self, *exc: Any) -> None:
-        if _errvar is None:
-            self._token.__exit__(*exc)
-        else:
-            _errvar.reset(self._token)
+        _unhush(self._token)
 
 
 def _check_sources(flat_s: list, what: str) -> None:

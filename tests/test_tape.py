@@ -1650,3 +1650,23 @@ def test_the_live_tape_registry_finds_live_tapes_and_stays_bounded():
     del live, t
     kept.clear()
     assert len(tp._live_tapes) <= n - 200
+
+
+def test_a_gradient_that_raises_leaves_the_callers_error_state_whole():
+    @gt.custom_gradient
+    def f(a):
+        def grad(g):
+            assert np.geterr()["divide"] == "ignore" and np.geterr()["under"] == "raise"  # quiet inside
+            raise ArithmeticError("from the grad_fn")
+
+        return a * 2.0, grad
+
+    x = gt.constant([1.0])
+    with np.errstate(all="raise"):
+        for _ in range(3):  # the sweep, the second sight's compile, the compiled backward
+            with gt.GradientTape() as tape:
+                tape.watch(x)
+                y = gt.sum(f(x))
+            with pytest.raises(ArithmeticError, match="grad_fn"):
+                tape.gradient(y, x)
+            assert np.geterr() == {"divide": "raise", "over": "raise", "under": "raise", "invalid": "raise"}
