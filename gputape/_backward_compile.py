@@ -83,13 +83,16 @@ _ABSENT, _YES, _MAYBE = 0, 1, 2  # what the code generator knows of a gradient v
 _cache: dict[tuple, Callable[..., tuple]] = {}  # each function's ``used`` stamp orders the LRU eviction
 _uses = itertools.count()  # the stamps (a hit that moved its key in an OrderedDict hashed the key again)
 _seen: OrderedDict[tuple, None] = OrderedDict()  # keys seen once: compiled at the second sight
+_last: tuple[Any, Any] = (None, None)  # (key, function) of the latest hit or compile, compared before _cache is asked
 _lock = threading.Lock()
 _counts = {"hits": 0, "misses": 0, "compiles": 0, "evictions": 0}
 _fallbacks: dict[str, int] = {}
 
 
-def gradients(tape: Any, seeds: dict[int, Any], source_ids: list[int], diff: bool, F: Any) -> dict[int, Any]:
-    """The sweep's result (:func:`gputape.backward._sweep`), from compiled code when the structure was seen before.
+def gradients(tape: Any, seeds: dict[int, Any], source_ids: list[int], diff: bool, F: Any) -> list | tuple:
+    """The sweep's result (:func:`gputape.backward._sweep`), from compiled code when the structure was seen before:
+    the gradient (or None) of each of ``source_ids``, in their order (what the compiled code returns, so a hit
+    builds no dict).
 
     ``F`` is the VJPs' namespace, as for the sweep (the tape, above the ops, passes it).
     """
@@ -107,19 +110,26 @@ def gradients(tape: Any, seeds: dict[int, Any], source_ids: list[int], diff: boo
     found = _structure(tape, seeds, source_ids, xp)
     if type(found) is str:
         return _fallback(found, tape, seeds, source_ids, diff, F)
+    global _last
     key = found[0]
-    fn = _cache.get(key)
+    last = _last
+    fn = last[1] if key == last[0] else _cache.get(key)  # (a loop's tapes: one compare, no hash of the key)
     if fn is not None:
+        if fn is not last[1]:
+            _last = (key, fn)
         _counts["hits"] += 1
         fn.used = next(_uses)  # type: ignore[attr-defined]
         # on a GPU, from one CUDA graph of fn where the tape may replay it (gputape._backward_graph)
-        return dict(zip(source_ids, _backward_graph.run(fn, tape, list(seeds.values()))))
+        return _backward_graph.run(fn, tape, list(seeds.values()))
     _counts["misses"] += 1
     if key not in _seen:
         _remember(_seen, key, None)
-        return _sweep(tape, seeds, source_ids, diff, F)
+        return _swept(tape, seeds, source_ids, diff, F)
+    slot, rel = found[1], found[2]
+    if slot is None:  # the C twin's key comes without the slot dict (only this compile reads it)
+        _, slot, rel = _structure_py(tape, seeds, source_ids, xp)
     try:
-        fn = _generate(tape, seeds, source_ids, F, found[1], found[2])
+        fn = _generate(tape, seeds, source_ids, F, slot, rel)
     except Exception:  # a generator bug must not cost the user a gradient: the sweep answers
         _log.exception("gputape: compiling a backward failed; the sweep computes this gradient")
         return _fallback("compile_error", tape, seeds, source_ids, diff, F)
@@ -127,20 +137,30 @@ def gradients(tape: Any, seeds: dict[int, Any], source_ids: list[int], diff: boo
     _seen.pop(key, None)
     fn.used = next(_uses)  # type: ignore[attr-defined]
     _remember(_cache, key, fn)
-    return dict(zip(source_ids, fn(tape._nodes, list(seeds.values()))))
+    if _cache.get(key) is fn:  # (kept: a cache of size 0 keeps nothing)
+        _last = (key, fn)
+    return fn(tape._nodes, list(seeds.values()))
 
 
-def _fallback(why: str, tape: Any, seeds: dict, source_ids: list, diff: bool, F: Any) -> dict:
+def _fallback(why: str, tape: Any, seeds: dict, source_ids: list, diff: bool, F: Any) -> list:
     _fallbacks[why] = _fallbacks.get(why, 0) + 1
-    return _sweep(tape, seeds, source_ids, diff, F)
+    return _swept(tape, seeds, source_ids, diff, F)
+
+
+def _swept(tape: Any, seeds: dict, source_ids: list, diff: bool, F: Any) -> list:
+    grads = _sweep(tape, seeds, source_ids, diff, F)
+    return [grads.get(i) for i in source_ids]
 
 
 def _remember(table: dict, key: tuple, value: Any) -> None:
+    global _last
     with _lock:
         table[key] = value
         while len(table) > max(int(CACHE_SIZE), 0):
             if table is _cache:  # the least recently used function
-                del table[min(table, key=lambda k: table[k].used)]
+                k = min(table, key=lambda k: table[k].used)
+                if _last[1] is table.pop(k):
+                    _last = (None, None)
                 _counts["evictions"] += 1
             else:  # the oldest sight
                 table.popitem(last=False)  # type: ignore[call-arg]
@@ -149,7 +169,9 @@ def _remember(table: dict, key: tuple, value: Any) -> None:
 def _structure(tape: Any, seeds: dict, source_ids: list, xp: Any) -> tuple | str:
     """(key, position of each id, the ids a cotangent flows to), or why there is none.
 
-    The relevance is the sweep's ``rel``, computed the way the sweep computes it.
+    The relevance is the sweep's ``rel``, computed the way the sweep computes it. The C twin
+    (gputape._native.Structure) gives the same key and relevance, and None for the positions: it
+    keeps them in a table of its own, and a compile, which reads them, asks this reference.
     """
     nodes = tape._nodes
     if len(nodes) > MAX_NODES:
@@ -215,6 +237,7 @@ def _structure(tape: Any, seeds: dict, source_ids: list, xp: Any) -> tuple | str
     return tuple(key), slot, rel
 
 
+_structure_py = _structure
 _structure = config._native.Structure(_structure) if config._native else _structure  # its C twin, where built
 
 
@@ -473,8 +496,10 @@ def clear_backward_cache() -> None:
     >>> gt.debug.clear_backward_cache(); gt.debug.backward_cache_report()["cached"]
     0
     """
+    global _last
     with _lock:
         _cache.clear()
+        _last = (None, None)
         _seen.clear()
         for k in _counts:
             _counts[k] = 0

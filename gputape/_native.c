@@ -5,14 +5,15 @@
  * - Recorder: the ``record(obs, x, res)`` / ``record(obs, x, y, res)`` objects the generated
  *   entry points call (gputape.recording.recorder1/recorder2). The common case (no hooks, no
  *   locations, a float16/32/64 result, exact Tensor operands of the result's dtype, every tape
- *   tracking an operand, and each Variable operand: no watch on read is due) is done here;
- *   anything else calls the Python recorder with the same arguments before anything observable
- *   happened here.
+ *   tracking an operand) is done here, with the watch on read of a Variable a GradientTape does
+ *   not track yet (GradientTape._watch_variable's steps); anything else calls the Python recorder
+ *   with the same arguments before anything observable happened here (a watch done is idempotent).
  * - Structure: gputape._backward_compile._structure (the key, the slot dict, the relevance set).
  * - Entry: the generated one- and two-operand entry points of gputape.dispatch (``_UNARY`` and
  *   ``_BINARY``): host tensors and Python numbers outside every hook and profiler are computed
  *   here; anything else calls the generated Python function with the same arguments first.
  * - Swapped: the reflected operators (``2 * x``) over a two-operand Entry, likewise.
+ * - Results: gputape.tape._results (gradient()'s raw gradients as Tensors), its common case.
  *
  * Objects are reached through their slot offsets (read once from the classes' member
  * descriptors), the way the interpreter itself reads a __slots__ attribute.
@@ -27,6 +28,8 @@
 /* ---- what setup() hands over ------------------------------------------------------------ */
 
 static PyTypeObject *Tensor_T, *Node_T, *Observers_T, *Primitive_T, *ndarray_T, *Literal_T, *Variable_T;
+static PyTypeObject *Tape_T; /* gputape.tape.GradientTape (watching()): the tapes whose watch on read is done here */
+static Py_ssize_t off_v_trainable;
 static PyObject *NOPARAMS, *NOSAVED;
 static PyObject *FLOATS[3];
 static Py_ssize_t off_t_data, off_t_id;
@@ -35,6 +38,7 @@ static Py_ssize_t off_n_casts, off_n_ids, off_n_info, off_n_meta, off_n_out, off
 static Py_ssize_t off_o_hooks, off_o_tapes, off_o_locations, off_p_vjp;
 static int ready = 0;
 
+static PyObject *s_auto, *s_watched_vars;
 static PyObject *s_dtype, *s_shape, *s_tensors, *s_nodes, *s_leaves, *s_persistent, *s_vjp, *s_MAX_NODES, *s_Node,
     *s_seeds, *s_sources, *s_already_swept, *s_too_many_nodes, *s_no_source_recorded;
 
@@ -51,7 +55,9 @@ typedef struct {
     Py_ssize_t *strides;
     PyObject *base;
     PyObject *descr;
+    int flags; /* NPY_ARRAY_C_CONTIGUOUS is bit 0 (checked by probe_arrays on an array and its transpose) */
 } ArrayHead;
+#define C_CONTIGUOUS 0x0001
 static int direct_arrays = 0;
 #define IS_DIRECT(a) (direct_arrays && Py_IS_TYPE(a, ndarray_T))
 
@@ -84,6 +90,10 @@ static int probe_arrays(void) {
              PyTuple_CheckExact(shape) && PyTuple_GET_SIZE(shape) == 3;
     for (int k = 0; ok && k < 3; k++)
         ok = h->dimensions[k] == PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, k)) && h->dimensions[k] == 3 + 2 * k;
+    PyObject *t = ok ? PyObject_GetAttrString(a, "T") : NULL; /* (a view: not C-contiguous) */
+    ok = ok && t != NULL && Py_IS_TYPE(t, ndarray_T) && (h->flags & C_CONTIGUOUS) &&
+         !(((const ArrayHead *)t)->flags & C_CONTIGUOUS);
+    Py_XDECREF(t);
     Py_XDECREF(dt);
     Py_XDECREF(shape);
     Py_DECREF(a);
@@ -123,6 +133,10 @@ static PyObject *setup(PyObject *Py_UNUSED(self), PyObject *args) {
     off_n_casts = o[2], off_n_ids = o[3], off_n_info = o[4], off_n_meta = o[5], off_n_out = o[6];
     off_n_params = o[7], off_n_prim = o[8], off_n_saved = o[9], off_n_shapes = o[10];
     off_o_hooks = o[11], off_o_tapes = o[12], off_o_locations = o[13], off_p_vjp = o[14];
+    Py_ssize_t tr = slot_offset((PyTypeObject *)variable, "_trainable");
+    if (tr < 0)
+        return NULL;
+    off_v_trainable = tr;
     Py_XSETREF(Tensor_T, (PyTypeObject *)Py_NewRef(tensor));
     Py_XSETREF(Node_T, (PyTypeObject *)Py_NewRef(node));
     Py_XSETREF(Observers_T, (PyTypeObject *)Py_NewRef(observers));
@@ -222,7 +236,48 @@ static PyObject *typed_number(PyObject *literals, PyObject *literal_miss, PyObje
     return got;
 }
 
-/* The common case, or 1 to take the Python path (nothing done yet), or -1 on error. */
+/* recording._watch_on_read(tape, var) for a Variable whose id ``tt`` (the tape's _tensors) lacks and
+ * whose array has a float dtype (so one of DIFF_DTYPES): 1 watched, 0 not (watch_accessed_variables
+ * off, or not trainable), 2 the Python path must judge (nothing done: another tape class, a field
+ * that is not what GradientTape makes), -1 an error. GradientTape._watch_variable, step for step. */
+static int watch_on_read(PyObject *tape, PyObject *tt, PyObject *var, PyObject *vid) {
+    if (Tape_T == NULL || Py_TYPE(tape) != Tape_T)
+        return 2;
+    PyObject *autov = PyObject_GetAttr(tape, s_auto);
+    if (autov == NULL)
+        return -1;
+    int on = truth(autov);
+    Py_DECREF(autov);
+    if (on <= 0)
+        return on < 0 ? 2 : 0;
+    PyObject *trainable = SLOT(var, off_v_trainable);
+    if (trainable == NULL)
+        return 2;
+    on = truth(trainable);
+    if (on <= 0)
+        return on < 0 ? 2 : 0;
+    PyObject *leaves = PyObject_GetAttr(tape, s_leaves);
+    if (leaves == NULL)
+        return -1;
+    PyObject *wv = PyObject_GetAttr(tape, s_watched_vars);
+    if (wv == NULL) {
+        Py_DECREF(leaves);
+        return -1;
+    }
+    int ret = 2;
+    if (PySet_CheckExact(leaves) && PyDict_CheckExact(wv)) {
+        PyObject *got = NULL;
+        ret = (PySet_Add(tt, vid) < 0 || PySet_Add(leaves, vid) < 0 || (got = PyDict_SetDefault(wv, vid, var)) == NULL)
+                  ? -1
+                  : 1;
+    }
+    Py_DECREF(leaves);
+    Py_DECREF(wv);
+    return ret;
+}
+
+/* The common case, or 1 to take the Python path (nothing observable done yet: a watch on read done
+ * here is idempotent, the Python recorder then finds the Variable tracked), or -1 on error. */
 static int record_fast(Recorder *r, PyObject *const *a) {
     PyObject *obs = a[0], *res = a[r->nargs + 1];
     if (Py_TYPE(obs) != Observers_T || Py_TYPE(res) != Tensor_T)
@@ -313,8 +368,13 @@ static int record_fast(Recorder *r, PyObject *const *a) {
             int in = PySet_Contains(tt, oids[k]);
             if (in < 0)
                 goto error;
-            if (!in && var[k])
-                goto done; /* (the Python recorder's watch on read) */
+            if (!in && var[k]) { /* the first read of a trainable Variable under this tape watches it */
+                in = watch_on_read(tape, tt, ops[k], oids[k]);
+                if (in < 0)
+                    goto error;
+                if (in == 2)
+                    goto done;
+            }
             hit = hit || in;
         }
         if (!hit)
@@ -628,17 +688,113 @@ static int append_pos(Structure *st, PyObject *key, Py_ssize_t k, int neg) {
     return p == NULL ? -1 : PyList_Append(key, p);
 }
 
-/* The slot of id i: the one it has, or the next position (given to it). -1 on error. */
-static Py_ssize_t slot_of(Structure *st, PyObject *slot, PyObject *i, Py_ssize_t *nxt) {
-    PyObject *s = PyDict_GetItemWithError(slot, i);
-    if (s != NULL)
-        return PyLong_AsSsize_t(s);
-    if (PyErr_Occurred())
+/* The positions given to ids so far: _structure's slot dict as an open-addressing table of C integers
+ * (a key needs no dict: only a compile reads the slots, and it asks the Python reference for them). */
+typedef struct {
+    Py_ssize_t *ids, *pos;
+    size_t mask;
+    Py_ssize_t n;
+} Slots;
+#define NO_ID PY_SSIZE_T_MIN /* (ids are positive; 0 marks a constant operand) */
+#define NOT_INT (-2)         /* an id that is not an int of C size: the Python reference answers */
+
+static int slots_init(Slots *t, size_t cap) {
+    t->ids = PyMem_Malloc(cap * sizeof(Py_ssize_t));
+    t->pos = PyMem_Malloc(cap * sizeof(Py_ssize_t));
+    if (t->ids == NULL || t->pos == NULL) {
+        PyMem_Free(t->ids);
+        PyMem_Free(t->pos);
+        t->ids = t->pos = NULL;
+        PyErr_NoMemory();
         return -1;
-    PyObject *p = position(st, *nxt, 0);
-    if (p == NULL || PyDict_SetItem(slot, i, p) < 0)
+    }
+    for (size_t k = 0; k < cap; k++)
+        t->ids[k] = NO_ID;
+    t->mask = cap - 1;
+    t->n = 0;
+    return 0;
+}
+
+static void slots_free(Slots *t) {
+    PyMem_Free(t->ids);
+    PyMem_Free(t->pos);
+    t->ids = t->pos = NULL;
+}
+
+/* The table index of id (where it is, or where it goes). */
+static inline size_t slots_index(const Slots *t, Py_ssize_t id) {
+    size_t h = (size_t)id * (size_t)0x9E3779B97F4A7C15ull;
+    size_t k = (h ^ (h >> 29)) & t->mask;
+    while (t->ids[k] != NO_ID && t->ids[k] != id)
+        k = (k + 1) & t->mask;
+    return k;
+}
+
+/* Room for one more id (the table kept at most half full). */
+static int slots_room(Slots *t) {
+    if ((size_t)(2 * (t->n + 1)) <= t->mask + 1)
+        return 0;
+    Slots old = *t;
+    if (slots_init(t, 2 * (old.mask + 1)) < 0) {
+        *t = old;
         return -1;
+    }
+    for (size_t k = 0; k <= old.mask; k++)
+        if (old.ids[k] != NO_ID) {
+            size_t j = slots_index(t, old.ids[k]);
+            t->ids[j] = old.ids[k];
+            t->pos[j] = old.pos[k];
+            t->n++;
+        }
+    slots_free(&old);
+    return 0;
+}
+
+/* id's value, or NOT_INT (no error set) for anything but an int of C size; -1 with an error. */
+static inline Py_ssize_t id_value(PyObject *i) {
+    if (!PyLong_CheckExact(i))
+        return NOT_INT;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(i, &overflow);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow || v < 0 || v > PY_SSIZE_T_MAX)
+        return NOT_INT;
+    return (Py_ssize_t)v;
+}
+
+/* The slot of id i: the one it has, or the next position (given to it). -1 on error, NOT_INT. */
+static Py_ssize_t slot_of(Slots *t, PyObject *i, Py_ssize_t *nxt) {
+    Py_ssize_t id = id_value(i);
+    if (id < 0)
+        return id;
+    size_t k = slots_index(t, id);
+    if (t->ids[k] == id)
+        return t->pos[k];
+    if (slots_room(t) < 0)
+        return -1;
+    k = slots_index(t, id);
+    t->ids[k] = id;
+    t->pos[k] = *nxt;
+    t->n++;
     return (*nxt)++;
+}
+
+/* slot[i] = p, whether i had a slot or not. -1 on error, NOT_INT. */
+static int slot_set(Slots *t, PyObject *i, Py_ssize_t p) {
+    Py_ssize_t id = id_value(i);
+    if (id < 0)
+        return (int)id;
+    size_t k = slots_index(t, id);
+    if (t->ids[k] != id) {
+        if (slots_room(t) < 0)
+            return -1;
+        k = slots_index(t, id);
+        t->ids[k] = id;
+        t->n++;
+    }
+    t->pos[k] = p;
+    return 0;
 }
 
 static int contains(PyObject *set, PyObject *i) {
@@ -646,11 +802,12 @@ static int contains(PyObject *set, PyObject *i) {
 }
 
 /* An output id takes the next position (even one seen before: _structure's slot[out] = nxt). */
-static int out_slot(Structure *st, PyObject *slot, PyObject *rel, PyObject *key, PyObject *o, Py_ssize_t *nxt,
+static int out_slot(Structure *st, Slots *slot, PyObject *rel, PyObject *key, PyObject *o, Py_ssize_t *nxt,
                     int grow, PyObject *outs) {
-    PyObject *p = position(st, *nxt, 0);
-    if (p == NULL || PyDict_SetItem(slot, o, p) < 0)
-        return -1;
+    int set = slot_set(slot, o, *nxt);
+    if (set < 0)
+        return set;
+    PyObject *p;
     if (grow && PySet_Add(rel, o) < 0)
         return -1;
     int in = contains(rel, o);
@@ -674,16 +831,15 @@ static PyObject *structure(Structure *st, PyObject *tape, PyObject *seeds, PyObj
     Py_ssize_t max_nodes = PyLong_AsSsize_t(maxo);
     if (max_nodes == -1 && PyErr_Occurred())
         return NULL;
-    PyObject *nodes = NULL, *tt = NULL, *keep = NULL, *leaves = NULL, *rel = NULL, *slot = NULL, *key = NULL,
-             *result = NULL, *outs = NULL;
+    PyObject *nodes = NULL, *tt = NULL, *keep = NULL, *leaves = NULL, *rel = NULL, *key = NULL, *result = NULL,
+             *outs = NULL;
+    Slots table = {NULL, NULL, 0, 0}, *slot = &table;
+    Py_ssize_t got;
     PyObject *seq = NULL, *it = NULL, *item = NULL, *held[5] = {NULL, NULL, NULL, NULL, NULL};
     if ((nodes = PyObject_GetAttr(tape, s_nodes)) == NULL)
         goto fail;
-    if (!PyList_CheckExact(nodes)) { /* (never, from a GradientTape) */
-        PyObject *args[4] = {tape, seeds, source_ids, xp};
-        result = PyObject_Vectorcall(st->fallback, args, 4, NULL);
-        goto fail;
-    }
+    if (!PyList_CheckExact(nodes)) /* (never, from a GradientTape) */
+        goto python;
     if (PyList_GET_SIZE(nodes) > max_nodes) {
         result = Py_NewRef(s_too_many_nodes);
         goto fail;
@@ -715,7 +871,7 @@ static PyObject *structure(Structure *st, PyObject *tape, PyObject *seeds, PyObj
         }
     }
     PyObject *persistent = PyObject_GetAttr(tape, s_persistent);
-    if (persistent == NULL || (slot = PyDict_New()) == NULL) {
+    if (persistent == NULL || slots_init(slot, 64) < 0) {
         Py_XDECREF(persistent);
         goto fail;
     }
@@ -750,9 +906,11 @@ static PyObject *structure(Structure *st, PyObject *tape, PyObject *seeds, PyObj
         int hit = 0;
         for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); k++) {
             PyObject *i = PySequence_Fast_GET_ITEM(seq, k);
-            Py_ssize_t s = slot_of(st, slot, i, &nxt);
-            if (s < 0)
-                goto fail;
+            Py_ssize_t s = slot_of(slot, i, &nxt);
+            if (s < 0) {
+                got = s;
+                goto bad_out;
+            }
             int in = contains(rel, i);
             if (in < 0)
                 goto fail;
@@ -762,15 +920,16 @@ static PyObject *structure(Structure *st, PyObject *tape, PyObject *seeds, PyObj
         }
         Py_CLEAR(seq);
         if (PyLong_CheckExact(out)) {
-            if (out_slot(st, slot, rel, key, out, &nxt, forward && hit, NULL) < 0)
-                goto fail;
+            if ((got = out_slot(st, slot, rel, key, out, &nxt, forward && hit, NULL)) < 0)
+                goto bad_out;
         } else {
             if ((seq = PySequence_Fast(out, "Node.out must be an int or a sequence")) == NULL ||
                 (outs = PyList_New(0)) == NULL)
                 goto fail;
             for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); k++)
-                if (out_slot(st, slot, rel, key, PySequence_Fast_GET_ITEM(seq, k), &nxt, forward && hit, outs) < 0)
-                    goto fail;
+                if ((got = out_slot(st, slot, rel, key, PySequence_Fast_GET_ITEM(seq, k), &nxt, forward && hit,
+                                    outs)) < 0)
+                    goto bad_out;
             Py_CLEAR(seq);
             PyObject *t = PyList_AsTuple(outs);
             Py_CLEAR(outs);
@@ -809,8 +968,12 @@ static PyObject *structure(Structure *st, PyObject *tape, PyObject *seeds, PyObj
         if (PyList_Append(key, markers[m]) < 0 || (it = PyObject_GetIter(lists[m])) == NULL)
             goto fail;
         while ((item = PyIter_Next(it)) != NULL) {
-            Py_ssize_t s = slot_of(st, slot, item, &nxt);
-            if (s < 0 || append_pos(st, key, s, 0) < 0)
+            Py_ssize_t s = slot_of(slot, item, &nxt);
+            if (s < 0) {
+                got = s;
+                goto bad_out;
+            }
+            if (append_pos(st, key, s, 0) < 0)
                 goto fail;
             Py_CLEAR(item);
         }
@@ -821,8 +984,17 @@ static PyObject *structure(Structure *st, PyObject *tape, PyObject *seeds, PyObj
     PyObject *tkey = PyList_AsTuple(key);
     if (tkey == NULL)
         goto fail;
-    result = PyTuple_Pack(3, tkey, slot, rel);
+    result = PyTuple_Pack(3, tkey, Py_None, rel); /* (no slot dict: see Slots) */
     Py_DECREF(tkey);
+    goto fail;
+bad_out:
+    if (got != NOT_INT)
+        goto fail;
+python: /* an id that is not a C-sized int (never, from gputape's tensors): the Python reference */
+    {
+        PyObject *args[4] = {tape, seeds, source_ids, xp};
+        result = PyObject_Vectorcall(st->fallback, args, 4, NULL);
+    }
 fail:
     for (int k = 0; k < 5; k++)
         Py_XDECREF(held[k]);
@@ -835,7 +1007,7 @@ fail:
     Py_XDECREF(keep);
     Py_XDECREF(leaves);
     Py_XDECREF(rel);
-    Py_XDECREF(slot);
+    slots_free(slot);
     Py_XDECREF(key);
     return result;
 }
@@ -1528,12 +1700,146 @@ static PyTypeObject Swapped_T = {
     .tp_getattro = Swapped_getattro,
 };
 
+/* ---- Results ------------------------------------------------------------------------------ */
+
+/* gputape.tape._results(grads, flat_s, unconnected, diff): each source's gradient as a Tensor. The
+ * common case (a C-contiguous host array for a source of a float dtype, no tape recording the
+ * gradient) is wrapped here as tensor._wrap does; any other pair is _result(g, s, unconnected, diff,
+ * None)'s, called with it (which gives the same for a pair this could have wrapped). */
+typedef struct {
+    PyObject_HEAD vectorcallfunc vectorcall;
+    PyObject *fallback; /* the Python _results */
+    PyObject *result;   /* tape._result */
+    PyObject *next_id;  /* tensor._next_const_id */
+} Results;
+
+static int wrappable(PyObject *g, PyObject *s) {
+    if (!IS_DIRECT(g) || !(((const ArrayHead *)g)->flags & C_CONTIGUOUS))
+        return 0;
+    if (!Py_IS_TYPE(s, Tensor_T) && !Py_IS_TYPE(s, Variable_T))
+        return 0;
+    PyObject *d = SLOT(s, off_t_data);
+    return d != NULL && IS_DIRECT(d) && is_float(((const ArrayHead *)d)->descr);
+}
+
+static PyObject *Results_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Results *r = (Results *)self;
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (kwnames != NULL || n != 4 || !ready || !PyList_CheckExact(args[1]))
+        return PyObject_Vectorcall(r->fallback, args, nargsf, kwnames);
+    int diff = PyObject_IsTrue(args[3]);
+    if (diff < 0)
+        return NULL;
+    PyObject *grads = PySequence_Fast(args[0], "_results: grads must be a sequence");
+    if (grads == NULL)
+        return NULL;
+    PyObject *flat_s = Py_NewRef(args[1]);
+    Py_ssize_t m = PyList_GET_SIZE(flat_s);
+    if (PySequence_Fast_GET_SIZE(grads) < m)
+        m = PySequence_Fast_GET_SIZE(grads);
+    PyObject *out = PyList_New(0);
+    for (Py_ssize_t k = 0; out != NULL && k < m && k < PyList_GET_SIZE(flat_s); k++) {
+        PyObject *g = Py_NewRef(PySequence_Fast_GET_ITEM(grads, k)), *s = Py_NewRef(PyList_GET_ITEM(flat_s, k));
+        PyObject *t = NULL;
+        if (!diff && wrappable(g, s)) {
+            PyObject *id = PyObject_CallNoArgs(r->next_id);
+            if (id != NULL && (t = Tensor_T->tp_alloc(Tensor_T, 0)) != NULL) {
+                put(t, off_t_data, Py_NewRef(g));
+                put(t, off_t_id, id);
+            } else {
+                Py_XDECREF(id);
+            }
+        } else {
+            PyObject *a[5] = {g, s, args[2], args[3], Py_None};
+            t = PyObject_Vectorcall(r->result, a, 5, NULL);
+        }
+        Py_DECREF(g);
+        Py_DECREF(s);
+        if (t == NULL || PyList_Append(out, t) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(t);
+    }
+    Py_DECREF(grads);
+    Py_DECREF(flat_s);
+    return out;
+}
+
+static PyObject *Results_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kw[] = {"fallback", "result", "next_id", NULL};
+    PyObject *fallback, *result, *next_id;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO:Results", kw, &fallback, &result, &next_id))
+        return NULL;
+    if (!PyCallable_Check(fallback) || !PyCallable_Check(result) || !PyCallable_Check(next_id)) {
+        PyErr_SetString(PyExc_TypeError, "gputape._native.Results: pass _results, _result and _next_const_id");
+        return NULL;
+    }
+    Results *r = (Results *)type->tp_alloc(type, 0);
+    if (r == NULL)
+        return NULL;
+    r->vectorcall = Results_vectorcall;
+    r->fallback = Py_NewRef(fallback);
+    r->result = Py_NewRef(result);
+    r->next_id = Py_NewRef(next_id);
+    return (PyObject *)r;
+}
+
+static int Results_traverse(Results *r, visitproc visit, void *arg) {
+    Py_VISIT(r->fallback);
+    Py_VISIT(r->result);
+    Py_VISIT(r->next_id);
+    return 0;
+}
+
+static int Results_clear(Results *r) {
+    Py_CLEAR(r->fallback);
+    Py_CLEAR(r->result);
+    Py_CLEAR(r->next_id);
+    return 0;
+}
+
+static void Results_dealloc(Results *r) {
+    PyObject_GC_UnTrack(r);
+    Results_clear(r);
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+static PyMemberDef Results_members[] = {
+    {"fallback", T_OBJECT, offsetof(Results, fallback), READONLY, "the Python _results this computes"},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Results, vectorcall), READONLY},
+    {NULL}};
+
+static PyTypeObject Results_T = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "gputape._native.Results",
+    .tp_basicsize = sizeof(Results),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Results(_results, _result, _next_const_id): tape._results(grads, flat_s, unconnected, diff) in C.",
+    .tp_new = Results_new,
+    .tp_dealloc = (destructor)Results_dealloc,
+    .tp_traverse = (traverseproc)Results_traverse,
+    .tp_clear = (inquiry)Results_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Results, vectorcall),
+    .tp_members = Results_members,
+};
+
 /* ---- the module --------------------------------------------------------------------------- */
+
+static PyObject *watching(PyObject *Py_UNUSED(self), PyObject *cls) {
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "gputape._native.watching: pass the GradientTape class");
+        return NULL;
+    }
+    Py_XSETREF(Tape_T, (PyTypeObject *)Py_NewRef(cls));
+    Py_RETURN_NONE;
+}
 
 static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS,
      "setup(Tensor, Node, Observers, Primitive, NOPARAMS, NOSAVED, floats, ndarray, Literal): the classes and "
      "shared objects used."},
+    {"watching", watching, METH_O,
+     "watching(GradientTape): the recorders watch a trainable Variable read under a tape of exactly this class "
+     "as GradientTape._watch_variable does (any other tape: the Python recorder)."},
     {NULL}};
 
 static struct PyModuleDef moduledef = {
@@ -1549,6 +1855,8 @@ PyMODINIT_FUNC PyInit__native(void) {
                  {&s_tensors, "_tensors"},
                  {&s_nodes, "_nodes"},
                  {&s_leaves, "_leaves"},
+                 {&s_auto, "_auto"},
+                 {&s_watched_vars, "_watched_vars"},
                  {&s_persistent, "_persistent"},
                  {&s_vjp, "vjp"},
                  {&s_MAX_NODES, "MAX_NODES"},
@@ -1570,7 +1878,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         if ((*names[k].p = PyUnicode_InternFromString(names[k].s)) == NULL)
             return NULL;
     if (PyType_Ready(&Recorder_T) < 0 || PyType_Ready(&Structure_T) < 0 || PyType_Ready(&Entry_T) < 0 ||
-        PyType_Ready(&Raise_T) < 0 || PyType_Ready(&Swapped_T) < 0)
+        PyType_Ready(&Raise_T) < 0 || PyType_Ready(&Swapped_T) < 0 || PyType_Ready(&Results_T) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL)
@@ -1579,7 +1887,8 @@ PyMODINIT_FUNC PyInit__native(void) {
         PyModule_AddObjectRef(m, "Recorder", (PyObject *)&Recorder_T) < 0 ||
         PyModule_AddObjectRef(m, "Structure", (PyObject *)&Structure_T) < 0 ||
         PyModule_AddObjectRef(m, "Entry", (PyObject *)&Entry_T) < 0 ||
-        PyModule_AddObjectRef(m, "Swapped", (PyObject *)&Swapped_T) < 0) {
+        PyModule_AddObjectRef(m, "Swapped", (PyObject *)&Swapped_T) < 0 ||
+        PyModule_AddObjectRef(m, "Results", (PyObject *)&Results_T) < 0) {
         Py_DECREF(m);
         return NULL;
     }

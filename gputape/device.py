@@ -53,7 +53,7 @@ def tape_bytes(dev: str | None = None) -> int:
 
     Each array is counted once, however many tapes (nested tapes record the
     same ops) or nodes hold it. Tapes are found through
-    ``gputape.tape._live_tapes`` (a WeakSet of every tape entered and alive).
+    ``gputape.tape._live_tapes`` (every tape entered and alive, iterated as a WeakSet is).
 
     >>> import gputape as gt
     >>> x = gt.constant([1.0, 2.0])

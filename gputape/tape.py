@@ -17,11 +17,12 @@ import logging
 import warnings
 import weakref
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
-from . import _errors, _state, backend
+from . import _errors, _state, backend, config
 from . import tensor as _tensor_mod
 from ._backward_compile import gradients as _compiled_gradients
 from ._nest import flatten as _flatten
@@ -35,14 +36,61 @@ from .ops import DIFF_NAMESPACE as _DIFF_F
 from .ops import raw_namespace as _raw_namespace
 from .primitive import DIFF_DTYPES, Node
 from .recording import _nbytes_saved, _where, traced
-from .tensor import Tensor, Variable, _new, _to_array, _wrap
+from .tensor import Tensor, Variable, _new, _next_const_id, _to_array, _wrap
 
 _log = logging.getLogger("gputape")
 _ndarray = np.ndarray
 
-# Every tape that was entered and is still alive, for the memory report
-# (gt.memory_info(): bytes held by live tapes).
-_live_tapes: weakref.WeakSet = weakref.WeakSet()
+
+_weakref = weakref.ref
+
+
+class _LiveTapes:
+    """Every tape that was entered and is still alive, for the memory report (gt.memory_info():
+    bytes held by live tapes), iterated as a WeakSet is.
+
+    Plain weak references keyed by ``id``, without the callback a WeakSet gives each (a tape per
+    step paid ~1.5 us for it, most of it in the callback run when the tape dies): a dead tape's
+    entry is overwritten by the next tape at its address, or dropped when the table has doubled
+    since it was last swept, so it stays within twice the live tapes (plus a constant).
+
+    >>> t = object.__new__(GradientTape); live = _LiveTapes(); live.add(t); live.add(t)
+    >>> list(live) == [t] and len(live) == 1 and t in live
+    True
+    >>> del t; list(live), len(live)
+    ([], 0)
+    """
+
+    __slots__ = ("_bound", "_refs")
+
+    def __init__(self) -> None:
+        self._refs: dict[int, weakref.ref] = {}
+        self._bound = 64
+
+    def add(self, tape: Any) -> None:
+        refs = self._refs
+        refs[id(tape)] = _weakref(tape)  # (no callback: CPython hands out the tape's one such ref)
+        if len(refs) > self._bound:
+            for k, r in list(refs.items()):
+                if r() is None and refs.get(k) is r:  # (not an entry another thread just stored there)
+                    del refs[k]
+            self._bound = max(64, 2 * len(refs))
+
+    def _alive(self) -> list:
+        return [t for t in (r() for r in list(self._refs.values())) if t is not None]
+
+    def __iter__(self) -> Any:
+        return iter(self._alive())
+
+    def __len__(self) -> int:
+        return len(self._alive())
+
+    def __contains__(self, tape: Any) -> bool:
+        r = self._refs.get(id(tape))
+        return r is not None and r() is tape
+
+
+_live_tapes = _LiveTapes()
 
 
 class GputapeWarning(UserWarning):
@@ -171,11 +219,18 @@ class GradientTape(_state.Scope):
         self._compile = _flag(compile, "compile")
         self._persistent = _flag(persistent, "persistent")
         self._auto = _flag(watch_accessed_variables, "watch_accessed_variables")
-        self._tensors: set[int] | None = None  # ids this tape tracks (watched or recorded)
-        self._watched_vars: dict[int, Variable] = {}
-        self._fresh()
-        self._tensors = None
+        self._tensors: set[int] | None = None  # ids this tape tracks (watched or recorded); None: not entered
         self._used = False  # a non-persistent tape that already computed its gradients
+
+    # A tape never entered reads these (empty, and immutable: nothing records on it); entering it,
+    # watch() or reset() give it its own (_fresh), so a training step builds its containers once.
+    _nodes: Any = ()
+    _watched_vars: Any = MappingProxyType({})
+    _leaves: Any = frozenset()
+    _edges: Any = MappingProxyType({})
+    _broken: Any = MappingProxyType({})
+    _exports: Any = ()
+    _retired: GradientTape | None = None
 
     def _fresh(self) -> None:
         """Start an empty recording (first entry, reset, or re-entry after gradient())."""
@@ -498,11 +553,16 @@ class GradientTape(_state.Scope):
         diff = _any_tape()
         seeds = _seeds(flat_t, flat_og, diff, lead=None)
         try:
-            with _quiet():
-                # the sweep, or code compiled for a structure seen before (gputape._backward_compile)
-                grads = {}
+            token = _hush()  # (with _quiet(), its two calls written out: once per step)
+            try:
+                # the sweep, or code compiled for a structure seen before (gputape._backward_compile):
+                # a gradient or None per source
                 if seeds:
                     grads = _compiled_gradients(self, seeds, [s._id for s in flat_s], diff, _namespace(diff, seeds))
+                else:
+                    grads = [None] * len(flat_s)
+            finally:
+                _unhush(token)
             out = _results(grads, flat_s, unconnected, diff)
             if unconnected is UnconnectedGradients.RAISE:
                 self._raise_unconnected(flat_t, flat_s, out)
@@ -626,7 +686,10 @@ def _leaves(x: Any) -> tuple[list, Any]:
     if isinstance(x, Tensor):
         return [x], None
     tx = type(x)
-    if (tx is list or tx is tuple) and all(isinstance(t, Tensor) for t in x):
+    if tx is list or tx is tuple:
+        for t in x:  # (a loop: all() over a generator costs a frame per element)
+            if not isinstance(t, Tensor):
+                return _flatten(x)
         return list(x), tx
     return _flatten(x)
 
@@ -640,9 +703,53 @@ def _rebuild(spec: Any, flat: list) -> Any:
     return _unflatten(spec, flat)
 
 
-def _quiet() -> Any:
-    # Infinite and NaN gradients are results (sqrt at 0 is inf), not numpy warnings.
-    return np.errstate(divide="ignore", invalid="ignore", over="ignore")
+try:  # numpy's error state: a context variable holding an extobj (what np.errstate sets and resets)
+    from numpy._core.umath import _extobj_contextvar as _errvar
+    from numpy._core.umath import _make_extobj
+except ImportError:  # (a numpy that moved them: np.errstate itself)
+    _errvar = None
+_hushed: tuple[Any, Any] = (None, None)  # (an error state, the same with divide/invalid/over ignored)
+
+
+def _hush() -> Any:
+    """Enter ``np.errstate(divide="ignore", invalid="ignore", over="ignore")``: infinite and NaN
+    gradients are results (sqrt at 0 is inf), not numpy warnings. Returns the token :func:`_unhush`
+    takes. The quiet state made from the caller's is kept for the next gradient (np.errstate makes
+    it again at each entry: ~2 us of every step).
+
+    >>> token = _hush(); float(np.float32(1) / np.float32(0)); _unhush(token)
+    inf
+    """
+    global _hushed
+    if _errvar is None:
+        state = np.errstate(divide="ignore", invalid="ignore", over="ignore")
+        state.__enter__()
+        return state
+    base = _errvar.get()
+    pair = _hushed
+    if pair[0] is not base:  # (held: the state compared by identity cannot be another's reused)
+        pair = _hushed = (base, _make_extobj(divide="ignore", invalid="ignore", over="ignore"))
+    return _errvar.set(pair[1])
+
+
+def _unhush(token: Any) -> None:
+    """Leave the error state :func:`_hush` entered."""
+    if _errvar is None:
+        token.__exit__(None, None, None)
+    else:
+        _errvar.reset(token)
+
+
+class _quiet:  # noqa: N801 - used as np.errstate is
+    """``with _quiet():`` -- :func:`_hush` and :func:`_unhush` around the block."""
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        self._token = _hush()
+
+    def __exit__(self, *exc: Any) -> None:
+        _unhush(self._token)
 
 
 def _check_sources(flat_s: list, what: str) -> None:
@@ -702,15 +809,18 @@ def _seeds(flat_t: list, flat_og: list, diff: bool, lead: Any) -> dict[int, Any]
     return seeds
 
 
-def _results(grads: dict[int, Any], flat_s: list, unconnected: UnconnectedGradients, diff: bool) -> list:
-    """``gradient()``'s :func:`_result` per source, with its common case (a contiguous host gradient of
-    a floating source, no tape recording the gradient) tested inline: once per parameter per step."""
+def _results(grads: Any, flat_s: list, unconnected: UnconnectedGradients, diff: bool) -> list:
+    """``gradient()``'s :func:`_result` per source (``grads``: the raw gradient of each, in order), with its
+    common case (a contiguous host gradient of a floating source, no tape recording the gradient) tested
+    inline: once per parameter per step."""
     out = []
     add = out.append
-    for s in flat_s:
-        g = grads.get(s._id)
+    for s, g in zip(flat_s, grads):
         if type(g) is _ndarray and not diff and g.flags.c_contiguous and s._data.dtype in DIFF_DTYPES:
-            add(_wrap(g))
+            t = _new(Tensor)  # tensor._wrap(g), written out
+            t._data = g
+            t._id = _next_const_id()
+            add(t)
         else:
             add(_result(g, s, unconnected, diff, None))
     return out
@@ -745,6 +855,11 @@ def _result(g: Any, s: Tensor, unconnected: UnconnectedGradients, diff: bool, ts
     return _wrap(g)
 
 
+_results_py = _results
+if getattr(config._native, "Results", None) is not None:  # its C twin, where built
+    _results = config._native.Results(_results_py, _result, _next_const_id)
+
+
 def _astype(a: Any, dtype: Any) -> Any:
     return a.astype(dtype)
 
@@ -760,6 +875,12 @@ def _reshape(a: Any, shape: tuple) -> Any:
 def _batch_jacobian_layout(g: Any, shape: tuple) -> Any:
     F = np if type(g) is _ndarray else backend.xp_of(g)
     return F.reshape(F.moveaxis(g, 0, 1), shape)
+
+
+# The C recorders watch a trainable Variable read under a tape of exactly this class themselves
+# (recording._watch_on_read's steps, GradientTape._watch_variable's; a subclass takes the Python path).
+if getattr(config._native, "watching", None) is not None:
+    config._native.watching(GradientTape)
 
 
 class _StopRecording(_state.Scope):

@@ -807,6 +807,38 @@ def test_lru_bound_and_evictions(monkeypatch):
     assert report()["hits"] == r["hits"] + 1
 
 
+def test_the_latest_structure_is_found_without_the_dict_and_forgotten_with_it(monkeypatch):
+    """A loop's next tape is compared with the latest hit's key first; an evicted or cleared function is
+    not found that way either."""
+    x, z = gt.constant(np.ones(2)), gt.constant(np.ones(3))
+
+    def once(x):
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            y = gt.sum(gt.sin(x))
+        return tape.gradient(y, x).numpy()
+
+    once(x), once(x)
+    h = report()["hits"]
+    for _ in range(3):
+        np.testing.assert_array_equal(once(x), np.cos(np.ones(2)))
+    assert report()["hits"] == h + 3 and bc._last[1] is next(iter(bc._cache.values()))
+    monkeypatch.setattr(bc, "CACHE_SIZE", 1)
+    once(z), once(z)  # z's structure compiled: x's, the latest until now, is evicted
+    assert report()["evictions"] == 1 and bc._last[1] is bc._cache[bc._last[0]]
+    m = report()["misses"]
+    once(x)
+    assert report()["misses"] == m + 1
+    gt.debug.clear_backward_cache()
+    assert bc._last == (None, None)
+    once(z)
+    assert report()["misses"] == 1 and report()["hits"] == 0
+    monkeypatch.setattr(bc, "CACHE_SIZE", 0)  # nothing kept: nothing found later either
+    for _ in range(3):
+        once(x)
+    assert report()["hits"] == 0 and report()["cached"] == 0 and bc._last == (None, None)
+
+
 def test_eviction_takes_the_least_recently_used_not_the_oldest(monkeypatch):
     monkeypatch.setattr(bc, "CACHE_SIZE", 2)
     a, b, c = (gt.constant(np.ones(n)) for n in (1, 2, 3))

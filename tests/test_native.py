@@ -2,9 +2,9 @@
 
 Each C object keeps its Python reference (``.fallback``): the recorders' nodes are compared
 field by field with the nodes the Python recorders build for the same op on the same tapes,
-every unusual case is seen to take the Python path, and the compiled backward's structural
-key, slot dict and relevance set are compared over every primitive and a seeded generator of
-random programs. Skipped (with the reason) where the extension is not in use; a machine with a
+every unusual case is seen to take the Python path, the compiled backward's structural key
+and relevance set are compared over every primitive and a seeded generator of random programs
+(the C twin keeps the slot positions to itself), and gradient()'s C results with the Python ones. Skipped (with the reason) where the extension is not in use; a machine with a
 C compiler and Python's headers must have built it (a broken build fails here, not silently).
 """
 
@@ -179,8 +179,14 @@ def _fallback_cases():
     def cast():
         return watched(x32, x64)(lambda: gt.multiply(x32, x64))
 
-    def variable():
-        return watched()(lambda: gt.multiply(v, x32))
+    def subclass():  # a Variable read under a tape class of the user's: its _watch_variable is Python's
+        class Tape(gt.GradientTape):
+            pass
+
+        with Tape() as t:
+            gt.multiply(v, x32)
+        assert t.watched_variables() == (v,)
+        return t
 
     def complex_():
         return watched(z)(lambda: gt.tanh(z))
@@ -232,7 +238,7 @@ def _fallback_cases():
 
     return [
         ("cast", cast),
-        ("variable", variable),
+        ("tape_subclass", subclass),
         ("complex", complex_),
         ("integer", integer),
         ("untracked", untracked),
@@ -303,7 +309,7 @@ def compare_structures(monkeypatch):
         else:
             assert got[0] == want[0], "the keys differ"
             assert hash(got[0]) == hash(want[0])
-            assert got[1] == want[1], "the slot dicts differ"
+            assert got[1] is None and type(want[1]) is dict  # (the C twin keeps its positions in a table)
             assert got[2] == want[2], "the relevance sets differ"
             assert (got[2] is tape._tensors) == (want[2] is tape._tensors)
         calls.append(want if type(want) is str else "key")
@@ -376,6 +382,37 @@ def test_structure_of_random_programs(compare_structures):
     assert compare_structures.count("key") >= 150
 
 
+def test_structure_of_a_long_chain_and_ids_past_a_c_integer(compare_structures):
+    """Hundreds of ids (the C table grows several times), outputs that rebind a position, multi-output
+    nodes; an id no C integer holds: the Python reference answers for the C twin."""
+    x = gt.constant(np.array([0.5, 1.5, -0.25, 2.0]))
+
+    def grad(persistent, compiled):
+        with gt.GradientTape(persistent=persistent, compile=compiled) as tape:
+            tape.watch(x)
+            y = x
+            for k in range(300):
+                y = gt.tanh(y) * 0.9 if k % 3 else gt.concatenate(gt.split(y, 2), 0) + y
+            s = gt.sum(y)
+        return tape.gradient(s, x).numpy()
+
+    for persistent in (False, True):
+        want = grad(persistent, compiled=False)
+        for _ in range(3):
+            np.testing.assert_array_equal(grad(persistent, compiled=True), want)
+    assert compare_structures.count("key") == 6 and bc.backward_cache_report()["hits"] == 2
+    with gt.GradientTape(persistent=True) as t:
+        t.watch(x)
+        w = gt.sum(gt.exp(x))
+    args = (t, {w._id: np.ones(())}, [x._id], np)
+    c_fn = config._native.Structure(bc._structure_py)  # (bc._structure: the fixture's comparison)
+    assert c_fn(*args)[1] is None
+    for big in (2**63, 2**70):
+        t._nodes[0].ids = (big,)  # (no tensor has such an id: the C twin hands such a tape to Python)
+        got = c_fn(*args)
+        assert got == bc._structure_py(*args) and big in got[1]
+
+
 def test_structure_reasons_and_nested_tapes(compare_structures):
     x = gt.constant(np.array([0.5, 1.5]))
     c = gt.constant(np.array([2.0, 3.0]))
@@ -413,8 +450,8 @@ def test_structure_too_many_nodes_reads_max_nodes(monkeypatch):
     monkeypatch.setattr(bc, "MAX_NODES", 2)
     assert c_fn(*args) == c_fn.fallback(*args) == "too_many_nodes"
     monkeypatch.setattr(bc, "MAX_NODES", 3)
-    assert c_fn(*args) == c_fn.fallback(*args)
-    assert type(c_fn(*args)) is tuple
+    got, want = c_fn(*args), c_fn.fallback(*args)
+    assert type(got) is tuple and (got[0], got[2]) == (want[0], want[2]) and got[1] is None
     with pytest.raises(TypeError, match=r"takes \(tape, seeds, source_ids, xp\)"):
         c_fn(t)
 
@@ -424,6 +461,8 @@ def test_no_reference_is_leaked_or_lost():
     """Reference counts of everything the C code touches come back after many records and keys."""
     import gc
     import sys
+
+    from gputape import tape as tp
 
     x = gt.constant(np.array([0.5, 0.25], np.float32))
     x64 = gt.constant(np.array([0.5, 0.25], np.float64))
@@ -437,7 +476,7 @@ def test_no_reference_is_leaked_or_lost():
                 t.watch([x, x64])
                 y = gt.tanh(x) * 2.0
                 y = (3.0 - y) * x + y  # fast paths, with numbers on either side
-                z = gt.multiply(x, x64) + gt.multiply(v, x)  # a cast and a Variable: the Python paths
+                z = gt.multiply(x, x64) + gt.multiply(v, x)  # a cast (the Python path) and a Variable watched on read
                 parts = gt.split(y, 2)  # a multi-output node
                 s = gt.sum(parts[0]) + gt.sum(z)
             seeds = {s._id: np.ones(())}
@@ -447,6 +486,9 @@ def test_no_reference_is_leaked_or_lost():
             assert bc._structure(t, seeds, [x._id], np) == "already_swept"
             with pytest.raises(TypeError):
                 bc._structure(t, seeds, [[1]], np)  # an unhashable source id: the error, nothing held
+            tp._results([x._data, None, x._data.T], [x, x64, x], tp.UnconnectedGradients.ZERO, False)
+            with pytest.raises(TypeError):
+                tp._results(3, [x], tp.UnconnectedGradients.NONE, False)
 
     work()
     # the cyclic garbage work() leaves (pytest.raises' tracebacks hold its frames, and so tapes of float32
@@ -524,6 +566,7 @@ def _variable_scenario(use_c: bool):
     v = gt.Variable(np.array([1.5, -0.5, 0.75], np.float32), name="v")
     w = gt.Variable(np.array([0.1, 0.2, 0.3], np.float32), name="w")
     frozen = gt.Variable(np.array([3.0, 4.0, 5.0], np.float32), trainable=False)
+    u = gt.Variable(np.array([0.4, 0.5, 0.6], np.float32), name="u")
     saved = {f: f.__globals__["record"] for f in rec}
     counts = []
     try:
@@ -533,19 +576,22 @@ def _variable_scenario(use_c: bool):
         with gt.GradientTape(persistent=True) as outer:
             with gt.GradientTape(persistent=True, watch_accessed_variables=False) as inner:
                 inner.watch(v)
-                outs = [mul(v, x)]  # outer watches v on this read
                 before = sum(r.fast for r in rec.values())
-                outs += [mul(v, x), mul(x, v), tanh(v), mul(v, 2.0), mul(3.0, v)]  # v tracked by both
+                outs = [mul(v, x)]  # outer watches v on this read
                 counts.append(sum(r.fast for r in rec.values()) - before)
+                outs += [mul(v, x), mul(x, v), tanh(v), mul(v, 2.0), mul(3.0, v)]  # v tracked by both
                 outs += [mul(v, w)]  # w: outer watches it, inner does not track it (nor watches it)
+                counts.append(sum(r.fast for r in rec.values()) - before)
                 outs += [mul(frozen, x), mul(x, frozen), tanh(frozen)]  # not trainable: never watched
-                outs += [mul(outs[-1], v), mul(w, v)]
+                outs += [mul(outs[-1], v), mul(w, v), tanh(u), mul(u, x)]  # u: watched by outer on its read
+                outs += [mul(frozen, v)]  # never watched, beside a value both tapes track: recorded in C
+                counts.append(sum(r.fast for r in rec.values()) - before)
         grads = [[None if g is None else g.numpy().tobytes() for g in t.gradient(gt.sum(outs[k]), [v, w])]
                  for t in (outer, inner) for k in range(len(outs))]  # fmt: skip
     finally:
         for f in rec:
             f.__globals__["record"] = saved[f]
-    ids = {x._id: "x", v._id: "v", w._id: "w", frozen._id: "frozen"}
+    ids = {x._id: "x", v._id: "v", w._id: "w", frozen._id: "frozen", u._id: "u"}
     ids.update({o._id: f"out{k}" for k, o in enumerate(outs)})
 
     def node(n):
@@ -553,14 +599,64 @@ def _variable_scenario(use_c: bool):
                 [s.tobytes() if hasattr(s, "tobytes") else s for s in n.saved], n.casts, n.params)  # fmt: skip
 
     tapes = [([node(n) for n in t._nodes], sorted(ids.get(i, "?") for i in t._tensors),
-              sorted(u.name for u in t.watched_variables())) for t in (outer, inner)]  # fmt: skip
+              [u.name for u in t.watched_variables()], sorted(ids.get(i, "?") for i in t._leaves))
+             for t in (outer, inner)]  # fmt: skip
     return tapes, grads, counts
 
 
 @native
-def test_a_variable_every_tape_tracks_is_recorded_in_c_and_one_not_yet_tracked_is_pythons():
+def test_a_variable_is_recorded_and_watched_on_read_in_c_as_the_python_recorder_does():
     c_tapes, c_grads, c_counts = _variable_scenario(use_c=True)
     p_tapes, p_grads, p_counts = _variable_scenario(use_c=False)
     assert c_tapes == p_tapes and c_grads == p_grads
-    assert c_counts == [5] and p_counts == [0]  # the reads of a v both tapes track: all in C
-    assert c_tapes[0][2] == ["v", "w"] and c_tapes[1][2] == ["v"]  # outer: watched on read; inner: as told
+    # the first read (outer watches v) and every read of v and w in C; frozen's reads on values outer
+    # does not track, and u's (outer watches it, inner neither tracks nor watches it): the Python
+    # path, which notes the edge for explain
+    assert c_counts == [1, 7, 10] and p_counts == [0, 0, 0]
+    assert c_tapes[0][2] == ["v", "w", "u"] and c_tapes[1][2] == ["v"]  # outer: watched on read; inner: as told
+    assert c_tapes[0][3] == ["u", "v", "w"] and c_tapes[1][3] == ["v"]  # the leaves
+
+
+def _result_cases():
+    """(grads, sources, diff) for tape._results: every branch of its common case and of _result."""
+    rng = np.random.default_rng(7)
+    a32 = rng.standard_normal((3, 4)).astype(np.float32)
+    srcs = [gt.constant(a32), gt.Variable(a32.astype(np.float64)), gt.constant(a32.astype(np.float16)),
+            gt.constant(a32.T), gt.constant(a32.astype(np.complex64)), gt.constant(np.arange(3)),
+            gt.Variable(a32), gt.constant(a32)]  # fmt: skip
+    grads = [a32.copy(), a32.astype(np.float64), a32.astype(np.float16), a32.T,  # a transposed view
+             a32.astype(np.complex64), None, None, a32[:, :2]]  # fmt: skip
+    return [(grads, srcs, False), (tuple(grads), srcs, False), ([gt.constant(g) if g is not None else None
+            for g in grads], srcs, True), ([], [], False)]  # fmt: skip
+
+
+@native
+@pytest.mark.parametrize("unconnected", ["none", "zero"])
+@pytest.mark.parametrize("case", range(4))
+def test_c_results_wrap_gradients_as_the_python_reference_does(case, unconnected):
+    import warnings
+
+    from gputape import tape as tp
+
+    grads, srcs, diff = _result_cases()[case]
+    u = tp.UnconnectedGradients(unconnected)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gt.GputapeWarning)  # (the integer source's, once per process)
+        got = tp._results(grads, srcs, u, diff)
+        want = tp._results_py(grads, srcs, u, diff)
+    assert type(tp._results) is config._native.Results and type(got) is list and len(got) == len(want) == len(srcs)
+    for g, w, raw in zip(got, want, grads):
+        assert type(g) is type(w)
+        if w is None:
+            continue
+        if diff and raw is not None:
+            assert g is w is raw  # a tape records the gradient: its tensors themselves
+            continue
+        if raw is not None and w._data is raw:
+            assert g._data is raw  # wrapped, not copied
+        else:
+            assert g._data is not raw  # a view made contiguous, or zeros
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+        assert g.dtype == w.dtype and g._id % 2 == w._id % 2 == 1  # constants' ids
+    if not diff:
+        assert len({t._id for t in got + want if t is not None}) == sum(t is not None for t in got + want)

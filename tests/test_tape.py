@@ -1611,3 +1611,62 @@ def test_gradient_quiets_floating_point_errors_and_restores_the_callers_state():
                     np.testing.assert_array_equal(grad(), [np.inf, 0.25])
             assert np.geterr() == outer and np.geterrcall() is outer_call
     assert np.geterr() == before and calls == []
+
+
+def test_a_tape_never_entered_answers_from_empty_defaults_and_entering_gives_it_its_own():
+    x = gt.constant([1.0, 2.0])
+    v = gt.Variable([3.0])
+    a, b = gt.GradientTape(), gt.GradientTape()
+    assert a.watched_variables() == () and a.saved_bytes == 0
+    with pytest.raises(RuntimeError, match="nothing recorded"):
+        a.gradient(x, x)
+    b.watch(x)  # watch() before entering: b's own containers, a's untouched
+    assert b._leaves == {x._id} and a._leaves == frozenset() and type(a)._leaves == frozenset()
+    with a:
+        y = v * 2.0
+    assert a.watched_variables() == (v,) and b.watched_variables() == () and type(a)._watched_vars == {}
+    assert a.gradient(y, v).numpy().tolist() == [2.0]
+    with b:
+        z = x * x
+    assert b.gradient(z, x).numpy().tolist() == [2.0, 4.0]
+    assert len(type(a)._nodes) == 0 and not type(a)._edges and not type(a)._broken and type(a)._exports == ()
+
+
+def test_the_live_tape_registry_finds_live_tapes_and_stays_bounded():
+    from gputape import tape as tp
+
+    x = gt.constant([1.0, 2.0])
+    kept = []
+    for k in range(2000):  # a training loop's tapes, every tenth kept alive
+        with gt.GradientTape(persistent=True) as t:
+            t.watch(x)
+            gt.exp(x)
+        if k % 10 == 0:
+            kept.append(t)
+    live = list(tp._live_tapes)
+    assert all(t in tp._live_tapes for t in kept) and all(any(t is u for u in live) for t in kept)
+    assert len(tp._live_tapes._refs) <= 2 * len(live) + 64  # dead entries overwritten or swept
+    n = len(tp._live_tapes)
+    del live, t
+    kept.clear()
+    assert len(tp._live_tapes) <= n - 200
+
+
+def test_a_gradient_that_raises_leaves_the_callers_error_state_whole():
+    @gt.custom_gradient
+    def f(a):
+        def grad(g):
+            assert np.geterr()["divide"] == "ignore" and np.geterr()["under"] == "raise"  # quiet inside
+            raise ArithmeticError("from the grad_fn")
+
+        return a * 2.0, grad
+
+    x = gt.constant([1.0])
+    with np.errstate(all="raise"):
+        for _ in range(3):  # the sweep, the second sight's compile, the compiled backward
+            with gt.GradientTape() as tape:
+                tape.watch(x)
+                y = gt.sum(f(x))
+            with pytest.raises(ArithmeticError, match="grad_fn"):
+                tape.gradient(y, x)
+            assert np.geterr() == {"divide": "raise", "over": "raise", "under": "raise", "invalid": "raise"}
