@@ -22,7 +22,7 @@
 #include <Python.h>
 #include <structmember.h>
 
-#define API_VERSION 3
+#define API_VERSION 4
 #define MAX_TAPES 16 /* more nested tapes than this: the Python recorder */
 
 /* ---- what setup() hands over ------------------------------------------------------------ */

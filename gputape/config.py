@@ -61,7 +61,7 @@ def _env_switch(name: str, default: bool) -> bool:
 # found): the generated one- and two-operand entry points, their recorders and the compiled
 # backward's structural key, each the exact twin of its Python form (which stays the fallback).
 # ``GPUTAPE_NATIVE=0`` leaves it unused; read once, at import.
-_NATIVE_API = 3  # the C source's API_VERSION this tree's Python expects (a stale build is not used)
+_NATIVE_API = 4  # the C source's API_VERSION this tree's Python expects (a stale build is not used)
 _native_switch = _env_switch("GPUTAPE_NATIVE", True)
 _native: Any = None
 _native_why = "turned off by GPUTAPE_NATIVE=0"
