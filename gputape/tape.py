@@ -711,6 +711,30 @@ except ImportError:  # (a numpy that moved them: np.errstate itself)
 _hushed: tuple[Any, Any] = (None, None)  # (an error state, the same with divide/invalid/over ignored)
 
 
+def _private_errstate_works() -> bool:
+    """Whether numpy's private pieces above still do what np.errstate does with them: the caller's
+    state with divide/invalid/over ignored (its ``under`` and the rest kept), restored after. They
+    are private, so a numpy that changed them must cost speed, never a wrong error state."""
+    if _errvar is None:
+        return False
+    try:
+        with np.errstate(all="raise", under="warn"):
+            before = np.geterr()
+            token = _errvar.set(_make_extobj(divide="ignore", invalid="ignore", over="ignore"))
+            try:
+                inside = np.geterr()
+            finally:
+                _errvar.reset(token)
+            ok = inside == {"divide": "ignore", "over": "ignore", "under": "warn", "invalid": "ignore"}
+            return ok and np.geterr() == before
+    except Exception:
+        return False
+
+
+if not _private_errstate_works():
+    _errvar = None
+
+
 def _hush() -> Any:
     """Enter ``np.errstate(divide="ignore", invalid="ignore", over="ignore")``: infinite and NaN
     gradients are results (sqrt at 0 is inf), not numpy warnings. Returns the token :func:`_unhush`
