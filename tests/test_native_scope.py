@@ -197,6 +197,24 @@ def test_native_with_leaves_the_python_paths_state_at_every_step():
     assert c == py
 
 
+def _python_calls(fn) -> list[str]:
+    """The Python functions that ``fn()`` calls (by qualified name), ``fn`` itself left out."""
+    seen = []
+    old = sys.gettrace()
+
+    def tracer(frame, event, arg):
+        if event == "call" and frame.f_code is not fn.__code__:
+            seen.append(frame.f_code.co_qualname)
+        return None
+
+    sys.settrace(tracer)
+    try:
+        fn()
+    finally:
+        sys.settrace(old)
+    return seen
+
+
 @native
 def test_the_methods_are_c_and_a_subclass_takes_the_python_ones():
     assert type(gt.GradientTape.__dict__["__enter__"]).__name__ == "method_descriptor"
@@ -205,21 +223,13 @@ def test_the_methods_are_c_and_a_subclass_takes_the_python_ones():
     class Sub(gt.GradientTape):
         pass
 
-    seen = []
-    old = sys.gettrace()
-
-    def tracer(frame, event, arg):
-        if event == "call":
-            seen.append(frame.f_code.co_qualname)
-        return None
-
     t = Sub()
-    sys.settrace(tracer)
-    try:
+
+    def block():
         with t:
             pass
-    finally:
-        sys.settrace(old)
+
+    seen = _python_calls(block)
     assert "GradientTape.__enter__" in seen and "Scope.__exit__" in seen
     assert _state.tls.obs is None and not _state.anywhere
 
@@ -231,21 +241,14 @@ def test_no_python_frame_runs_in_enter_or_exit():
     t = gt.GradientTape(persistent=True)
     with t:
         pass
-    seen = []
-    old = sys.gettrace()
+    inside = []
 
-    def tracer(frame, event, arg):
-        if event == "call":
-            seen.append(frame.f_code.co_qualname)
-        return None
-
-    sys.settrace(tracer)
-    try:
+    def block():
         with t:
-            inside = _state.tls.obs.tapes == (t,)
-    finally:
-        sys.settrace(old)
-    assert inside
+            inside.append(_state.tls.obs.tapes == (t,))
+
+    seen = _python_calls(block)
+    assert inside == [True]
     assert seen == [], seen
     assert _state.tls.obs is None and not _state.anywhere
 
