@@ -14,6 +14,8 @@
  *   here; anything else calls the generated Python function with the same arguments first.
  * - Swapped: the reflected operators (``2 * x``) over a two-operand Entry, likewise.
  * - Results: gputape.tape._results (gradient()'s raw gradients as Tensors), its common case.
+ * - scope(): GradientTape's __enter__/__exit__ (gputape._state.Scope's push and pop) for a tape of
+ *   exactly that class, with no Python code between the with statement's call and the commit.
  *
  * Objects are reached through their slot offsets (read once from the classes' member
  * descriptors), the way the interpreter itself reads a __slots__ attribute.
@@ -1822,6 +1824,324 @@ static PyTypeObject Results_T = {
     .tp_members = Results_members,
 };
 
+/* ---- GradientTape.__enter__ / __exit__ (scope()) ------------------------------------------
+ *
+ * gputape._state.Scope's push and pop for a tape of exactly GradientTape's class (a subclass: the
+ * Python methods, which stay the reference and GPUTAPE_NATIVE=0's path). The same steps in the
+ * same order: enter checks re-entry, starts a recording (_fresh, Python, before anything is pushed),
+ * adds the tape to tape._live_tapes, builds the snapshot, stores _undo, marks the thread (_mark) and
+ * commits with one store of tls.obs; exit puts back the snapshot below when the stack is still the
+ * one this entry made (else removes the tape by identity, retried once if the removal failed), then
+ * _sync and _undo = None. CPython raises a KeyboardInterrupt only at the bytecode loop's eval-breaker
+ * checks; no Python code runs after enter's commit or before exit's, so no signal lands between the
+ * `with` statement's call and the commit and no SIGINT guard is installed (see _state.Scope). */
+
+static PyTypeObject *sc_tape_T, *sc_obs_T;
+static PyObject *sc_tls, *sc_state, *sc_live, *sc_py_enter, *sc_py_exit;
+static PyObject *s_undo, *s_used, *s_fresh, *s_observing, *s_stack, *s_add;
+/* Observers' slots: debug hooks locations numerics paused placement stack tapes trace watchers */
+static Py_ssize_t sc_off[10], sc_off_refs, sc_off_bound;
+enum { O_DEBUG, O_HOOKS, O_LOCATIONS, O_NUMERICS, O_PAUSED, O_PLACEMENT, O_STACK, O_TAPES, O_TRACE, O_WATCHERS };
+
+/* Observers((tape,)) as its __init__'s one-tape case makes it (no Python code runs). */
+static PyObject *sc_one_tape(PyObject *stack) {
+    PyObject *o = sc_obs_T->tp_alloc(sc_obs_T, 0);
+    if (o == NULL)
+        return NULL;
+    PyObject *empty = PyTuple_New(0);
+    if (empty == NULL) {
+        Py_DECREF(o);
+        return NULL;
+    }
+    put(o, sc_off[O_STACK], Py_NewRef(stack));
+    put(o, sc_off[O_TAPES], Py_NewRef(stack));
+    put(o, sc_off[O_PAUSED], Py_NewRef(empty));
+    put(o, sc_off[O_WATCHERS], empty);
+    put(o, sc_off[O_TRACE], Py_NewRef(Py_None));
+    put(o, sc_off[O_NUMERICS], Py_NewRef(Py_None));
+    put(o, sc_off[O_PLACEMENT], Py_NewRef(Py_None));
+    put(o, sc_off[O_LOCATIONS], Py_NewRef(Py_False));
+    put(o, sc_off[O_DEBUG], Py_NewRef(Py_False));
+    put(o, sc_off[O_HOOKS], Py_NewRef(Py_False));
+    return o;
+}
+
+/* An Observers' stack (new reference), or NULL with an error set. */
+static PyObject *sc_stack_of(PyObject *obs) {
+    if (Py_IS_TYPE(obs, sc_obs_T)) {
+        PyObject *st = SLOT(obs, sc_off[O_STACK]);
+        if (st != NULL)
+            return Py_NewRef(st);
+    }
+    return PyObject_GetAttr(obs, s_stack);
+}
+
+/* _state._sync(): forget this thread when its stack is empty, and recompute ``anywhere``. */
+static int sc_sync(void) {
+    PyObject *obs = PyObject_GetAttr(sc_tls, s_obs);
+    if (obs == NULL)
+        return -1;
+    int rc = 0;
+    if (obs == Py_None) {
+        PyObject *observing = PyDict_GetItemWithError(sc_state, s_observing);
+        PyObject *profiler = observing ? PyDict_GetItemWithError(sc_state, s_profiler) : NULL;
+        PyObject *ident = profiler ? PyLong_FromUnsignedLong(PyThread_get_thread_ident()) : NULL;
+        if (ident == NULL || PySet_Discard(observing, ident) < 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "gputape._native: gputape._state lost _observing or profiler");
+            rc = -1;
+        } else {
+            PyObject *any = (PySet_GET_SIZE(observing) > 0 || profiler != Py_None) ? Py_True : Py_False;
+            rc = PyDict_SetItem(sc_state, s_anywhere, any);
+        }
+        Py_XDECREF(ident);
+    }
+    Py_DECREF(obs);
+    return rc;
+}
+
+/* tape._live_tapes.add(tape): the store here; the pruning (a dict past its bound) in Python. */
+static int sc_live_add(PyObject *tape) {
+    PyObject *refs = SLOT(sc_live, sc_off_refs), *bound = SLOT(sc_live, sc_off_bound);
+    if (refs == NULL || bound == NULL || !PyDict_CheckExact(refs) || !PyLong_CheckExact(bound))
+        goto python;
+    PyObject *key = PyLong_FromVoidPtr(tape);
+    PyObject *ref = key ? PyWeakref_NewRef(tape, NULL) : NULL;
+    int rc = ref ? PyDict_SetItem(refs, key, ref) : -1;
+    Py_XDECREF(key);
+    Py_XDECREF(ref);
+    if (rc < 0)
+        return -1;
+    Py_ssize_t b = PyLong_AsSsize_t(bound);
+    if (b == -1 && PyErr_Occurred())
+        return -1;
+    if (PyDict_GET_SIZE(refs) <= b)
+        return 0;
+python:;
+    PyObject *r = PyObject_CallMethodOneArg(sc_live, s_add, tape);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
+static PyObject *sc_enter(PyObject *self, PyObject *Py_UNUSED(ignored)) {
+    if (Py_TYPE(self) != sc_tape_T)
+        return PyObject_CallOneArg(sc_py_enter, self);
+    PyObject *below = PyObject_GetAttr(sc_tls, s_obs);
+    if (below == NULL)
+        return NULL;
+    PyObject *stack = below == Py_None ? PyTuple_New(0) : sc_stack_of(below);
+    int in = stack == NULL ? -1 : PySequence_Contains(stack, self);
+    Py_DECREF(below);
+    if (in != 0) {
+        if (in > 0)
+            PyErr_SetString(PyExc_ValueError,
+                            "Tape is still recording. This can happen if you try to re-enter an already-active tape.");
+        Py_XDECREF(stack);
+        return NULL;
+    }
+    Py_DECREF(stack);
+    PyObject *tensors = PyObject_GetAttr(self, s_tensors);
+    if (tensors == NULL)
+        return NULL;
+    Py_DECREF(tensors);
+    if (tensors == Py_None) { /* (a borrowed identity test: None is immortal in effect) */
+        PyObject *r = PyObject_CallMethodNoArgs(self, s_fresh);
+        if (r == NULL)
+            return NULL;
+        Py_DECREF(r);
+        if (PyObject_SetAttr(self, s_used, Py_False) < 0)
+            return NULL;
+    }
+    if (sc_live_add(self) < 0)
+        return NULL;
+    /* the push (Scope.__enter__): read the stack again, as the Python path does after _fresh */
+    if ((below = PyObject_GetAttr(sc_tls, s_obs)) == NULL)
+        return NULL;
+    PyObject *above = NULL, *undo = NULL, *ident = NULL, *observing;
+    if (below == Py_None) {
+        stack = PyTuple_Pack(1, self);
+        above = stack ? sc_one_tape(stack) : NULL;
+    } else {
+        PyObject *st = sc_stack_of(below), *one = st ? PyTuple_Pack(1, self) : NULL;
+        stack = one ? PySequence_Concat(st, one) : NULL;
+        Py_XDECREF(st);
+        Py_XDECREF(one);
+        above = stack ? PyObject_CallOneArg((PyObject *)sc_obs_T, stack) : NULL;
+    }
+    Py_XDECREF(stack);
+    if (above == NULL || (undo = PyTuple_Pack(2, above, below)) == NULL || PyObject_SetAttr(self, s_undo, undo) < 0)
+        goto fail;
+    /* _mark() */
+    if ((observing = PyDict_GetItemWithError(sc_state, s_observing)) == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "gputape._native: gputape._state lost _observing");
+        goto fail;
+    }
+    if ((ident = PyLong_FromUnsignedLong(PyThread_get_thread_ident())) == NULL || PySet_Add(observing, ident) < 0 ||
+        PyDict_SetItem(sc_state, s_anywhere, Py_True) < 0)
+        goto fail;
+    if (PyObject_SetAttr(sc_tls, s_obs, above) < 0) /* the commit, last */
+        goto fail;
+    Py_DECREF(ident);
+    Py_DECREF(undo);
+    Py_DECREF(above);
+    Py_DECREF(below);
+    return Py_NewRef(self);
+fail:
+    Py_XDECREF(ident);
+    Py_XDECREF(undo);
+    Py_XDECREF(above);
+    Py_DECREF(below);
+    return NULL;
+}
+
+/* _state._without(tape): remove the tape's latest entry by identity, then _sync. */
+static int sc_without(PyObject *self) {
+    PyObject *obs = PyObject_GetAttr(sc_tls, s_obs);
+    if (obs == NULL)
+        return -1;
+    int rc = 0;
+    if (obs != Py_None) {
+        PyObject *st = sc_stack_of(obs);
+        if (st == NULL || !PyTuple_Check(st)) {
+            if (st != NULL)
+                PyErr_SetString(PyExc_TypeError, "gputape._native: an Observers stack that is not a tuple");
+            rc = -1;
+        } else {
+            for (Py_ssize_t k = PyTuple_GET_SIZE(st) - 1; k >= 0; k--) {
+                if (PyTuple_GET_ITEM(st, k) != self)
+                    continue;
+                PyObject *a = PyTuple_GetSlice(st, 0, k), *b = a ? PyTuple_GetSlice(st, k + 1, PY_SSIZE_T_MAX) : NULL;
+                PyObject *rest = b ? PySequence_Concat(a, b) : NULL;
+                PyObject *new = rest == NULL                ? NULL
+                                : PyTuple_GET_SIZE(rest) == 0 ? Py_NewRef(Py_None)
+                                                              : PyObject_CallOneArg((PyObject *)sc_obs_T, rest);
+                rc = new == NULL ? -1 : PyObject_SetAttr(sc_tls, s_obs, new);
+                Py_XDECREF(a);
+                Py_XDECREF(b);
+                Py_XDECREF(rest);
+                Py_XDECREF(new);
+                break;
+            }
+        }
+        Py_XDECREF(st);
+    }
+    Py_DECREF(obs);
+    return rc < 0 ? -1 : sc_sync();
+}
+
+static PyObject *sc_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (Py_TYPE(self) != sc_tape_T) {
+        PyObject *all = PyTuple_New(nargs + 1);
+        if (all == NULL)
+            return NULL;
+        PyTuple_SET_ITEM(all, 0, Py_NewRef(self));
+        for (Py_ssize_t k = 0; k < nargs; k++)
+            PyTuple_SET_ITEM(all, k + 1, Py_NewRef(args[k]));
+        PyObject *r = PyObject_Call(sc_py_exit, all, NULL);
+        Py_DECREF(all);
+        return r;
+    }
+    PyObject *undo = PyObject_GetAttr(self, s_undo);
+    if (undo == NULL)
+        return NULL;
+    PyObject *obs = PyObject_GetAttr(sc_tls, s_obs);
+    if (obs == NULL) {
+        Py_DECREF(undo);
+        return NULL;
+    }
+    int rc;
+    if (PyTuple_CheckExact(undo) && PyTuple_GET_SIZE(undo) == 2 && PyTuple_GET_ITEM(undo, 0) == obs) {
+        rc = PyObject_SetAttr(sc_tls, s_obs, PyTuple_GET_ITEM(undo, 1)); /* the commit: the snapshot below */
+        rc = rc < 0 ? -1 : sc_sync();
+    } else if ((rc = sc_without(self)) < 0) {
+        /* as _state.pop: a removal cut short (an interrupt in Observers' __init__) is made again */
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        if (sc_without(self) < 0)
+            _PyErr_ChainExceptions(t, v, tb);
+        else
+            PyErr_Restore(t, v, tb);
+    }
+    Py_DECREF(obs);
+    Py_DECREF(undo);
+    if (rc < 0 || PyObject_SetAttr(self, s_undo, Py_None) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef sc_enter_def = {"__enter__", (PyCFunction)sc_enter, METH_NOARGS,
+                                   "Start recording: push this tape on the thread's observer stack (one store)."};
+static PyMethodDef sc_exit_def = {"__exit__", (PyCFunction)(void (*)(void))sc_exit, METH_FASTCALL,
+                                  "Stop recording: take this tape off the thread's observer stack (one store)."};
+
+static PyObject *scope(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *tape, *state, *live;
+    if (!PyArg_ParseTuple(args, "O!O!O:scope", &PyType_Type, &tape, &PyModule_Type, &state, &live))
+        return NULL;
+    PyObject *sd = PyModule_GetDict(state), *obs_t = PyDict_GetItemString(sd, "Observers");
+    PyObject *tls = PyDict_GetItemString(sd, "tls"), *hooks = PyObject_GetAttrString(tape, "_hooks");
+    if (hooks == NULL)
+        return NULL;
+    int bad = obs_t == NULL || !PyType_Check(obs_t) || tls == NULL || hooks != Py_False;
+    Py_DECREF(hooks);
+    if (bad) {
+        PyErr_SetString(PyExc_TypeError, "gputape._native.scope: pass GradientTape (no _opening/_closed hooks), "
+                                         "gputape._state and gputape.tape._live_tapes");
+        return NULL;
+    }
+    const char *names[10] = {"debug", "hooks", "locations", "numerics", "paused",
+                             "placement", "stack", "tapes", "trace", "watchers"};
+    Py_ssize_t off[10];
+    for (int k = 0; k < 10; k++)
+        if ((off[k] = slot_offset((PyTypeObject *)obs_t, names[k])) < 0)
+            return NULL;
+    Py_ssize_t refs = slot_offset(Py_TYPE(live), "_refs"), bound = refs < 0 ? -1 : slot_offset(Py_TYPE(live), "_bound");
+    if (bound < 0)
+        return NULL;
+    PyObject *py_enter = PyDict_GetItemString(((PyTypeObject *)tape)->tp_dict, "__enter__");
+    PyObject *py_exit = PyObject_GetAttrString(tape, "__exit__");
+    if (py_exit == NULL)
+        return NULL;
+    if (py_enter == NULL || !PyFunction_Check(py_enter) || !PyFunction_Check(py_exit)) {
+        Py_DECREF(py_exit);
+        PyErr_SetString(PyExc_TypeError, "gputape._native.scope: GradientTape's __enter__/__exit__ are not the "
+                                         "Python ones (scope() ran twice?)");
+        return NULL;
+    }
+    if (s_undo == NULL) {
+        struct {
+            PyObject **p;
+            const char *s;
+        } nm[] = {{&s_undo, "_undo"}, {&s_used, "_used"},   {&s_fresh, "_fresh"},
+                  {&s_observing, "_observing"}, {&s_stack, "stack"}, {&s_add, "add"}};
+        for (size_t k = 0; k < sizeof(nm) / sizeof(nm[0]); k++)
+            if ((*nm[k].p = PyUnicode_InternFromString(nm[k].s)) == NULL) {
+                Py_DECREF(py_exit);
+                return NULL;
+            }
+    }
+    PyObject *enter = PyDescr_NewMethod((PyTypeObject *)tape, &sc_enter_def);
+    PyObject *exit = enter ? PyDescr_NewMethod((PyTypeObject *)tape, &sc_exit_def) : NULL;
+    PyObject *pair = exit ? PyTuple_Pack(2, enter, exit) : NULL;
+    Py_XDECREF(enter);
+    Py_XDECREF(exit);
+    if (pair == NULL) {
+        Py_DECREF(py_exit);
+        return NULL;
+    }
+    memcpy(sc_off, off, sizeof(off));
+    sc_off_refs = refs, sc_off_bound = bound;
+    Py_XSETREF(sc_tape_T, (PyTypeObject *)Py_NewRef(tape));
+    Py_XSETREF(sc_obs_T, (PyTypeObject *)Py_NewRef(obs_t));
+    Py_XSETREF(sc_tls, Py_NewRef(tls));
+    Py_XSETREF(sc_state, Py_NewRef(sd));
+    Py_XSETREF(sc_live, Py_NewRef(live));
+    Py_XSETREF(sc_py_enter, Py_NewRef(py_enter));
+    Py_XSETREF(sc_py_exit, py_exit);
+    return pair;
+}
+
 /* ---- the module --------------------------------------------------------------------------- */
 
 static PyObject *watching(PyObject *Py_UNUSED(self), PyObject *cls) {
@@ -1840,6 +2160,9 @@ static PyMethodDef methods[] = {
     {"watching", watching, METH_O,
      "watching(GradientTape): the recorders watch a trainable Variable read under a tape of exactly this class "
      "as GradientTape._watch_variable does (any other tape: the Python recorder)."},
+    {"scope", scope, METH_VARARGS,
+     "scope(GradientTape, gputape._state, _live_tapes): GradientTape's __enter__ and __exit__ done here (a tape of "
+     "exactly this class; any other: the Python methods)."},
     {NULL}};
 
 static struct PyModuleDef moduledef = {

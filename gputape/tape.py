@@ -906,6 +906,12 @@ def _batch_jacobian_layout(g: Any, shape: tuple) -> Any:
 if getattr(config._native, "watching", None) is not None:
     config._native.watching(GradientTape)
 
+# ``with tape:`` for a tape of exactly this class: the same push and pop in C (gputape._native scope()), where
+# no bytecode runs between the with statement's call and the commit, so no SIGINT guard is installed; a
+# subclass, and GPUTAPE_NATIVE=0, take the Python methods above (the reference), which install it.
+if getattr(config._native, "scope", None) is not None:
+    GradientTape.__enter__, GradientTape.__exit__ = config._native.scope(GradientTape, _state, _live_tapes)
+
 
 class _StopRecording(_state.Scope):
     """``tape.stop_recording()``: while on the stack, the tape below it does not record
