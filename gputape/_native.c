@@ -1916,6 +1916,8 @@ done:
  * the result; a KeyboardInterrupt raised in it is held, as defer_interrupts holds one, and raised
  * when the commit is done. So a Ctrl-C during phase 2 is raised after the whole step. Any other
  * error there (np.seterr(all="raise")) stops the commit where it is, as the Python form's does.
+ * Another thread may run while a ufunc has released the GIL, as it may between the Python form's
+ * bytecodes; what it does to these variables then is not ordered with the step in either form.
  * Returns True; False (nothing done) where a variable is not an exact Variable or the count's
  * holder not one: the Python form takes those. */
 static PyObject *plain_sgd_step(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
@@ -1925,6 +1927,9 @@ static PyObject *plain_sgd_step(PyObject *Py_UNUSED(self), PyObject *const *args
     }
     PyObject *raw = args[0], *vars = args[1], *owned = args[2], *lr = args[3], *rate = args[4];
     PyObject *multiply = args[5], *subtract = args[6], *empty_like = args[7], *counter = args[8], *count = args[9];
+#ifdef Py_GIL_DISABLED
+    Py_RETURN_FALSE; /* (reference counts there are split or deferred: exclusivity is not Py_REFCNT == 1) */
+#endif
     if (!ready || !PyList_CheckExact(raw) || !PyList_CheckExact(vars) ||
         PyList_GET_SIZE(raw) != PyList_GET_SIZE(vars) || !Py_IS_TYPE(counter, Variable_T) ||
         (owned != Py_None && (!PyList_CheckExact(owned) || PyList_GET_SIZE(owned) != PyList_GET_SIZE(raw))))
