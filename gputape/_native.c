@@ -1,6 +1,6 @@
 /* gputape._native: an optional C accelerator for the recording hot path and the backward key.
  *
- * Two things, each the exact twin of a Python reference that stays the fallback:
+ * Each piece the exact twin of a Python reference that stays the fallback:
  *
  * - Recorder: the ``record(obs, x, res)`` / ``record(obs, x, y, res)`` objects the generated
  *   entry points call (gputape.recording.recorder1/recorder2). The common case (no hooks, no
@@ -16,6 +16,8 @@
  * - Results: gputape.tape._results (gradient()'s raw gradients as Tensors), its common case.
  * - scope(): GradientTape's __enter__/__exit__ (gputape._state.Scope's push and pop) for a tape of
  *   exactly that class, with no Python code between the with statement's call and the commit.
+ * - plain_pairs / plain_sgd_step: gputape._optim_base's _plain_pairs and Optimizer._step_plain (an
+ *   eager plain-SGD step: the check loop, then phase 1 and a phase 2 that runs no bytecode).
  *
  * Objects are reached through their slot offsets (read once from the classes' member
  * descriptors), the way the interpreter itself reads a __slots__ attribute.
@@ -2142,6 +2144,239 @@ static PyObject *scope(PyObject *Py_UNUSED(self), PyObject *args) {
     return pair;
 }
 
+/* ---- plain SGD's step (gputape._optim_base: _plain_pairs and Optimizer._step_plain) ---------- */
+
+/* Whether host arrays a and b (IS_DIRECT) have one shape and dtype (-1: an error). */
+static int same_array_kind(PyObject *a, PyObject *b) {
+    const ArrayHead *x = (const ArrayHead *)a, *y = (const ArrayHead *)b;
+    if (x->nd != y->nd)
+        return 0;
+    for (int k = 0; k < x->nd; k++)
+        if (x->dimensions[k] != y->dimensions[k])
+            return 0;
+    return x->descr == y->descr ? 1 : PyObject_RichCompareBool(x->descr, y->descr, Py_EQ);
+}
+
+static int by_address(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t) * (PyObject *const *)a, y = (uintptr_t) * (PyObject *const *)b;
+    return (x > y) - (x < y);
+}
+
+/* plain_pairs(pairs): _optim_base._plain_pairs for pairs of exact Tensors/Variables and host arrays. */
+static PyObject *plain_pairs(PyObject *Py_UNUSED(self), PyObject *pairs) {
+    if (!ready || !direct_arrays || !PyList_CheckExact(pairs))
+        Py_RETURN_NOTIMPLEMENTED;
+    Py_ssize_t n = PyList_GET_SIZE(pairs);
+    if (n == 0)
+        Py_RETURN_NONE;
+    PyObject *raw = PyList_New(n), *vars = PyList_New(n), *out = NULL;
+    PyObject **sorted = PyMem_Malloc(n * sizeof(PyObject *));
+    if (raw == NULL || vars == NULL || sorted == NULL) {
+        if (sorted == NULL)
+            PyErr_NoMemory();
+        goto done;
+    }
+    int refused = 0; /* 1: not plain (None); 2: not for this twin (NotImplemented, the Python one judges) */
+    for (Py_ssize_t k = 0; k < n && !refused; k++) {
+        PyObject *pair = PyList_GET_ITEM(pairs, k);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            refused = 1;
+            break;
+        }
+        PyObject *g = PyTuple_GET_ITEM(pair, 0), *v = PyTuple_GET_ITEM(pair, 1);
+        if (!Py_IS_TYPE(v, Variable_T) || !(Py_IS_TYPE(g, Tensor_T) || Py_IS_TYPE(g, Variable_T))) {
+            refused = 2; /* (a subclass, or not a tensor: isinstance, and any _data of its own, are Python's) */
+            break;
+        }
+        PyObject *a = SLOT(g, off_t_data), *d = SLOT(v, off_t_data);
+        if (a == NULL || d == NULL || !IS_DIRECT(a) || !IS_DIRECT(d)) {
+            refused = a == NULL || d == NULL ? 2 : 1;
+            break;
+        }
+        int same = same_array_kind(a, d);
+        if (same < 0)
+            goto done;
+        refused = !same;
+        PyList_SET_ITEM(raw, k, Py_NewRef(a));
+        PyList_SET_ITEM(vars, k, Py_NewRef(v));
+        sorted[k] = v;
+    }
+    if (refused) {
+        out = refused == 1 ? Py_NewRef(Py_None) : Py_NewRef(Py_NotImplemented);
+        goto done;
+    }
+    /* each variable once (the Python twin: a set of ids) */
+    qsort(sorted, (size_t)n, sizeof(PyObject *), by_address);
+    for (Py_ssize_t k = 1; k < n; k++)
+        if (sorted[k] == sorted[k - 1]) {
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+    out = PyTuple_Pack(2, raw, vars);
+done:
+    PyMem_Free(sorted);
+    Py_XDECREF(raw); /* (unfilled items are NULL: list_dealloc skips them) */
+    Py_XDECREF(vars);
+    return out;
+}
+
+/* plain_sgd_step(raw, variables, owned, lr, rate, multiply, subtract, empty_like, counter, count):
+ * Optimizer._step_plain's two phases, the Python form's operations in its order.
+ *
+ * Phase 1 computes every ``g * rate(g, lr)`` (``multiply(g, t, g)`` for a donated gradient) and,
+ * for a variable whose array something else holds, the new array copy-on-write writes into; it
+ * changes nothing, so an error or a KeyboardInterrupt there (Python code runs: the rate function,
+ * numpy's floating-point warnings) leaves the state as it was.
+ *
+ * Phase 2 is ``subtract(w, delta, w)`` per variable (into the new array for a shared one, which
+ * is then stored), then the count. It needs no defer_interrupts: CPython runs a Python signal
+ * handler only from the eval loop between bytecodes or where C code calls PyErr_CheckSignals; the C
+ * handler just sets a flag. This loop runs no bytecode: numpy's ufunc loops do not check signals;
+ * the cyclic collector (which can run __del__ methods) is off; the old arrays are released after
+ * the last store (a release can run weakref callbacks). The one Python code numpy can run there is
+ * its floating-point error handling (a warning shown, an np.seterrcall function), after it wrote
+ * the result; a KeyboardInterrupt raised in it is held, as defer_interrupts holds one, and raised
+ * when the commit is done. So a Ctrl-C during phase 2 is raised after the whole step. Any other
+ * error there (np.seterr(all="raise")) stops the commit where it is, as the Python form's does.
+ * Another thread may run while a ufunc has released the GIL, as it may between the Python form's
+ * bytecodes; what it does to these variables then is not ordered with the step in either form.
+ * Returns True; False (nothing done) where a variable is not an exact Variable or the count's
+ * holder not one: the Python form takes those. */
+static PyObject *plain_sgd_step(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "gputape._native.plain_sgd_step takes 10 arguments");
+        return NULL;
+    }
+    PyObject *raw = args[0], *vars = args[1], *owned = args[2], *lr = args[3], *rate = args[4];
+    PyObject *multiply = args[5], *subtract = args[6], *empty_like = args[7], *counter = args[8], *count = args[9];
+#ifdef Py_GIL_DISABLED
+    Py_RETURN_FALSE; /* (reference counts there are split or deferred: exclusivity is not Py_REFCNT == 1) */
+#endif
+    if (!ready || !PyList_CheckExact(raw) || !PyList_CheckExact(vars) ||
+        PyList_GET_SIZE(raw) != PyList_GET_SIZE(vars) || !Py_IS_TYPE(counter, Variable_T) ||
+        (owned != Py_None && (!PyList_CheckExact(owned) || PyList_GET_SIZE(owned) != PyList_GET_SIZE(raw))))
+        Py_RETURN_FALSE;
+    Py_ssize_t n = PyList_GET_SIZE(raw);
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (!Py_IS_TYPE(PyList_GET_ITEM(vars, k), Variable_T) || SLOT(PyList_GET_ITEM(vars, k), off_t_data) == NULL)
+            Py_RETURN_FALSE;
+    /* [0, n): the gradients (held: a list item may go), [n, 2n): deltas, [2n, 3n): copy-on-write
+     * arrays, [3n, 4n): the old arrays phase 2 replaces */
+    PyObject **h = PyMem_Calloc(4 * (size_t)n + 1, sizeof(PyObject *));
+    if (h == NULL)
+        return PyErr_NoMemory();
+    PyObject *ret = NULL, *dt = NULL, *t = NULL;
+    for (Py_ssize_t k = 0; k < n; k++)
+        h[k] = Py_NewRef(PyList_GET_ITEM(raw, k));
+    PyObject **vs = PyMem_Malloc((size_t)n * sizeof(PyObject *) + 1);
+    if (vs == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < n; k++)
+        vs[k] = Py_NewRef(PyList_GET_ITEM(vars, k));
+    /* phase 1 */
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *g = h[k], *gdt = dtype_of(g);
+        if (gdt == NULL)
+            goto fail;
+        if (gdt != dt) { /* (plain_sgd: the rate again where the dtype is not the last one) */
+            Py_XSETREF(dt, gdt);
+            PyObject *a2[2] = {g, lr};
+            Py_XSETREF(t, PyObject_Vectorcall(rate, a2, 2, NULL));
+            if (t == NULL)
+                goto fail;
+        } else
+            Py_DECREF(gdt);
+        int into = 0;
+        if (owned != Py_None && (into = PyObject_IsTrue(PyList_GET_ITEM(owned, k))) < 0)
+            goto fail;
+        if (into) {
+            PyObject *a3[3] = {g, t, g};
+            h[n + k] = PyObject_Vectorcall(multiply, a3, 3, NULL);
+        } else
+            h[n + k] = PyNumber_Multiply(g, t);
+        if (h[n + k] == NULL)
+            goto fail;
+        PyObject *w = SLOT(vs[k], off_t_data);
+        if (Py_REFCNT(w) > 1) { /* (only the variable holds it: _EXCLUSIVE_REFS' test, without the call's refs) */
+            PyObject *a1[1] = {w};
+            if ((h[2 * n + k] = PyObject_Vectorcall(empty_like, a1, 1, NULL)) == NULL)
+                goto fail;
+        }
+    }
+    /* phase 2 */
+    {
+        int gc = PyGC_Disable();
+        PyObject *held_t = NULL, *held_v = NULL, *held_tb = NULL;
+        Py_ssize_t k = 0;
+        for (; k < n; k++) {
+            PyObject *w = SLOT(vs[k], off_t_data);
+            PyObject *into = w;
+            if (Py_REFCNT(w) > 1) {
+                into = h[2 * n + k];
+                if (into == NULL) { /* (shared since phase 1: another thread took it) */
+                    PyObject *a1[1] = {w};
+                    if ((into = h[2 * n + k] = PyObject_Vectorcall(empty_like, a1, 1, NULL)) == NULL)
+                        break;
+                }
+            }
+            PyObject *a3[3] = {w, h[n + k], into};
+            PyObject *r = PyObject_Vectorcall(subtract, a3, 3, NULL);
+            if (r == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_KeyboardInterrupt))
+                    break;
+                if (held_t == NULL) /* (numpy wrote the result before it called Python) */
+                    PyErr_Fetch(&held_t, &held_v, &held_tb);
+                else
+                    PyErr_Clear(); /* (one Ctrl-C delivered, as defer_interrupts delivers one) */
+            }
+            Py_XDECREF(r);
+            if (into != w) {
+                h[3 * n + k] = w; /* (the variable's reference, released below) */
+                SLOT(vs[k], off_t_data) = Py_NewRef(into);
+            }
+        }
+        int whole = k == n;
+        PyObject *old = NULL;
+        if (whole) {
+            old = SLOT(counter, off_t_data);
+            SLOT(counter, off_t_data) = Py_NewRef(count);
+        }
+        if (gc)
+            PyGC_Enable();
+        Py_XDECREF(old);
+        if (held_t != NULL) {
+            if (whole)
+                PyErr_Restore(held_t, held_v, held_tb);
+            else { /* (the error that stopped it is raised; the held interrupt is its context) */
+                PyObject *et, *ev, *etb;
+                PyErr_Fetch(&et, &ev, &etb);
+                PyErr_NormalizeException(&et, &ev, &etb);
+                PyErr_NormalizeException(&held_t, &held_v, &held_tb);
+                if (held_tb != NULL)
+                    PyException_SetTraceback(held_v, held_tb);
+                Py_XDECREF(held_t);
+                Py_XDECREF(held_tb);
+                PyException_SetContext(ev, held_v);
+                PyErr_Restore(et, ev, etb);
+            }
+        } else if (whole)
+            ret = Py_NewRef(Py_True);
+    }
+fail:
+    for (Py_ssize_t k = 0; k < n; k++)
+        Py_DECREF(vs[k]);
+done:
+    PyMem_Free(vs);
+    for (Py_ssize_t k = 0; k < 4 * n; k++)
+        Py_XDECREF(h[k]);
+    PyMem_Free(h);
+    Py_XDECREF(dt);
+    Py_XDECREF(t);
+    return ret;
+}
+
 /* ---- the module --------------------------------------------------------------------------- */
 
 static PyObject *watching(PyObject *Py_UNUSED(self), PyObject *cls) {
@@ -2163,6 +2398,10 @@ static PyMethodDef methods[] = {
     {"scope", scope, METH_VARARGS,
      "scope(GradientTape, gputape._state, _live_tapes): GradientTape's __enter__ and __exit__ done here (a tape of "
      "exactly this class; any other: the Python methods)."},
+    {"plain_pairs", plain_pairs, METH_O, "plain_pairs(pairs): gputape._optim_base._plain_pairs' C twin."},
+    {"plain_sgd_step", (PyCFunction)(void (*)(void))plain_sgd_step, METH_FASTCALL,
+     "plain_sgd_step(raw, variables, owned, lr, rate, multiply, subtract, empty_like, counter, count): "
+     "Optimizer._step_plain's C twin."},
     {NULL}};
 
 static struct PyModuleDef moduledef = {

@@ -22,12 +22,12 @@ from weakref import getweakrefcount as _getweakrefcount
 import numpy as np
 
 from . import _optim_rules as _rules
-from . import _state, backend
+from . import _state, backend, config
 from ._optim_fused import FusedOptimizer
 from ._optim_schedules import _integer, _rate, _real
 from ._state import defer_interrupts
 from .tape import GputapeWarning, GradientTape
-from .tensor import Tensor, Variable
+from .tensor import _EXCLUSIVE_REFS, Tensor, Variable
 
 
 def _raw(g: Any, var: Variable, owner: str) -> Any:
@@ -336,6 +336,16 @@ class Optimizer:
         0
         """
         pairs = list(grads_and_vars)
+        if _state.tls.obs is None and self._plain():
+            # plain SGD's common case, checked in one loop: (Tensor, Variable) pairs of host arrays
+            # of equal shapes and dtypes, each variable once, outside gt.function's trace and with no
+            # observer. Anything else (None, a bad pair, a cast, a repeat) is the general path's to
+            # parse: it raises or warns exactly as before.
+            parsed = _native_pairs(pairs) if _native_pairs is not None else NotImplemented
+            if parsed is NotImplemented:  # (no C twin, or a case it leaves to this one: subclasses)
+                parsed = _plain_pairs(pairs)
+            if parsed is not None:
+                return self._step_plain(parsed[0], parsed[1], None)
         if not pairs:
             return self._step_count()
         live = []
@@ -435,8 +445,31 @@ class Optimizer:
         without its per-variable slot and call bookkeeping, which is most of a small step's cost.
         """
         step = self._step_count() + 1
-        deltas = _rules.plain_sgd(raw, self._rate_at(step - 1), owned)
-        self._commit(zip(variables, deltas, _FALSES), step)
+        lr = self._rate_at(step - 1)
+        if _native_step is not None and _state.tls.obs is None and _rules.plain_sgd is _PLAIN_SGD:
+            # the C twin of the rest (gputape/_native.c, plain_sgd_step: why its commit needs no
+            # defer_interrupts); False: a case it leaves to this code (a Variable subclass). It is
+            # _rules.plain_sgd's twin too: where that is replaced (a test's seam), this code runs.
+            count = _np_array(step, _INT64)
+            if _native_step(
+                raw, variables, owned, lr, _rules._rate, np.multiply, _subtract, np.empty_like, self._iterations, count
+            ):
+                return step
+        deltas = _rules.plain_sgd(raw, lr, owned)
+        if _state.tls.obs is not None:  # (a trace or hook to notify: _assign_delta does it)
+            self._commit(zip(variables, deltas, _FALSES), step)
+            return step
+        # _commit's phase 2 for this case, with Variable._assign_delta's in-place test inlined (a
+        # host array of the variable's shape and dtype, which phase 1 checked, that nothing else
+        # shares: v._data, never a local name, which would count as a sharer); a shared array
+        # takes _assign_delta's copy-on-write. No observer to notify (tls.obs is None, above).
+        with defer_interrupts():
+            for v, d in zip(variables, deltas):
+                if _getrefcount(v._data) <= _EXCLUSIVE_REFS:
+                    _subtract(v._data, d, v._data)  # (out positional, as _assign_delta does)
+                else:
+                    v._assign_delta(d, False)
+            self._iterations._data = _np_array(step, _INT64)  # _count_step
         return step
 
     def _apply_live(self, live: list[tuple[Any, Variable]], owned: list[bool] | None = None) -> int:
@@ -688,6 +721,39 @@ class Optimizer:
 
 
 _NOSLOTS: dict[str, Any] = {}
+_subtract, _np_array, _INT64 = np.subtract, np.array, np.int64
+_ndarray = np.ndarray
+
+
+def _plain_pairs(pairs: list[Any]) -> tuple[list[np.ndarray], list[Variable]] | None:
+    """(gradient arrays, variables) when every pair is (Tensor of a host array, Variable of its shape and dtype).
+
+    None when any is not, or a variable repeats, or there are none: the general parse then
+    raises, warns or skips as it always has. (Its C twin: gputape._native.plain_pairs.)
+    """
+    raw = []
+    for pair in pairs:
+        if type(pair) is not tuple or len(pair) != 2:
+            return None
+        g, v = pair
+        if not isinstance(v, Variable) or not isinstance(g, Tensor):
+            return None
+        a = g._data
+        if not (
+            type(a) is _ndarray and type(v._data) is _ndarray and a.shape == v._data.shape and a.dtype == v._data.dtype
+        ):
+            return None
+        raw.append(a)
+    if not raw or len({id(v) for _, v in pairs}) < len(raw):
+        return None
+    return raw, [v for _, v in pairs]
+
+
+# the C twins of _plain_pairs and of Optimizer._step_plain's rest, where gputape._native is built
+# (and current: an older build without them leaves the Python forms in use)
+_native_pairs = getattr(config._native, "plain_pairs", None)
+_native_step = getattr(config._native, "plain_sgd_step", None)
+_PLAIN_SGD = _rules.plain_sgd
 
 
 _FALSES = itertools.repeat(False)  # (plain SGD's commit: every update is w -= delta)

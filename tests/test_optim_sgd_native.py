@@ -1,0 +1,259 @@
+"""Plain SGD's eager step in C (gputape._native: plain_pairs, plain_sgd_step) against its Python form.
+
+Every test runs twice: with the C twins in use, and with them turned off (the Python
+reference). Expected weights come from numpy's ``w -= lr * g``; C and Python must give the
+same bits, errors, warnings and state, on the common case and on each case the C code
+leaves to Python or to the general path.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import warnings
+
+import numpy as np
+import pytest
+from test_optim_safety import interrupt_trials
+
+import gputape as gt
+import gputape._optim_base as optim_base
+from gputape import config
+
+NATIVE = pytest.mark.skipif(optim_base._native_step is None, reason=f"gputape._native: {config._native_why}")
+
+
+@pytest.fixture(params=["c", "python"])
+def mode(request, monkeypatch):
+    """'c': the C twins (skipped where unbuilt); 'python': the reference, C turned off."""
+    if request.param == "c":
+        if optim_base._native_step is None or optim_base._native_pairs is None:
+            pytest.skip(f"gputape._native: {config._native_why}")
+    else:
+        monkeypatch.setattr(optim_base, "_native_step", None)
+        monkeypatch.setattr(optim_base, "_native_pairs", None)
+    return request.param
+
+
+SHAPES = ((7, 5), (5,), (), (3, 2, 4))
+
+
+def _params(dtypes=(np.float32, np.float32, np.float64, np.float32), seed=0):
+    rng = np.random.default_rng(seed)
+    return [gt.Variable(rng.standard_normal(s).astype(d)) for s, d in zip(SHAPES, dtypes)]
+
+
+def _grads(params, seed=1):
+    rng = np.random.default_rng(seed)
+    return [gt.constant(rng.standard_normal(p.shape).astype(p.dtype)) for p in params]
+
+
+def _state(params, opt):
+    return [p.numpy().tobytes() for p in params] + [int(opt.iterations)]
+
+
+def test_the_step_is_numpy_s_w_minus_lr_g_bitwise(mode):
+    params = _params()
+    expect = [p.numpy() for p in params]
+    opt = gt.optim.SGD(lambda step: 0.1 / (1 + step))  # a schedule: the rate of each step
+    for k in range(4):
+        grads = _grads(params, seed=k)
+        assert opt.apply_gradients(zip(grads, params)) == k + 1
+        for e, g in zip(expect, grads):
+            e -= g.numpy() * np.asarray(0.1 / (1 + k), e.dtype)  # NEP 50: the rate in the array's dtype
+    assert [p.numpy().tobytes() for p in params] == [e.tobytes() for e in expect]
+    assert [str(p.dtype) for p in params] == ["float32", "float32", "float64", "float32"]
+    assert int(opt.iterations) == 4
+
+
+@NATIVE
+def test_c_takes_the_step_python_s_path_is_not_run(monkeypatch):
+    params = _params()
+    taken = []
+    monkeypatch.setattr(optim_base._rules, "plain_sgd", lambda *a: taken.append(a) or [])
+    monkeypatch.setattr(optim_base, "_PLAIN_SGD", optim_base._rules.plain_sgd)  # (C stands in for it)
+    monkeypatch.setattr(optim_base.Optimizer, "_commit", lambda *a: taken.append(a))
+    before = [p.numpy() for p in params]
+    gt.optim.SGD(0.5).apply_gradients(zip(_grads(params), params))
+    assert taken == [] and all(p.numpy().tobytes() != b.tobytes() for p, b in zip(params[:2], before))
+
+
+def _outcome(call, *args):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = call(*args)
+        except Exception as exc:  # (the outcome compared is the exception itself)
+            result = (type(exc), str(exc))
+    return result, [str(w.message) for w in caught]
+
+
+CASES = {
+    "a None gradient": lambda g, p: [(None, p[0])] + list(zip(g[1:], p[1:])),
+    "only None": lambda g, p: [(None, v) for v in p],
+    "list pairs": lambda g, p: [[a, v] for a, v in zip(g, p)],
+    "a repeated variable": lambda g, p: list(zip(g, p)) + [(g[0], p[0])],
+    "a float64 gradient of a float32 variable": lambda g, p: [(gt.cast(g[0], "float64"), p[0])],
+    "a wrong shape": lambda g, p: [(g[1], p[0])],
+    "a raw numpy gradient": lambda g, p: [(g[0].numpy(), p[0])],
+    "a variable as the gradient": lambda g, p: [(gt.Variable(g[0].numpy()), p[0])],
+    "not a variable": lambda g, p: [(g[0], g[1])],
+    "not a pair": lambda g, p: [(g[0],)],
+    "nothing": lambda g, p: [],
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_other_case_gets_the_same_result_errors_and_warnings_in_c_and_python(case, monkeypatch):
+    outcomes = []
+    for use_c in (True, False):
+        with monkeypatch.context() as m:
+            if not use_c:
+                m.setattr(optim_base, "_native_step", None)
+                m.setattr(optim_base, "_native_pairs", None)
+            params = _params()
+            opt = gt.optim.SGD(0.25)
+            pairs = CASES[case](_grads(params), params)
+            outcomes.append((_outcome(opt.apply_gradients, pairs), _state(params, opt)))
+    assert outcomes[0] == outcomes[1]
+
+
+class _MyVariable(gt.Variable):
+    __slots__ = ()
+
+
+class _MyTensor(gt.Tensor):
+    __slots__ = ()
+
+
+def test_subclasses_are_left_to_python_with_the_same_bits(mode):
+    params, twins = _params(), _params()
+    params[1] = _MyVariable(params[1].numpy())
+    grads = _grads(twins)
+    sub = gt.Tensor.__new__(_MyTensor)
+    sub._data, sub._id = grads[0].numpy(), grads[0]._id
+    gt.optim.SGD(0.5).apply_gradients(zip([sub] + grads[1:], params))
+    gt.optim.SGD(0.5).apply_gradients(zip(grads, twins))
+    assert [p.numpy().tobytes() for p in params] == [p.numpy().tobytes() for p in twins]
+
+
+def test_a_shared_variable_array_is_copied_on_write(mode):
+    params = _params()
+    w = params[0]
+    held = w.value()  # (shares the variable's array, as a tape's saved value does)
+    old = held.numpy().copy()
+    view = w._data[1]  # a view of it too
+    g = _grads(params)
+    gt.optim.SGD(0.5).apply_gradients(zip(g, params))
+    assert held.numpy().tobytes() == old.tobytes() and view.tobytes() == old[1].tobytes()
+    assert w.numpy().tobytes() == (old - g[0].numpy() * np.float32(0.5)).tobytes()
+    assert w._data is not held._data
+
+
+def test_a_gradient_that_is_the_variable_s_own_array(mode):
+    w = gt.Variable(np.arange(4, dtype=np.float32))
+    g = w.value()  # the gradient array is the variable's
+    gt.optim.SGD(0.25).apply_gradients([(g, w)])
+    ref = np.arange(4, dtype=np.float32)
+    assert w.numpy().tobytes() == (ref - ref * np.float32(0.25)).tobytes()
+    assert g.numpy().tobytes() == ref.tobytes()  # copy-on-write: the gradient kept its value
+
+
+def test_an_unshared_variable_is_updated_in_place(mode):
+    params = _params()
+    arrays = [p._data for p in params]
+    ids = [id(a) for a in arrays]
+    del arrays
+    gt.optim.SGD(0.5).apply_gradients(zip(_grads(params), params))
+    assert [id(p._data) for p in params] == ids
+
+
+def test_a_gt_function_trace_of_the_step_replays_it(mode):
+    params, twins = _params(), _params()
+    opt, ref = gt.optim.SGD(0.1), gt.optim.SGD(0.1)
+
+    @gt.function
+    def step(*grads):
+        return opt.apply_gradients(zip(grads, params))
+
+    for k in range(3):
+        grads = _grads(params, seed=k)
+        step(*grads)
+        ref.apply_gradients(zip(grads, twins))
+    assert [p.numpy().tobytes() for p in params] == [p.numpy().tobytes() for p in twins]
+    assert int(opt.iterations) == int(ref.iterations) == 3
+
+
+def test_a_bad_schedule_changes_nothing(mode):
+    params = _params()
+    opt = gt.optim.SGD(lambda step: float("nan") if step == 1 else 0.1)
+    opt.apply_gradients(zip(_grads(params), params))
+    before = _state(params, opt)
+    with pytest.raises(ValueError, match="learning rate"):
+        opt.apply_gradients(zip(_grads(params), params))
+    assert _state(params, opt) == before
+
+
+def test_the_donated_step_gives_the_same_bits(mode):
+    params, twins = _params(), _params()
+    grads = [g.numpy() for g in _grads(params)]
+    opt = gt.optim.SGD(0.5)
+    donated = [g.copy() for g in grads]
+    ids = [id(g) for g in donated]
+    assert opt._step_plain(donated, params, [True, False, True, False]) == 1
+    assert [id(g) for g in donated] == ids
+    gt.optim.SGD(0.5).apply_gradients(zip([gt.constant(g) for g in grads], twins))
+    assert [p.numpy().tobytes() for p in params] == [p.numpy().tobytes() for p in twins]
+    # a donated gradient holds its step (w -= it); an undonated one is unchanged
+    assert donated[0].tobytes() == (grads[0] * np.float32(0.5)).tobytes()
+    assert donated[1].tobytes() == grads[1].tobytes()
+
+
+def test_a_floating_point_error_in_the_commit_stops_where_python_s_does(monkeypatch):
+    outcomes = []
+    for use_c in (True, False):
+        with monkeypatch.context() as m:
+            if not use_c:
+                m.setattr(optim_base, "_native_step", None)
+            big = np.float32(3e38)
+            params = [gt.Variable(np.full(3, -big)), gt.Variable(np.full(2, 1.0, np.float32))]
+            grads = [gt.constant(np.full(3, big)), gt.constant(np.full(2, 1.0, np.float32))]
+            opt = gt.optim.SGD(1.0)
+            with np.errstate(over="raise"):
+                outcomes.append((_outcome(opt.apply_gradients, zip(grads, params)), _state(params, opt)))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0][0][0] is FloatingPointError
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
+def test_a_ctrl_c_inside_numpy_s_error_handling_of_the_commit_is_held_until_the_step_is_done(mode):
+    # A warning shown for the commit's subtract runs Python code, where a pending SIGINT raises
+    big = np.float32(3e38)
+    params = [gt.Variable(np.full(3, -big)), gt.Variable(np.full(2, 1.0, np.float32))]
+    grads = [gt.constant(np.full(3, big)), gt.constant(np.full(2, 1.0, np.float32))]
+    opt = gt.optim.SGD(1.0)
+    calls = []
+
+    def on_error(kind, flag):
+        calls.append(kind)
+        signal.raise_signal(signal.SIGINT)  # a Ctrl-C now: the handler runs at the next bytecode
+        calls.append("after")
+
+    old = np.seterrcall(on_error)
+    try:
+        with np.errstate(over="call"), pytest.raises(KeyboardInterrupt):
+            opt.apply_gradients(zip(grads, params))
+    finally:
+        np.seterrcall(old)
+    # C: the KeyboardInterrupt raised in on_error is held; Python: defer_interrupts' handler holds it
+    assert calls == (["overflow"] if mode == "c" else ["overflow", "after"])
+    assert np.isinf(params[0].numpy()).all() and params[1].numpy().tolist() == [0.0, 0.0]  # the whole step
+    assert int(opt.iterations) == 1
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
+def test_a_real_ctrl_c_at_a_random_moment_leaves_a_whole_step_or_none(mode):
+    # (larger layers than the safety suite's: a longer step, so that many signals land inside it)
+    counts = interrupt_trials(lambda: gt.optim.SGD(0.01), 150, sizes=(1568, 768, 384, 10))
+    assert counts["half"] == 0, dict(counts)
+    assert counts["before"] + counts["after"] >= 15, dict(counts)
