@@ -4,8 +4,9 @@ Each C object keeps its Python reference (``.fallback``): the recorders' nodes a
 field by field with the nodes the Python recorders build for the same op on the same tapes,
 every unusual case is seen to take the Python path, the compiled backward's structural key
 and relevance set are compared over every primitive and a seeded generator of random programs
-(the C twin keeps the slot positions to itself), and gradient()'s C results with the Python ones. Skipped (with the reason) where the extension is not in use; a machine with a
-C compiler and Python's headers must have built it (a broken build fails here, not silently).
+(the C twin keeps the slot positions to itself), and gradient()'s C results with the Python
+ones. Skipped (with the reason) where the extension is not in use; a machine with a C compiler
+and Python's headers must have built it (a broken build fails here, not silently).
 """
 
 from __future__ import annotations
