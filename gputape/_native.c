@@ -2309,6 +2309,7 @@ static PyObject *plain_sgd_step(PyObject *Py_UNUSED(self), PyObject *const *args
     {
         int gc = PyGC_Disable();
         PyObject *held_t = NULL, *held_v = NULL, *held_tb = NULL;
+        int held_ki = 0;
         Py_ssize_t k = 0;
         for (; k < n; k++) {
             PyObject *w = SLOT(vs[k], off_t_data);
@@ -2324,12 +2325,22 @@ static PyObject *plain_sgd_step(PyObject *Py_UNUSED(self), PyObject *const *args
             PyObject *a3[3] = {w, h[n + k], into};
             PyObject *r = PyObject_Vectorcall(subtract, a3, 3, NULL);
             if (r == NULL) {
-                if (!PyErr_ExceptionMatches(PyExc_KeyboardInterrupt))
+                /* numpy raises these after it wrote the result: a Ctrl-C from Python code its error
+                 * handling ran, its floating-point report (np.seterr "raise", a RuntimeWarning made an
+                 * error). Held, and the commit goes on: the first Ctrl-C wins over a report (as
+                 * defer_interrupts delivers one at the end of Python's commit), else the first report */
+                int ki = PyErr_ExceptionMatches(PyExc_KeyboardInterrupt);
+                if (!ki && !PyErr_ExceptionMatches(PyExc_FloatingPointError) &&
+                    !PyErr_ExceptionMatches(PyExc_Warning))
                     break;
-                if (held_t == NULL) /* (numpy wrote the result before it called Python) */
+                if (held_t == NULL || (ki && !held_ki)) {
+                    Py_XDECREF(held_t);
+                    Py_XDECREF(held_v);
+                    Py_XDECREF(held_tb);
                     PyErr_Fetch(&held_t, &held_v, &held_tb);
-                else
-                    PyErr_Clear(); /* (one Ctrl-C delivered, as defer_interrupts delivers one) */
+                    held_ki = ki;
+                } else
+                    PyErr_Clear();
             }
             Py_XDECREF(r);
             if (into != w) {

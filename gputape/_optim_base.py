@@ -463,13 +463,19 @@ class Optimizer:
         # host array of the variable's shape and dtype, which phase 1 checked, that nothing else
         # shares: v._data, never a local name, which would count as a sharer); a shared array
         # takes _assign_delta's copy-on-write. No observer to notify (tls.obs is None, above).
+        late = None
         with defer_interrupts():
             for v, d in zip(variables, deltas):
-                if _getrefcount(v._data) <= _EXCLUSIVE_REFS:
-                    _subtract(v._data, d, v._data)  # (out positional, as _assign_delta does)
-                else:
-                    v._assign_delta(d, False)
+                try:
+                    if _getrefcount(v._data) <= _EXCLUSIVE_REFS:
+                        _subtract(v._data, d, v._data)  # (out positional, as _assign_delta does)
+                    else:
+                        v._assign_delta(d, False)
+                except _LATE as e:  # (see _commit)
+                    late = late or e
             self._iterations._data = _np_array(step, _INT64)  # _count_step
+        if late is not None:
+            raise late
         return step
 
     def _apply_live(self, live: list[tuple[Any, Variable]], owned: list[bool] | None = None) -> int:
@@ -555,15 +561,25 @@ class Optimizer:
         checked in phase 1, with Ctrl-C held until the last one. assign_* keep copy-on-write
         (a value a live tape holds is replaced, not changed); the copy that makes is the one
         thing here that can still fail, and only by running out of memory.
+
+        numpy reports a floating-point error of an update (``np.seterr`` "raise", or a warning
+        filter set to "error") after it wrote the result: such a report does not stop the commit
+        half way; the rest is committed and the first report raised after the last store.
         """
+        late = None
         with defer_interrupts():
             for entry in used:
                 entry[1], entry[2] = entry[2], entry[1]
             for entry in fresh:
                 self._slots[id(entry[0])] = entry
             for v, delta, add in assigns:
-                v._assign_delta(delta, add)
+                try:
+                    v._assign_delta(delta, add)
+                except _LATE as e:
+                    late = late or e
             self._count_step(step)
+        if late is not None:
+            raise late
 
     # On GPU arrays, SGD/Adam/AdamW update every parameter in one kernel launch
     # (gputape._optim_fused.FusedOptimizer, whose numpy reference runs the same update_rule)
@@ -755,6 +771,10 @@ _native_pairs = getattr(config._native, "plain_pairs", None)
 _native_step = getattr(config._native, "plain_sgd_step", None)
 _PLAIN_SGD = _rules.plain_sgd
 
+
+# What numpy raises for a floating-point error of a ufunc whose result it already wrote (its
+# error state "raise", or a RuntimeWarning that a warning filter turns into an error)
+_LATE = (FloatingPointError, Warning)
 
 _FALSES = itertools.repeat(False)  # (plain SGD's commit: every update is w -= delta)
 

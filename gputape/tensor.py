@@ -596,7 +596,13 @@ class Variable(Tensor):
             if self._exclusive():
                 op(self._data, arr, out=self._data)
             else:
-                self._data = op(self._data, arr, out=xp.empty_like(self._data))
+                out = xp.empty_like(self._data)
+                try:
+                    op(self._data, arr, out=out)
+                except (FloatingPointError, Warning):
+                    self._data = out  # numpy reports a floating-point error after it wrote the result
+                    raise
+                self._data = out
         if _tls.obs is not None:
             _note_assign(self, "assign_add" if add else "assign_sub", arr)
 

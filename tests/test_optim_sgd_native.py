@@ -209,7 +209,11 @@ def test_the_donated_step_gives_the_same_bits(mode):
     assert donated[1].tobytes() == grads[1].tobytes()
 
 
-def test_a_floating_point_error_in_the_commit_stops_where_python_s_does(monkeypatch):
+@pytest.mark.parametrize("report", ["raise", "warning-as-error"])
+@pytest.mark.parametrize("shared", [False, True], ids=["in-place", "copy-on-write"])
+def test_a_floating_point_error_in_the_commit_is_raised_after_the_whole_step(monkeypatch, report, shared):
+    # numpy reports an overflow of the commit's subtract after it wrote the result: the step is
+    # committed whole (every variable, the count), then the report raised; C and Python alike
     outcomes = []
     for use_c in (True, False):
         with monkeypatch.context() as m:
@@ -217,12 +221,35 @@ def test_a_floating_point_error_in_the_commit_stops_where_python_s_does(monkeypa
                 m.setattr(optim_base, "_native_step", None)
             big = np.float32(3e38)
             params = [gt.Variable(np.full(3, -big)), gt.Variable(np.full(2, 1.0, np.float32))]
+            held = [p.value() for p in params] if shared else []  # (a holder: copy-on-write)
             grads = [gt.constant(np.full(3, big)), gt.constant(np.full(2, 1.0, np.float32))]
             opt = gt.optim.SGD(1.0)
-            with np.errstate(over="raise"):
-                outcomes.append((_outcome(opt.apply_gradients, zip(grads, params)), _state(params, opt)))
+            with np.errstate(over="raise" if report == "raise" else "warn"), warnings.catch_warnings():
+                if report != "raise":
+                    warnings.simplefilter("error", RuntimeWarning)
+                try:
+                    opt.apply_gradients(zip(grads, params))
+                    raised = None
+                except Exception as exc:
+                    raised = type(exc)
+            outcomes.append((raised, _state(params, opt)))
+            assert [h.numpy().tolist() for h in held] == ([[-big] * 3, [1.0, 1.0]] if shared else [])
     assert outcomes[0] == outcomes[1]
-    assert outcomes[0][0][0][0] is FloatingPointError
+    assert outcomes[0][0] is (FloatingPointError if report == "raise" else RuntimeWarning)
+    assert outcomes[0][1][1:] == [np.zeros(2, np.float32).tobytes(), 1]  # the second variable and the count
+    assert np.isinf(np.frombuffer(outcomes[0][1][0], np.float32)).all()
+
+
+def test_the_general_commit_finishes_before_it_raises_a_floating_point_report():
+    # momentum SGD takes the general path (_commit): the same rule
+    big = np.float32(3e38)
+    params = [gt.Variable(np.full(3, -big)), gt.Variable(np.full(2, 1.0, np.float32))]
+    grads = [gt.constant(np.full(3, big)), gt.constant(np.full(2, 1.0, np.float32))]
+    opt = gt.optim.SGD(1.0, momentum=0.5)
+    with np.errstate(over="raise"), pytest.raises(FloatingPointError):
+        opt.apply_gradients(zip(grads, params))
+    assert np.isinf(params[0].numpy()).all() and params[1].numpy().tolist() == [0.0, 0.0]
+    assert int(opt.iterations) == 1
 
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
