@@ -27,7 +27,7 @@ from ._optim_fused import FusedOptimizer
 from ._optim_schedules import _integer, _rate, _real
 from ._state import defer_interrupts
 from .tape import GputapeWarning, GradientTape
-from .tensor import _EXCLUSIVE_REFS, Tensor, Variable
+from .tensor import Tensor, Variable
 
 
 def _raw(g: Any, var: Variable, owner: str) -> Any:
@@ -455,27 +455,7 @@ class Optimizer:
                 raw, variables, owned, lr, _rules._rate, np.multiply, _subtract, np.empty_like, self._iterations, count
             ):
                 return step
-        deltas = _rules.plain_sgd(raw, lr, owned)
-        if _state.tls.obs is not None:  # (a trace or hook to notify: _assign_delta does it)
-            self._commit(zip(variables, deltas, _FALSES), step)
-            return step
-        # _commit's phase 2 for this case, with Variable._assign_delta's in-place test inlined (a
-        # host array of the variable's shape and dtype, which phase 1 checked, that nothing else
-        # shares: v._data, never a local name, which would count as a sharer); a shared array
-        # takes _assign_delta's copy-on-write. No observer to notify (tls.obs is None, above).
-        late = None
-        with defer_interrupts():
-            for v, d in zip(variables, deltas):
-                try:
-                    if _getrefcount(v._data) <= _EXCLUSIVE_REFS:
-                        _subtract(v._data, d, v._data)  # (out positional, as _assign_delta does)
-                    else:
-                        v._assign_delta(d, False)
-                except _LATE as e:  # (see _commit)
-                    late = late or e
-            self._iterations._data = _np_array(step, _INT64)  # _count_step
-        if late is not None:
-            raise late
+        self._commit(zip(variables, _rules.plain_sgd(raw, lr, owned), _FALSES), step)
         return step
 
     def _apply_live(self, live: list[tuple[Any, Variable]], owned: list[bool] | None = None) -> int:
