@@ -27,7 +27,7 @@ from ._optim_fused import FusedOptimizer
 from ._optim_schedules import _integer, _rate, _real
 from ._state import defer_interrupts
 from .tape import GputapeWarning, GradientTape
-from .tensor import Tensor, Variable
+from .tensor import Tensor, Variable, _same_kind
 
 
 def _raw(g: Any, var: Variable, owner: str) -> Any:
@@ -412,12 +412,7 @@ class Optimizer:
             g = grads[i]
             grads[i] = None
             refs = _getrefcount(g)  # (the statement _SOLE_REFS is measured with)
-            if (
-                type(g) is np.ndarray
-                and type(v._data) is np.ndarray
-                and g.shape == v._data.shape
-                and g.dtype == v._data.dtype
-            ):
+            if type(g) is _ndarray and _same_kind(g, v._data):
                 if refs <= _SOLE_REFS and not _getweakrefcount(g):  # (a weak reference could read it later)
                     f = g.flags
                     owned.append(f.owndata and f.writeable and f.c_contiguous)
@@ -470,12 +465,7 @@ class Optimizer:
             a = g._data if isinstance(g, Tensor) else g
             # the common case in one test: a host gradient of the variable's shape and dtype. No
             # local name for v._data: a variable whose array is referenced looks shared (and is copied)
-            if not (
-                type(a) is np.ndarray
-                and type(v._data) is np.ndarray
-                and a.shape == v._data.shape
-                and a.dtype == v._data.dtype
-            ):
+            if not (type(a) is _ndarray and _same_kind(a, v._data)):
                 a = _raw(g, v, self.name)
                 host = False
             raw.append((a, v))
@@ -735,9 +725,7 @@ def _plain_pairs(pairs: list[Any]) -> tuple[list[np.ndarray], list[Variable]] | 
         if not isinstance(v, Variable) or not isinstance(g, Tensor):
             return None
         a = g._data
-        if not (
-            type(a) is _ndarray and type(v._data) is _ndarray and a.shape == v._data.shape and a.dtype == v._data.dtype
-        ):
+        if not (type(a) is _ndarray and _same_kind(a, v._data)):
             return None
         raw.append(a)
     if not raw or len({id(v) for _, v in pairs}) < len(raw):
