@@ -841,10 +841,7 @@ def _results(grads: Any, flat_s: list, unconnected: UnconnectedGradients, diff: 
     add = out.append
     for s, g in zip(flat_s, grads):
         if type(g) is _ndarray and not diff and g.flags.c_contiguous and s._data.dtype in DIFF_DTYPES:
-            t = _new(Tensor)  # tensor._wrap(g), written out
-            t._data = g
-            t._id = _next_const_id()
-            add(t)
+            add(_wrap(g))
         else:
             add(_result(g, s, unconnected, diff, None))
     return out
