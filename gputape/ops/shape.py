@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from .. import _errors
+from .. import expr as _expr
 from ..dispatch import apply, primitive
 from ..primitive import Node
 from ..recording import _note_edge, _note_exported_operands, _own, _watch_on_read, _where
@@ -484,7 +485,7 @@ def _raw_scatter(xp: Any, g: Any, key: tuple, shape: tuple, nlead: int, adv: Any
         # g + 0 computes them bit for bit (-0.0 made +0.0 as add.at makes it, so a gt.function
         # replay, which scatters with add.at, stays bitwise equal to the sweep) in about half
         # add.at's time on a loss's 128 rows. (On a GPU add.at is one kernel: the same result.)
-        z[full] = g + _zero(g.dtype)
+        z[full] = g + _ZERO[g.dtype]
     else:
         xp.add.at(z, full, g)  # repeated integer indices accumulate
     return z
@@ -492,17 +493,7 @@ def _raw_scatter(xp: Any, g: Any, key: tuple, shape: tuple, nlead: int, adv: Any
 
 _ARANGE_MAX = 1 << 16  # longer index arrays are not compared with an arange (add.at answers)
 _aranges: dict[int, tuple[np.ndarray, bytes]] = {}  # n -> (read-only arange of n, its bytes), one dtype per n
-_zeros: dict[Any, np.ndarray] = {}
-
-
-def _zero(dtype: Any) -> np.ndarray:
-    """A read-only 0-d zero of ``dtype``: a typed operand, which a ufunc takes without converting a number."""
-    z = _zeros.get(dtype)
-    if z is None:
-        z = np.zeros((), dtype)
-        z.flags.writeable = False
-        z = _zeros.setdefault(dtype, z)
-    return z
+_ZERO = _expr.literal(0.0)  # +0.0 as a 0-d array of float32/float64 (the number itself for other dtypes)
 
 
 def _arange_like(k: np.ndarray) -> np.ndarray | None:
