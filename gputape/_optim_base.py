@@ -27,7 +27,7 @@ from ._optim_fused import FusedOptimizer
 from ._optim_schedules import _integer, _rate, _real
 from ._state import defer_interrupts
 from .tape import GputapeWarning, GradientTape
-from .tensor import Tensor, Variable, _same_kind
+from .tensor import _LATE_REPORTS, Tensor, Variable, _same_kind
 
 
 def _raw(g: Any, var: Variable, owner: str) -> Any:
@@ -545,7 +545,7 @@ class Optimizer:
             for v, delta, add in assigns:
                 try:
                     v._assign_delta(delta, add)
-                except _LATE as e:
+                except _LATE_REPORTS as e:
                     late = late or e
             self._count_step(step)
         if late is not None:
@@ -739,10 +739,6 @@ _native_pairs = getattr(config._native, "plain_pairs", None)
 _native_step = getattr(config._native, "plain_sgd_step", None)
 _PLAIN_SGD = _rules.plain_sgd
 
-
-# What numpy raises for a floating-point error of a ufunc whose result it already wrote (its
-# error state "raise", or a RuntimeWarning that a warning filter turns into an error)
-_LATE = (FloatingPointError, Warning)
 
 _FALSES = itertools.repeat(False)  # (plain SGD's commit: every update is w -= delta)
 

@@ -599,7 +599,7 @@ class Variable(Tensor):
                 out = xp.empty_like(self._data)
                 try:
                     op(self._data, arr, out=out)
-                except (FloatingPointError, Warning):
+                except _LATE_REPORTS:
                     self._data = out  # numpy reports a floating-point error after it wrote the result
                     raise
                 self._data = out
@@ -651,6 +651,11 @@ def _numpy_text(data: Any, how: Any) -> str:
         return str(a[()])  # numpy's shortest round-trip text: 0.1, 1e+20, True
     text = how(a)
     return "\n" + text if "\n" in text else text
+
+
+# What numpy raises for a floating-point error of a ufunc whose result it already wrote (its
+# error state "raise", or a RuntimeWarning that a warning filter turns into an error)
+_LATE_REPORTS = (FloatingPointError, Warning)
 
 
 def _same_kind(a: Any, b: Any) -> bool:
