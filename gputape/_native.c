@@ -1602,7 +1602,8 @@ static PyTypeObject Entry_T = {
  * (``__radd__`` and the like), which calls the entry in its closure as ``f(other, self)``. The call
  * that entry computes in C runs here, the operands swapped; every other call is rop's, first (the
  * entry then sees the call and counts it, as it did). A failed forward is wrapped by rop's code
- * around the entry's (see entry_error), so an error names rop's parameters, as it did. */
+ * around the entry's (see entry_error), so an error is the one rop's call gives: it names the op's own
+ * parameters (rop is a forwarder, see gputape._errors.forwarder). */
 typedef struct {
     PyObject_HEAD vectorcallfunc vectorcall;
     PyObject *rop, *entry;
