@@ -27,9 +27,6 @@ def info() -> dict[str, Any]:
     }
     out.update(backend.versions())
     out["GPUTAPE_DEVICE"] = os.environ.get("GPUTAPE_DEVICE") or None
-    from gputape import config
-
-    out["C accelerator"] = config._native_why  # (gt.config.native_enabled(); GPUTAPE_NATIVE=0 turns it off)
     why = backend.cuda_unavailable_reason(0)
     out["gpu"] = "available" if why is None else f"unavailable: {why}"
     try:
@@ -63,7 +60,6 @@ def _print(d: dict[str, Any]) -> None:
     print(f"gputape {d['gputape']}")
     for key in ("python", "platform", "numpy", "cupy", "cuda_runtime", "cuda_driver", "nvrtc", "GPUTAPE_DEVICE"):
         print(f"  {key:15s} {d.get(key)}")
-    print(f"  {'C accelerator':15s} {d['C accelerator']}")
     print(f"  {'GPU:':15s} {d['gpu']}")
     print(f"  {'default device':15s} {d['default_device']}")
     print(f"  {'kernel sources':15s} {d['kernel_sources']}")

@@ -126,8 +126,6 @@ def gradients(tape: Any, seeds: dict[int, Any], source_ids: list[int], diff: boo
         _remember(_seen, key, None)
         return _swept(tape, seeds, source_ids, diff, F)
     slot, rel = found[1], found[2]
-    if slot is None:  # the C twin's key comes without the slot dict (only this compile reads it)
-        _, slot, rel = _structure_py(tape, seeds, source_ids, xp)
     try:
         fn = _generate(tape, seeds, source_ids, F, slot, rel)
     except Exception:  # a generator bug must not cost the user a gradient: the sweep answers
@@ -169,9 +167,7 @@ def _remember(table: dict, key: tuple, value: Any) -> None:
 def _structure(tape: Any, seeds: dict, source_ids: list, xp: Any) -> tuple | str:
     """(key, position of each id, the ids a cotangent flows to), or why there is none.
 
-    The relevance is the sweep's ``rel``, computed the way the sweep computes it. The C twin
-    (gputape._native.Structure) gives the same key and relevance, and None for the positions: it
-    keeps them in a table of its own, and a compile, which reads them, asks this reference.
+    The relevance is the sweep's ``rel``, computed the way the sweep computes it.
     """
     nodes = tape._nodes
     if len(nodes) > MAX_NODES:
@@ -237,8 +233,6 @@ def _structure(tape: Any, seeds: dict, source_ids: list, xp: Any) -> tuple | str
     return tuple(key), slot, rel
 
 
-_structure_py = _structure
-_structure = config._native.Structure(_structure) if config._native else _structure  # its C twin, where built
 
 
 class _Writer:

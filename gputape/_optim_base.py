@@ -22,7 +22,7 @@ from weakref import getweakrefcount as _getweakrefcount
 import numpy as np
 
 from . import _optim_rules as _rules
-from . import _state, backend, config
+from . import _state, backend
 from ._optim_fused import FusedOptimizer
 from ._optim_schedules import _integer, _rate, _real
 from ._state import defer_interrupts
@@ -341,9 +341,7 @@ class Optimizer:
             # of equal shapes and dtypes, each variable once, outside gt.function's trace and with no
             # observer. Anything else (None, a bad pair, a cast, a repeat) is the general path's to
             # parse: it raises or warns exactly as before.
-            parsed = _native_pairs(pairs) if _native_pairs is not None else NotImplemented
-            if parsed is NotImplemented:  # (no C twin, or a case it leaves to this one: subclasses)
-                parsed = _plain_pairs(pairs)
+            parsed = _plain_pairs(pairs)
             if parsed is not None:
                 return self._step_plain(parsed[0], parsed[1], None)
         if not pairs:
@@ -441,15 +439,6 @@ class Optimizer:
         """
         step = self._step_count() + 1
         lr = self._rate_at(step - 1)
-        if _native_step is not None and _state.tls.obs is None and _rules.plain_sgd is _PLAIN_SGD:
-            # the C twin of the rest (gputape/_native.c, plain_sgd_step: why its commit needs no
-            # defer_interrupts); False: a case it leaves to this code (a Variable subclass). It is
-            # _rules.plain_sgd's twin too: where that is replaced (a test's seam), this code runs.
-            count = _np_array(step, _INT64)
-            if _native_step(
-                raw, variables, owned, lr, _rules._rate, np.multiply, _subtract, np.empty_like, self._iterations, count
-            ):
-                return step
         self._commit(zip(variables, _rules.plain_sgd(raw, lr, owned), _FALSES), step)
         return step
 
@@ -707,7 +696,6 @@ class Optimizer:
 
 
 _NOSLOTS: dict[str, Any] = {}
-_subtract, _np_array, _INT64 = np.subtract, np.array, np.int64
 _ndarray = np.ndarray
 
 
@@ -715,7 +703,7 @@ def _plain_pairs(pairs: list[Any]) -> tuple[list[np.ndarray], list[Variable]] | 
     """(gradient arrays, variables) when every pair is (Tensor of a host array, Variable of its shape and dtype).
 
     None when any is not, or a variable repeats, or there are none: the general parse then
-    raises, warns or skips as it always has. (Its C twin: gputape._native.plain_pairs.)
+    raises, warns or skips as it always has.
     """
     raw = []
     for pair in pairs:
@@ -731,13 +719,6 @@ def _plain_pairs(pairs: list[Any]) -> tuple[list[np.ndarray], list[Variable]] | 
     if not raw or len({id(v) for _, v in pairs}) < len(raw):
         return None
     return raw, [v for _, v in pairs]
-
-
-# the C twins of _plain_pairs and of Optimizer._step_plain's rest, where gputape._native is built
-# (and current: an older build without them leaves the Python forms in use)
-_native_pairs = getattr(config._native, "plain_pairs", None)
-_native_step = getattr(config._native, "plain_sgd_step", None)
-_PLAIN_SGD = _rules.plain_sgd
 
 
 _FALSES = itertools.repeat(False)  # (plain SGD's commit: every update is w -= delta)

@@ -351,18 +351,6 @@ class Scope:
     previous snapshot is put back with no call at all, else the entry is removed by
     identity, retried if an interrupt cut the first try short. Subclasses set ``observes``.
 
-    ``GradientTape`` (exactly that class, where the C accelerator is in use) does the same steps in C
-    (gputape._native ``scope()``) and installs no :class:`_Guard`: CPython 3.11 runs a signal handler
-    only at an eval-breaker check of the bytecode loop (a frame's first instruction, the end of a
-    ``CALL``, a backward jump). ``BEFORE_WITH`` calls ``__enter__`` and the normal exit's ``CALL`` calls
-    ``__exit__`` with no check before the call, and a C method has no frame, so the handler runs only
-    after the call returned: after enter's commit (inside the ``with`` block's exception table, whose
-    handler calls ``__exit__``) or after exit's. The Python code enter may still run (``_fresh``, a new
-    snapshot of a nested stack) comes before its commit; exit runs none before its commit in the usual
-    case, and in the other (removal by identity, which builds a snapshot) retries a removal an
-    interrupt cut short, as :func:`pop` does. (A finalizer that a garbage collection runs during an
-    allocation cannot raise into the caller: CPython reports its exception as unraisable.)
-
     >>> from gputape import _state
     >>> class Loud(_state.Scope):
     ...     observes = "locations"

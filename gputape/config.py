@@ -22,7 +22,6 @@ True
 
 from __future__ import annotations
 
-import importlib
 import os
 from typing import Any, NamedTuple
 
@@ -37,7 +36,6 @@ __all__ = [
     "get_vector_kernels",
     "list_logical_devices",
     "list_physical_devices",
-    "native_enabled",
     "set_backward_compilation",
     "set_backward_graphs",
     "set_soft_device_placement",
@@ -57,48 +55,11 @@ def _env_switch(name: str, default: bool) -> bool:
     return default
 
 
-# The optional C accelerator (gputape/_native.c, built by ``pip install -e .`` where a compiler is
-# found): the generated one- and two-operand entry points, their recorders and the compiled
-# backward's structural key, each the exact twin of its Python form (which stays the fallback).
-# ``GPUTAPE_NATIVE=0`` leaves it unused; read once, at import.
-_NATIVE_API = 4  # the C source's API_VERSION this tree's Python expects (a stale build is not used)
-_native_switch = _env_switch("GPUTAPE_NATIVE", True)
-_native: Any = None
-_native_why = "turned off by GPUTAPE_NATIVE=0"
-if _native_switch:
-    try:
-        _native = importlib.import_module("gputape._native")
-    except ImportError as exc:
-        _native_why = f"gputape._native is not built ({exc}): python setup.py build_ext --inplace builds it"
-    else:
-        _api = getattr(_native, "API", None)
-        if _api != _NATIVE_API:
-            _native_why = f"gputape._native is stale (API {_api}, expected {_NATIVE_API}): rebuild it"
-            _native = None
-        else:
-            _native_why = f"in use ({_native.__file__})"
-
-
 def _enabled(value: Any, setter: str) -> bool:
     """A setter's ``enabled`` argument as a bool (a bool or an int; anything else is refused by name)."""
     if not isinstance(value, (bool, int)):
         raise TypeError(f"gt.config.{setter}: enabled must be a bool, got {value!r}")
     return bool(value)
-
-
-def native_enabled() -> bool:
-    """Whether the optional C accelerator ``gputape._native`` is in use (built, current and not turned off).
-
-    It records the generated elementwise ops on the tapes and computes the compiled backward's
-    structural key, with exactly the results of the Python code it replaces (which runs where it
-    is absent). ``GPUTAPE_NATIVE=0`` in the environment, read at import, turns it off;
-    ``gputape.config._native_why`` says why it is or is not in use.
-
-    >>> import gputape as gt
-    >>> isinstance(gt.config.native_enabled(), bool)
-    True
-    """
-    return _native is not None
 
 
 def set_soft_device_placement(enabled: bool) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _errors, _state, backend, config
+from . import _errors, _state, backend
 from . import expr as _expr
 from . import tensor as _tensor_mod
 from ._generate import generate
@@ -316,14 +316,6 @@ def _entry(prim: Primitive, name: str, template: str, doc: str, **env: Any) -> C
     while f is not None and f.f_code.co_name != "<module>":
         f = f.f_back
     fn.__module__ = f.f_globals.get("__name__", __name__) if f is not None else __name__
-    if config._native is not None:
-        # its C twin (gputape/_native.c's Entry) computes the common case and hands every other
-        # call to fn; an error from its forward is wrapped by fn's own code (in its frame, whose
-        # parameter names gputape._errors reads), the forward replaced by one re-raising it
-        c = config._native.Entry(fn)
-        for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
-            setattr(c, attr, getattr(fn, attr))
-        fn = c
     if prim.public is None:
         prim.public = fn  # F.<name> on tensors (gputape.ops' VJP namespace)
     return fn

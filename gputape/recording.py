@@ -19,30 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from . import _state, config
+from . import _state
 from ._generate import generate
 from ._state import tls as _tls
-from .expr import NUMBERS, _Literal, number_miss, typed_number
+from .expr import typed_number
 from .primitive import _NOPARAMS, _NOSAVED, Node, Primitive, _complex_node
 from .tensor import FLOAT_DTYPES, Tensor, Variable, _new
 
 _ndarray = np.ndarray
-
-_native = config._native  # the C recorders (gputape/_native.c) where built and not turned off
-if _native is not None:
-    _native.setup(
-        Tensor,
-        Node,
-        _state.Observers,
-        Primitive,
-        _NOPARAMS,
-        _NOSAVED,
-        tuple(FLOAT_DTYPES),
-        _ndarray,
-        _Literal,
-        Variable,
-    )
-
 
 def _where() -> str | None:
     """The user's ``file:line`` that called into gputape (the first frame outside it)."""
@@ -446,7 +430,7 @@ def _generate(
 def recorder1(prim: Primitive) -> Callable[[Any, Tensor, Tensor], None]:
     """``record(obs, x, res)`` for a generated one-operand entry point of ``prim``."""
     py = _generate(prim, _RECORD1, "(x,)", "shape", "hooks(obs, prim, (x,), res)", _hooks, _saved_text(prim, ("xd",)))
-    return _native_recorder(prim, 1, py)
+    return py
 
 
 # A Python-number operand saved beside a float32/float64 host result, as the typed 0-d array its
@@ -479,23 +463,7 @@ def recorder2(prim: Primitive, typed: bool = False) -> Callable[[Any, Any, Any, 
     py = _generate(
         prim, _RECORD2, "(x, y)", "d.shape", "hooks(obs, prim, (x, y), res)", _hooks, saved, extra, **numbers
     )
-    return _native_recorder(prim, 2, py, typed)
-
-
-def _native_recorder(prim: Primitive, nargs: int, py: Callable[..., None], typed: bool = False) -> Callable[..., None]:
-    """The C twin of the generated recorder ``py`` (which it calls in every unusual case), or ``py``.
-
-    It bakes in what the template does: the operand positions saved (as :func:`_saved_text`
-    lists them), whether the output is saved after them, and (``typed``) the number table the
-    typed residuals come from.
-    """
-    if _native is None:
-        return py
-    s = prim.save
-    pos = range(nargs) if s is True else range(nargs)[s] if type(s) is slice else s
-    if not typed:
-        return _native.Recorder(prim, nargs, tuple(pos), bool(prim.save_out), py)
-    return _native.Recorder(prim, nargs, tuple(pos), bool(prim.save_out), py, NUMBERS, number_miss, (_F32, _F64))
+    return py
 
 
 def _note_exported_operands(tape: Any, args: tuple, res: Any) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _errors, _state, backend, config
+from . import _errors, _state, backend
 from . import tensor as _tensor_mod
 from ._backward_compile import gradients as _compiled_gradients
 from ._nest import flatten as _flatten
@@ -36,7 +36,7 @@ from .ops import DIFF_NAMESPACE as _DIFF_F
 from .ops import raw_namespace as _raw_namespace
 from .primitive import DIFF_DTYPES, Node
 from .recording import _nbytes_saved, _where, traced
-from .tensor import Tensor, Variable, _new, _next_const_id, _to_array, _wrap
+from .tensor import Tensor, Variable, _new, _to_array, _wrap
 
 _log = logging.getLogger("gputape")
 _ndarray = np.ndarray
@@ -876,9 +876,6 @@ def _result(g: Any, s: Tensor, unconnected: UnconnectedGradients, diff: bool, ts
     return _wrap(g)
 
 
-_results_py = _results
-if getattr(config._native, "Results", None) is not None:  # its C twin, where built
-    _results = config._native.Results(_results_py, _result, _next_const_id)
 
 
 def _astype(a: Any, dtype: Any) -> Any:
@@ -896,18 +893,6 @@ def _reshape(a: Any, shape: tuple) -> Any:
 def _batch_jacobian_layout(g: Any, shape: tuple) -> Any:
     F = np if type(g) is _ndarray else backend.xp_of(g)
     return F.reshape(F.moveaxis(g, 0, 1), shape)
-
-
-# The C recorders watch a trainable Variable read under a tape of exactly this class themselves
-# (recording._watch_on_read's steps, GradientTape._watch_variable's; a subclass takes the Python path).
-if getattr(config._native, "watching", None) is not None:
-    config._native.watching(GradientTape)
-
-# ``with tape:`` for a tape of exactly this class: the same push and pop in C (gputape._native scope()), where
-# no bytecode runs between the with statement's call and the commit, so no SIGINT guard is installed; a
-# subclass, and GPUTAPE_NATIVE=0, take the Python methods above (the reference), which install it.
-if getattr(config._native, "scope", None) is not None:
-    GradientTape.__enter__, GradientTape.__exit__ = config._native.scope(GradientTape, _state, _live_tapes)
 
 
 class _StopRecording(_state.Scope):

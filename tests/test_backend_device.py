@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import subprocess
 import sys
 import tracemalloc
@@ -377,20 +376,7 @@ def test_python_m_gputape_info_runs():
     assert "gputape" in out and "default device" in out and "numpy" in out
     if not backend.gpu_available():
         assert "cpu" in out and "unavailable" in out
-    from gputape import config
-
-    # whether the C accelerator is in use, and why (the same process state: same checkout, same env)
-    assert f"C accelerator   {config._native_why}" in out
-    off = subprocess.run(
-        [sys.executable, "-m", "gputape", "info"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-        env={**os.environ, "GPUTAPE_NATIVE": "0"},
-    ).stdout
-    assert "C accelerator   turned off by GPUTAPE_NATIVE=0" in off
+    assert "accelerator" not in out  # (pure Python: no C extension to report)
 
 
 def test_training_steps_reuse_memory():

@@ -1,4 +1,4 @@
-"""Regressions found reviewing the recording/typed-number/native changes (issue 15): each test
+"""Regressions found reviewing the recording/typed-number changes (issue 15): each test
 failed before its fix, or is marked xfail(strict=True) where the fix belongs to another file."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def test_a_bad_single_source_is_a_clear_error_and_leaves_the_tape_usable(bad, pe
     np.testing.assert_array_equal(t.gradient(loss, x).numpy(), np.array([2.0, 4.0], np.float32))
 
 
-# -- the C recorders' unusual cases (they pass: guards for the ongoing work on gputape/_native.c) --
+# -- the recorders' unusual cases --
 
 
 def test_twenty_nested_tapes_past_the_c_recorders_limit_each_get_every_node():

@@ -82,9 +82,9 @@ def relu(x: Any) -> Any:
     return apply(_relu, (_real(x, "relu"),), _E)
 
 
-# relu's generated entry point (gputape.dispatch.unary_op: apply() written out for one tensor, in
-# C where gputape._native is built), behind the complex test above: ~0.6 us a call less than apply()
-# on the MLP's activations. What F.relu is in a VJP stays the checked function.
+# relu's generated entry point (gputape.dispatch.unary_op: apply() written out for one tensor),
+# behind the complex test above: cheaper than apply() on the MLP's activations.
+# What F.relu is in a VJP stays the checked function.
 _relu_entry = unary_op(_relu, "relu", relu.__doc__ or "")
 _relu.public = relu
 

@@ -264,14 +264,6 @@ def _r(f: Any, name: str) -> Any:
 
     rop.__name__ = name
     rop.__qualname__ = f"Tensor.{name}"
-    native = config._native
-    if native is not None and type(f) is native.Entry:
-        # its C twin (gputape/_native.c's Swapped) runs the entry's C path with the operands swapped
-        # and hands every other call to rop
-        c = native.Swapped(rop)
-        for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
-            setattr(c, attr, getattr(rop, attr))
-        return c
     return rop
 
 

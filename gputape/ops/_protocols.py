@@ -200,7 +200,7 @@ def _routes() -> dict[Any, _Route]:
             for name in _public(gt_ns):
                 f = getattr(np_ns, name, None)
                 g = getattr(gt_ns, _REDIRECT.get(name, name), None)
-                # (a C entry point, gputape._native's, wraps its generated function)
+                # (a decorated entry point, e.g. _errors.forwarder's, wraps its function)
                 gf = inspect.unwrap(g) if g is not None else g
                 if name in _NOT_NUMPYS or not callable(f) or isinstance(f, np.ufunc) or not inspect.isfunction(gf):
                     continue

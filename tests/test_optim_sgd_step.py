@@ -1,9 +1,8 @@
-"""Plain SGD's eager step in C (gputape._native: plain_pairs, plain_sgd_step) against its Python form.
+"""Plain SGD's eager step: the fast parse (``_plain_pairs``) and step (``_step_plain``) against the general path.
 
-Every test runs twice: with the C twins in use, and with them turned off (the Python
-reference). Expected weights come from numpy's ``w -= lr * g``; C and Python must give the
-same bits, errors, warnings and state, on the common case and on each case the C code
-leaves to Python or to the general path.
+Expected weights come from numpy's ``w -= lr * g``; the fast path and the general one must give the
+same bits, errors, warnings and state, on the common case and on each case the fast parse leaves to
+the general one.
 """
 
 from __future__ import annotations
@@ -18,20 +17,13 @@ from test_optim_safety import interrupt_trials
 
 import gputape as gt
 import gputape._optim_base as optim_base
-from gputape import config
-
-NATIVE = pytest.mark.skipif(optim_base._native_step is None, reason=f"gputape._native: {config._native_why}")
 
 
-@pytest.fixture(params=["c", "python"])
+@pytest.fixture(params=["fast", "general"])
 def mode(request, monkeypatch):
-    """'c': the C twins (skipped where unbuilt); 'python': the reference, C turned off."""
-    if request.param == "c":
-        if optim_base._native_step is None or optim_base._native_pairs is None:
-            pytest.skip(f"gputape._native: {config._native_why}")
-    else:
-        monkeypatch.setattr(optim_base, "_native_step", None)
-        monkeypatch.setattr(optim_base, "_native_pairs", None)
+    """'fast': plain SGD's one-loop parse and step; 'general': the parse of every other optimizer."""
+    if request.param == "general":
+        monkeypatch.setattr(optim_base, "_plain_pairs", lambda pairs: None)
     return request.param
 
 
@@ -66,18 +58,6 @@ def test_the_step_is_numpy_s_w_minus_lr_g_bitwise(mode):
     assert int(opt.iterations) == 4
 
 
-@NATIVE
-def test_c_takes_the_step_python_s_path_is_not_run(monkeypatch):
-    params = _params()
-    taken = []
-    monkeypatch.setattr(optim_base._rules, "plain_sgd", lambda *a: taken.append(a) or [])
-    monkeypatch.setattr(optim_base, "_PLAIN_SGD", optim_base._rules.plain_sgd)  # (C stands in for it)
-    monkeypatch.setattr(optim_base.Optimizer, "_commit", lambda *a: taken.append(a))
-    before = [p.numpy() for p in params]
-    gt.optim.SGD(0.5).apply_gradients(zip(_grads(params), params))
-    assert taken == [] and all(p.numpy().tobytes() != b.tobytes() for p, b in zip(params[:2], before))
-
-
 def _outcome(call, *args):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -104,13 +84,12 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_each_other_case_gets_the_same_result_errors_and_warnings_in_c_and_python(case, monkeypatch):
+def test_each_other_case_gets_the_same_result_errors_and_warnings_on_both_paths(case, monkeypatch):
     outcomes = []
-    for use_c in (True, False):
+    for fast in (True, False):
         with monkeypatch.context() as m:
-            if not use_c:
-                m.setattr(optim_base, "_native_step", None)
-                m.setattr(optim_base, "_native_pairs", None)
+            if not fast:
+                m.setattr(optim_base, "_plain_pairs", lambda pairs: None)
             params = _params()
             opt = gt.optim.SGD(0.25)
             pairs = CASES[case](_grads(params), params)
@@ -213,12 +192,12 @@ def test_the_donated_step_gives_the_same_bits(mode):
 @pytest.mark.parametrize("shared", [False, True], ids=["in-place", "copy-on-write"])
 def test_a_floating_point_error_in_the_commit_is_raised_after_the_whole_step(monkeypatch, report, shared):
     # numpy reports an overflow of the commit's subtract after it wrote the result: the step is
-    # committed whole (every variable, the count), then the report raised; C and Python alike
+    # committed whole (every variable, the count), then the report raised; on both paths
     outcomes = []
-    for use_c in (True, False):
+    for fast in (True, False):
         with monkeypatch.context() as m:
-            if not use_c:
-                m.setattr(optim_base, "_native_step", None)
+            if not fast:
+                m.setattr(optim_base, "_plain_pairs", lambda pairs: None)
             big = np.float32(3e38)
             params = [gt.Variable(np.full(3, -big)), gt.Variable(np.full(2, 1.0, np.float32))]
             held = [p.value() for p in params] if shared else []  # (a holder: copy-on-write)
@@ -272,8 +251,8 @@ def test_a_ctrl_c_inside_numpy_s_error_handling_of_the_commit_is_held_until_the_
             opt.apply_gradients(zip(grads, params))
     finally:
         np.seterrcall(old)
-    # C: the KeyboardInterrupt raised in on_error is held; Python: defer_interrupts' handler holds it
-    assert calls == (["overflow"] if mode == "c" else ["overflow", "after"])
+    # defer_interrupts' handler holds the KeyboardInterrupt until the step is committed
+    assert calls == ["overflow", "after"]
     assert np.isinf(params[0].numpy()).all() and params[1].numpy().tolist() == [0.0, 0.0]  # the whole step
     assert int(opt.iterations) == 1
 
