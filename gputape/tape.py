@@ -163,8 +163,6 @@ def _flag(value: Any, name: str) -> bool:
     >>> _flag(np.True_, "persistent"), _flag(None, "persistent")
     (True, False)
     """
-    if value is False or value is True:  # (the defaults: once per tape, three times)
-        return value
     if value is None or isinstance(value, (bool, int, np.bool_, np.integer)):
         return bool(value)
     raise TypeError(
@@ -216,9 +214,11 @@ class GradientTape(_state.Scope):
         watch_accessed_variables: bool = True,
         compile: bool = True,  # noqa: A002 (the option's name: GradientTape(compile=False))
     ) -> None:
-        self._compile = _flag(compile, "compile")
-        self._persistent = _flag(persistent, "persistent")
-        self._auto = _flag(watch_accessed_variables, "watch_accessed_variables")
+        # (the defaults, True/False, are taken as they are: a tape per step)
+        self._compile = compile if compile is True or compile is False else _flag(compile, "compile")
+        self._persistent = persistent if persistent is False or persistent is True else _flag(persistent, "persistent")
+        auto = watch_accessed_variables
+        self._auto = auto if auto is True or auto is False else _flag(auto, "watch_accessed_variables")
         self._tensors: set[int] | None = None  # ids this tape tracks (watched or recorded); None: not entered
         self._used = False  # a non-persistent tape that already computed its gradients
 
