@@ -174,6 +174,11 @@ def _watch_on_read(tape: Any, t: Tensor) -> bool:
     return type(t) is Variable and tape._auto and t._trainable and tape._watch_variable(t)
 
 
+# _watch_on_read as the generated recorders write it for operand {v}: its test inline, a call
+# only for a Variable's first read under the tape
+_WATCHED = "(type({v}) is Variable and tape._auto and {v}._trainable and tape._watch_variable({v}))"
+
+
 def _hooks(obs: _state.Observers, prim: Primitive, args: tuple, res: Tensor) -> None:
     """The observers besides the tapes, for the generated recorders (only while one is on)."""
     if obs.trace is not None:
@@ -222,7 +227,7 @@ def record(obs, x, res):
     xid = x._id
     for tape in tapes:
         tt = tape._tensors
-        if xid not in tt and not watch_on_read(tape, x):
+        if xid not in tt and not {watched_x}:
             tape._edges[res._id] = (NAME, (xid,))
             continue
         if node is None:
@@ -244,8 +249,8 @@ def record(obs, x, y, res):
     for tape in tapes:
         tt = tape._tensors
         # no short-circuit between x and y: a trainable Variable on either side is watched
-        hx = xt and (x._id in tt or watch_on_read(tape, x))
-        hy = yt and (y._id in tt or watch_on_read(tape, y))
+        hx = xt and (x._id in tt or {watched_x})
+        hy = yt and (y._id in tt or {watched_y})
         if not (hx or hy):
             note_edge(tape, NAME, (x, y), res)
             continue
@@ -285,7 +290,7 @@ def record(obs, args, params, res, datas):
         tt = tape._tensors
         hit = False
         for a in args:  # no short-circuit: every trainable Variable read here is watched
-            if isinstance(a, Tensor) and (a._id in tt or watch_on_read(tape, a)):
+            if isinstance(a, Tensor) and (a._id in tt or {watched_a}):
                 hit = True
         if tape._exports:
             note_exported_operands(tape, args, res)
@@ -407,6 +412,7 @@ def _generate(
         "NAME": prim.name,
         "Node": Node,
         "Tensor": Tensor,
+        "Variable": Variable,
         "FLOAT_DTYPES": FLOAT_DTYPES,
         "NOPARAMS": _NOPARAMS,
         "NOSAVED": _NOSAVED,
@@ -417,14 +423,14 @@ def _generate(
         "note_untracked": _note_untracked,
         "note_edge": _note_edge,
         "note_exported_operands": _note_exported_operands,
-        "watch_on_read": _watch_on_read,
         "where": _where,
         "complex_node": _complex_node,
         **(extra or {}),
     }
     head = _HEAD.format(hooks=hooks, args=args)
     tail = _TAIL.format(saved=saved, shape=shape)
-    return generate("record", template.format(head=head, tail=tail, **parts), ns)
+    watched = {f"watched_{v}": _WATCHED.format(v=v) for v in "xya"}
+    return generate("record", template.format(head=head, tail=tail, **watched, **parts), ns)
 
 
 def recorder1(prim: Primitive) -> Callable[[Any, Tensor, Tensor], None]:

@@ -282,7 +282,9 @@ class GradientTape(_state.Scope):
     def _watch_variable(self, var: Variable) -> bool:
         if var._data.dtype not in DIFF_DTYPES:
             return False
-        tt = self._store()
+        tt = self._tensors
+        if tt is None:
+            tt = self._store()
         if var._id not in tt:
             tt.add(var._id)
             self._leaves.add(var._id)
