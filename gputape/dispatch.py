@@ -197,16 +197,17 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
 # Anything off the fast shape (a list, an array, two numbers, a host and a GPU tensor) takes
 # apply(), so the semantics are apply()'s.
 
-# the end of both entry points: the result wrapped as a Tensor, recorded when observed
+# the end of both entry points: the result wrapped as a Tensor, then, when observed, the
+# recording (gputape.recording.recorder1/recorder2) written out: forward and record in one frame
 _RESULT = """\
     if type(out) is not ndarray:
         out = fix_output(out)
     res = new(Tensor)
     res._data = out
     res._id = next_id()
-    if obs is not None:
-        record(obs, {operands}, res)
-    return res
+    if obs is None:
+        return res
+{record}    return res
 """
 
 _UNARY = """
@@ -278,7 +279,8 @@ def _entry(prim: Primitive, name: str, template: str, doc: str, **env: Any) -> C
     else:
         forward = f"out = fwd(np if type(d) is ndarray else backend.xp_of(d), {operands})"
     same = env.pop("same_src", "")
-    result = _RESULT.format(operands="x" if template is _UNARY else "x, y")
+    record, record_ns = env.pop("recorder")
+    result = _RESULT.format(record=record)
     typed = {"typed_a": "", "typed_b": ""}
     if cpu and template is _BINARY and _expr.TYPED_LITERALS:
         # A Python number beside a host array: its same-dtype 0-d array (gputape.expr.literal), which
@@ -288,6 +290,7 @@ def _entry(prim: Primitive, name: str, template: str, doc: str, **env: Any) -> C
             typed[side] = _TYPED.format(v=v, n="x" if v == "a" else "y", i=" " * (8 if v == "a" else 12))
     src = template.format(name=name, forward=forward, same=same, result=result, **typed)
     ns = {
+        **record_ns,
         "__name__": __name__,
         "Tensor": Tensor,
         "ndarray": _ndarray,
@@ -329,7 +332,7 @@ def unary_op(prim: Primitive, name: str, doc: str) -> Callable[[Any], Tensor]:
     >>> gt.tanh.__code__.co_filename.endswith("<generated tanh>")
     True
     """
-    return _entry(prim, name, _UNARY, doc, record=recorder1(prim))
+    return _entry(prim, name, _UNARY, doc, recorder=recorder1(prim))
 
 
 def binary_op(prim: Primitive, name: str, doc: str, same: Primitive | None = None) -> Callable[[Any, Any], Tensor]:
@@ -340,7 +343,7 @@ def binary_op(prim: Primitive, name: str, doc: str, same: Primitive | None = Non
     one-argument primitive instead (x * x as square: one VJP term instead of two summed).
     """
     typed = prim.name in _TYPED_RESIDUALS and prim.cpu is not None and _expr.TYPED_LITERALS
-    env: dict[str, Any] = {"record": recorder2(prim, typed)}
+    env: dict[str, Any] = {"recorder": recorder2(prim, typed)}
     if same is not None:
         if same.public is None:  # (declared after this op: its entry point is made here)
             unary_op(same, same.name, "")

@@ -199,13 +199,13 @@ _HEAD = """\
         {hooks}
     tapes = obs.tapes
     if not tapes:
-        return
+        return{ret}
     d = res._data
     dt = d.dtype
     cplx = dt not in FLOAT_DTYPES  # (one set lookup; complex is the rare case)
     if cplx and dt.kind != "c":
         note_untracked(tapes, NAME, {args}, res)  # integer and bool results carry no gradient
-        return
+        return{ret}
 """
 
 # the end of every recorder: the node's residuals, output and location, then on the tape
@@ -399,13 +399,15 @@ def _generate(
     hooks_fn: Any,
     saved: str,
     extra: dict[str, Any] | None = None,
+    inline: bool = False,
     **parts: str,
-) -> Callable[..., None]:
+) -> Any:
     """One recorder of ``prim`` from ``template`` with its head and tail filled in.
 
     ``args``: the source of the operand tuple; ``shape``: of the output's shape; ``hooks``: the
     call of ``hooks_fn`` for the other observers; ``saved``: of the residual list; ``extra``:
-    more names for its namespace.
+    more names for its namespace. With ``inline``, the recorder's body and namespace, for an
+    entry point that records where it computed ``res`` (its early exits return ``res``).
     """
     ns = {
         "prim": prim,
@@ -427,16 +429,20 @@ def _generate(
         "complex_node": _complex_node,
         **(extra or {}),
     }
-    head = _HEAD.format(hooks=hooks, args=args)
+    head = _HEAD.format(hooks=hooks, args=args, ret=" res" if inline else "")
     tail = _TAIL.format(saved=saved, shape=shape)
     watched = {f"watched_{v}": _WATCHED.format(v=v) for v in "xya"}
-    return generate("record", template.format(head=head, tail=tail, **watched, **parts), ns)
+    src = template.format(head=head, tail=tail, **watched, **parts)
+    if inline:
+        return src.split("\n", 2)[2], ns  # (after the blank line and the def line)
+    return generate("record", src, ns)
 
 
-def recorder1(prim: Primitive) -> Callable[[Any, Tensor, Tensor], None]:
-    """``record(obs, x, res)`` for a generated one-operand entry point of ``prim``."""
-    py = _generate(prim, _RECORD1, "(x,)", "shape", "hooks(obs, prim, (x,), res)", _hooks, _saved_text(prim, ("xd",)))
-    return py
+def recorder1(prim: Primitive) -> tuple[str, dict[str, Any]]:
+    """The recording of a generated one-operand entry point of ``prim``: the body of ``record(obs,
+    x, res)`` and its namespace, which the entry point writes out after its forward."""
+    hooks = "hooks(obs, prim, (x,), res)"
+    return _generate(prim, _RECORD1, "(x,)", "shape", hooks, _hooks, _saved_text(prim, ("xd",)), inline=True)
 
 
 # A Python-number operand saved beside a float32/float64 host result, as the typed 0-d array its
@@ -453,8 +459,9 @@ def _typed_save(v: Any, arr: Any, dt: Any) -> Any:
     return typed_number(v, arr) if dt is _F32 or dt is _F64 else v
 
 
-def recorder2(prim: Primitive, typed: bool = False) -> Callable[[Any, Any, Any, Tensor], None]:
-    """``record(obs, x, y, res)`` for a generated two-operand entry point of ``prim``.
+def recorder2(prim: Primitive, typed: bool = False) -> tuple[str, dict[str, Any]]:
+    """The recording of a generated two-operand entry point of ``prim`` (:func:`recorder1`'s form:
+    the body of ``record(obs, x, y, res)`` and its namespace).
 
     With ``typed``, a saved Python-number operand beside a float32/float64 host result is saved as
     the typed 0-d array the ufunc got (:func:`gputape.expr.typed_number`); only for a VJP that
@@ -466,10 +473,8 @@ def recorder2(prim: Primitive, typed: bool = False) -> Callable[[Any, Any, Any, 
     if typed:
         numbers = {"number_x": _TYPED_SAVE.format(v="x", arr="yd"), "number_y": _TYPED_SAVE.format(v="y", arr="xd")}
     extra = {"typed": _typed_save} if typed else {}
-    py = _generate(
-        prim, _RECORD2, "(x, y)", "d.shape", "hooks(obs, prim, (x, y), res)", _hooks, saved, extra, **numbers
-    )
-    return py
+    hooks = "hooks(obs, prim, (x, y), res)"
+    return _generate(prim, _RECORD2, "(x, y)", "d.shape", hooks, _hooks, saved, extra, inline=True, **numbers)
 
 
 def _note_exported_operands(tape: Any, args: tuple, res: Any) -> None:
