@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 import functools
 import logging
+import operator
 import warnings
 import weakref
 from collections.abc import Callable
@@ -36,10 +37,12 @@ from .ops import DIFF_NAMESPACE as _DIFF_F
 from .ops import raw_namespace as _raw_namespace
 from .primitive import DIFF_DTYPES, Node
 from .recording import _nbytes_saved, _where, traced
-from .tensor import Tensor, Variable, _new, _to_array, _wrap
+from .tensor import Tensor, Variable, _new, _next_const_id, _to_array, _wrap
 
 _log = logging.getLogger("gputape")
 _ndarray = np.ndarray
+_NP_F = _raw_namespace(np)  # the sweep's namespace on host arrays
+_id_of = operator.attrgetter("_id")
 
 
 _weakref = weakref.ref
@@ -153,7 +156,7 @@ def _namespace(diff: bool, seeds: dict[int, Any]) -> Any:
     if diff:
         return _DIFF_F
     first = next(iter(seeds.values()))
-    return _raw_namespace(np if type(first) is _ndarray else backend.xp_of(first))
+    return _NP_F if type(first) is _ndarray else _raw_namespace(backend.xp_of(first))
 
 
 def _flag(value: Any, name: str) -> bool:
@@ -502,7 +505,7 @@ class GradientTape(_state.Scope):
                 for p, n in enumerate(nodes):
                     if type(n) is Node:
                         nodes[p] = n.swept()
-            self._drop()
+            self._nodes = []  # (as _drop)
             self._tensors = None  # watched_variables() still answers, as in TensorFlow
             self._retired = retired
             self._used = True
@@ -535,10 +538,15 @@ class GradientTape(_state.Scope):
                 "GradientTape.gradient: target is None; pass the tensor (or nested structure of "
                 "tensors) to differentiate"
             )
-        unconnected = _parse_unconnected(unconnected_gradients)
-        self._begin_backprop("gradient")
+        unconnected = unconnected_gradients
+        if type(unconnected) is not UnconnectedGradients:
+            unconnected = _parse_unconnected(unconnected)
+        obs = _tls.obs
+        if self._tensors is None or (obs is not None and not self._persistent and self in obs.stack):
+            self._begin_backprop("gradient")  # (refuses a spent tape; a non-persistent one stops recording)
+            obs = _tls.obs
         # Argument errors leave the tape usable (as in TensorFlow): only a sweep consumes it.
-        flat_t, _ = _leaves(target)
+        flat_t = [target] if isinstance(target, Tensor) else _leaves(target)[0]
         flat_s, s_spec = _leaves(sources)
         # (_leaves checked a tensor and a flat list or tuple of them; None is also the spec of any other leaf)
         if not (s_spec is list or s_spec is tuple or (s_spec is None and isinstance(sources, Tensor))):
@@ -552,7 +560,7 @@ class GradientTape(_state.Scope):
                     f"GradientTape.gradient: got {len(flat_og)} output_gradients for {len(flat_t)} "
                     "targets; pass one per target (None for the default of ones)"
                 )
-        diff = _any_tape()
+        diff = obs is not None and bool(obs.tapes)  # (a tape records the gradient computation too)
         seeds = _seeds(flat_t, flat_og, diff, lead=None)
         try:
             token = _hush()  # (with _quiet(), its two calls written out: once per step)
@@ -560,17 +568,34 @@ class GradientTape(_state.Scope):
                 # the sweep, or code compiled for a structure seen before (gputape._backward_compile):
                 # a gradient or None per source
                 if seeds:
-                    grads = _compiled_gradients(self, seeds, [s._id for s in flat_s], diff, _namespace(diff, seeds))
+                    if diff:
+                        F = _DIFF_F
+                    else:
+                        first = next(iter(seeds.values()))
+                        F = _NP_F if type(first) is _ndarray else _raw_namespace(backend.xp_of(first))
+                    grads = _compiled_gradients(self, seeds, list(map(_id_of, flat_s)), diff, F)
                 else:
                     grads = [None] * len(flat_s)
             finally:
                 _unhush(token)
-            out = _results(grads, flat_s, unconnected, diff)
+            # gradient()'s _result per source, its common case (a contiguous host gradient of a
+            # floating source, no tape recording the gradient) written out: once per parameter per step
+            out = []
+            for s, g in zip(flat_s, grads):
+                if type(g) is _ndarray and not diff and g.flags.c_contiguous and s._data.dtype in DIFF_DTYPES:
+                    t = _new(Tensor)  # (as _wrap)
+                    t._data = g
+                    t._id = _next_const_id()
+                    out.append(t)
+                else:
+                    out.append(_result(g, s, unconnected, diff, None))
             if unconnected is UnconnectedGradients.RAISE:
                 self._raise_unconnected(flat_t, flat_s, out)
         finally:
             self._finish_backprop()
-        return _rebuild(s_spec, out)
+        if s_spec is list:
+            return out
+        return tuple(out) if s_spec is tuple else _unflatten(s_spec, out)
 
     def _raise_unconnected(self, flat_t: list, flat_s: list, out: list) -> None:
         for s, g in zip(flat_s, out):
@@ -833,20 +858,6 @@ def _seeds(flat_t: list, flat_og: list, diff: bool, lead: Any) -> dict[int, Any]
         prev = seeds.get(t._id)
         seeds[t._id] = g if prev is None else prev + g
     return seeds
-
-
-def _results(grads: Any, flat_s: list, unconnected: UnconnectedGradients, diff: bool) -> list:
-    """``gradient()``'s :func:`_result` per source (``grads``: the raw gradient of each, in order), with its
-    common case (a contiguous host gradient of a floating source, no tape recording the gradient) tested
-    inline: once per parameter per step."""
-    out = []
-    add = out.append
-    for s, g in zip(flat_s, grads):
-        if type(g) is _ndarray and not diff and g.flags.c_contiguous and s._data.dtype in DIFF_DTYPES:
-            add(_wrap(g))
-        else:
-            add(_result(g, s, unconnected, diff, None))
-    return out
 
 
 def _result(g: Any, s: Tensor, unconnected: UnconnectedGradients, diff: bool, tshape: Any, batch: bool = False) -> Any:
