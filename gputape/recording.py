@@ -14,6 +14,7 @@ Tapes are reached through their fields (``_tensors``, ``_nodes``, ``_edges``, ``
 from __future__ import annotations
 
 import sys
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +24,7 @@ from . import _state
 from ._generate import generate
 from ._state import tls as _tls
 from .expr import typed_number
-from .primitive import _NOPARAMS, _NOSAVED, Node, Primitive, _complex_node
+from .primitive import _NOPARAMS, _NOSAVED, DIFF_DTYPES, Node, Primitive, _complex_node
 from .tensor import FLOAT_DTYPES, Tensor, Variable, _new
 
 _ndarray = np.ndarray
@@ -174,9 +175,39 @@ def _watch_on_read(tape: Any, t: Tensor) -> bool:
     return type(t) is Variable and tape._auto and t._trainable and tape._watch_variable(t)
 
 
-# _watch_on_read as the generated recorders write it for operand {v}: its test inline, a call
-# only for a Variable's first read under the tape
-_WATCHED = "(type({v}) is Variable and tape._auto and {v}._trainable and tape._watch_variable({v}))"
+# Watching a Variable: its id tracked, a leaf, and listed in first-watch order. GradientTape's
+# _watch_variable (watch(), reads outside ops) is generated from these statements, and the
+# recorders write them out for an operand {v} read while ``tape`` records (TensorFlow's rule:
+# a trainable Variable is watched on its first read), with ``tt``, the tape's set, in scope.
+_WATCH = """\
+tt.add({v}._id)
+tape._leaves.add({v}._id)
+tape._watched_vars.setdefault({v}._id, {v})
+"""
+_WATCH_ON_READ = """\
+if type({v}) is Variable and {v}._id not in tt and tape._auto and {v}._trainable and {v}._data.dtype in DIFF_DTYPES:
+{watch}"""
+
+watch_variable = generate(
+    "watch_variable",
+    f"""
+def watch_variable(tape, var):
+    if var._data.dtype not in DIFF_DTYPES:
+        return False
+    tt = tape._tensors
+    if tt is None:  # (watch() before the tape was entered)
+        tt = tape._store()
+    if var._id not in tt:
+{textwrap.indent(_WATCH.format(v="var"), " " * 8)}    return True
+""",
+    {"DIFF_DTYPES": DIFF_DTYPES},
+)
+
+
+def _watch_text(v: str, indent: int) -> str:
+    """The recorders' :data:`_WATCH_ON_READ` for operand ``v``, indented ``indent`` spaces."""
+    text = _WATCH_ON_READ.format(v=v, watch=textwrap.indent(_WATCH.format(v=v), "    "))
+    return textwrap.indent(text, " " * indent)
 
 
 def _hooks(obs: _state.Observers, prim: Primitive, args: tuple, res: Tensor) -> None:
@@ -227,7 +258,7 @@ def record(obs, x, res):
     xid = x._id
     for tape in tapes:
         tt = tape._tensors
-        if xid not in tt and not {watched_x}:
+{watch_x}        if xid not in tt:
             tape._edges[res._id] = (NAME, (xid,))
             continue
         if node is None:
@@ -248,9 +279,9 @@ def record(obs, x, y, res):
     node = None
     for tape in tapes:
         tt = tape._tensors
-        # no short-circuit between x and y: a trainable Variable on either side is watched
-        hx = xt and (x._id in tt or {watched_x})
-        hy = yt and (y._id in tt or {watched_y})
+        # (a trainable Variable on either side is watched, whatever the other side)
+{watch_x}{watch_y}        hx = xt and x._id in tt
+        hy = yt and y._id in tt
         if not (hx or hy):
             note_edge(tape, NAME, (x, y), res)
             continue
@@ -290,7 +321,7 @@ def record(obs, args, params, res, datas):
         tt = tape._tensors
         hit = False
         for a in args:  # no short-circuit: every trainable Variable read here is watched
-            if isinstance(a, Tensor) and (a._id in tt or {watched_a}):
+{watch_a}            if isinstance(a, Tensor) and a._id in tt:
                 hit = True
         if tape._exports:
             note_exported_operands(tape, args, res)
@@ -416,6 +447,7 @@ def _generate(
         "Tensor": Tensor,
         "Variable": Variable,
         "FLOAT_DTYPES": FLOAT_DTYPES,
+        "DIFF_DTYPES": DIFF_DTYPES,
         "NOPARAMS": _NOPARAMS,
         "NOSAVED": _NOSAVED,
         "SAVE": prim.save,
@@ -431,7 +463,7 @@ def _generate(
     }
     head = _HEAD.format(hooks=hooks, args=args, ret=" res" if inline else "")
     tail = _TAIL.format(saved=saved, shape=shape)
-    watched = {f"watched_{v}": _WATCHED.format(v=v) for v in "xya"}
+    watched = {"watch_x": _watch_text("x", 8), "watch_y": _watch_text("y", 8), "watch_a": _watch_text("a", 12)}
     src = template.format(head=head, tail=tail, **watched, **parts)
     if inline:
         return src.split("\n", 2)[2], ns  # (after the blank line and the def line)

@@ -37,6 +37,7 @@ from .ops import DIFF_NAMESPACE as _DIFF_F
 from .ops import raw_namespace as _raw_namespace
 from .primitive import DIFF_DTYPES, Node
 from .recording import _nbytes_saved, _where, traced
+from .recording import watch_variable as _watch_variable
 from .tensor import Tensor, Variable, _new, _next_const_id, _to_array, _wrap
 
 _log = logging.getLogger("gputape")
@@ -282,17 +283,9 @@ class GradientTape(_state.Scope):
             self._fresh()
         return self._tensors
 
-    def _watch_variable(self, var: Variable) -> bool:
-        if var._data.dtype not in DIFF_DTYPES:
-            return False
-        tt = self._tensors
-        if tt is None:
-            tt = self._store()
-        if var._id not in tt:
-            tt.add(var._id)
-            self._leaves.add(var._id)
-        self._watched_vars.setdefault(var._id, var)
-        return True
+    # (var) -> whether it is watched now (False for a dtype without gradients); generated from the
+    # statements the recorders write out for a variable read (gputape.recording._WATCH)
+    _watch_variable = _watch_variable
 
     def watch(self, tensor: Any) -> None:
         """Ensure ``tensor`` (a Tensor, Variable, or nested list/tuple/dict of them) is traced.
