@@ -282,7 +282,7 @@ def _entry(prim: Primitive, name: str, template: str, doc: str, **env: Any) -> C
     record, record_ns = env.pop("recorder")
     result = _RESULT.format(record=record)
     typed = {"typed_a": "", "typed_b": ""}
-    if cpu and template is _BINARY and _expr.TYPED_LITERALS:
+    if cpu and template is _BINARY:
         # A Python number beside a host array: its same-dtype 0-d array (gputape.expr.literal), which
         # the ufunc takes in half the time it takes to convert the number, to the same bits (NEP 50).
         # Only the ufunc sees it: the recorder, the hooks and any error see the number.
@@ -342,7 +342,7 @@ def binary_op(prim: Primitive, name: str, doc: str, same: Primitive | None = Non
     (lists, arrays, two numbers) takes :func:`apply`. With ``same``, ``op(x, x)`` runs that
     one-argument primitive instead (x * x as square: one VJP term instead of two summed).
     """
-    typed = prim.name in _TYPED_RESIDUALS and prim.cpu is not None and _expr.TYPED_LITERALS
+    typed = prim.name in _TYPED_RESIDUALS and prim.cpu is not None
     env: dict[str, Any] = {"recorder": recorder2(prim, typed)}
     if same is not None:
         if same.public is None:  # (declared after this op: its entry point is made here)
