@@ -260,12 +260,6 @@ _TYPED = """
 {i}    t = LITERALS.get({n})
 {i}    {v} = (literal_miss({n}) if t is None else t).get(d.dtype, {n})"""
 
-# The primitives whose recorder saves a number operand as its typed 0-d array (recording.recorder2):
-# their VJPs pair it with an array alone (multiply's g * y, divide's g / y and -out / y), the same
-# bits under NEP 50; a VJP that combined a number with another number (1 / y) would change them.
-_TYPED_RESIDUALS = frozenset({"multiply", "divide"})
-
-
 def typed_path(prim: Primitive) -> bool:
     """Whether ``prim``'s generated entry point hands its ufunc typed numbers (:func:`typed_number`)."""
     return "LITERALS" in getattr(getattr(prim.public, "__code__", None), "co_names", ())
@@ -342,8 +336,7 @@ def binary_op(prim: Primitive, name: str, doc: str, same: Primitive | None = Non
     (lists, arrays, two numbers) takes :func:`apply`. With ``same``, ``op(x, x)`` runs that
     one-argument primitive instead (x * x as square: one VJP term instead of two summed).
     """
-    typed = prim.name in _TYPED_RESIDUALS and prim.cpu is not None
-    env: dict[str, Any] = {"recorder": recorder2(prim, typed)}
+    env: dict[str, Any] = {"recorder": recorder2(prim)}
     if same is not None:
         if same.public is None:  # (declared after this op: its entry point is made here)
             unary_op(same, same.name, "")

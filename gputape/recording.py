@@ -23,7 +23,6 @@ import numpy as np
 from . import _state
 from ._generate import generate
 from ._state import tls as _tls
-from .expr import typed_number
 from .primitive import _NOPARAMS, _NOSAVED, DIFF_DTYPES, Node, Primitive, _complex_node
 from .tensor import FLOAT_DTYPES, Tensor, Variable, _new
 
@@ -301,12 +300,12 @@ def record(obs, x, y, res):
                     node.ids = (x._id, y._id)
                     node.shapes = (xd.shape, yd.shape)
                 else:
-                    yd = {number_y}
+                    yd = y
                     node.ids = (x._id, 0)
                     node.shapes = (xd.shape, None)
             else:
                 yd = y._data
-                xd = {number_x}
+                xd = x
                 if yd.dtype is not dt:
                     casts = [None, yd.dtype]
                 node.ids = (0, y._id)
@@ -429,16 +428,15 @@ def _generate(
     hooks: str,
     hooks_fn: Any,
     saved: str,
-    extra: dict[str, Any] | None = None,
     inline: bool = False,
     **parts: str,
 ) -> Any:
     """One recorder of ``prim`` from ``template`` with its head and tail filled in.
 
     ``args``: the source of the operand tuple; ``shape``: of the output's shape; ``hooks``: the
-    call of ``hooks_fn`` for the other observers; ``saved``: of the residual list; ``extra``:
-    more names for its namespace. With ``inline``, the recorder's body and namespace, for an
-    entry point that records where it computed ``res`` (its early exits return ``res``).
+    call of ``hooks_fn`` for the other observers; ``saved``: of the residual list. With ``inline``,
+    the recorder's body and namespace, for an entry point that records where it computed ``res``
+    (its early exits return ``res``).
     """
     ns = {
         "prim": prim,
@@ -459,7 +457,6 @@ def _generate(
         "note_exported_operands": _note_exported_operands,
         "where": _where,
         "complex_node": _complex_node,
-        **(extra or {}),
     }
     head = _HEAD.format(hooks=hooks, args=args, ret=" res" if inline else "")
     tail = _TAIL.format(saved=saved, shape=shape)
@@ -477,36 +474,13 @@ def recorder1(prim: Primitive) -> tuple[str, dict[str, Any]]:
     return _generate(prim, _RECORD1, "(x,)", "shape", hooks, _hooks, _saved_text(prim, ("xd",)), inline=True)
 
 
-# A Python-number operand saved beside a float32/float64 host result, as the typed 0-d array its
-# ufunc got (gputape.expr.typed_number), where a recorder is asked to: the VJP's ``g * number``
-# then skips numpy's conversion of the number, to the same bits. Not while gt.function traces: its
-# replay writes a number residual as a typed literal itself, and its fused kernels take numbers,
-# not array constants.
-_TYPED_SAVE = """typed({v}, {arr}, dt) if obs.trace is None else {v}"""
-
-_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
-
-
-def _typed_save(v: Any, arr: Any, dt: Any) -> Any:
-    return typed_number(v, arr) if dt is _F32 or dt is _F64 else v
-
-
-def recorder2(prim: Primitive, typed: bool = False) -> tuple[str, dict[str, Any]]:
+def recorder2(prim: Primitive) -> tuple[str, dict[str, Any]]:
     """The recording of a generated two-operand entry point of ``prim`` (:func:`recorder1`'s form:
-    the body of ``record(obs, x, y, res)`` and its namespace).
-
-    With ``typed``, a saved Python-number operand beside a float32/float64 host result is saved as
-    the typed 0-d array the ufunc got (:func:`gputape.expr.typed_number`); only for a VJP that
-    pairs that residual with arrays alone (``g * number``: NEP 50 gives the same bits), never with
-    another number. ``node.saved`` holds it; hooks, errors and explain see the number.
-    """
+    the body of ``record(obs, x, y, res)`` and its namespace); a Python-number operand is saved
+    as the number."""
     saved = _saved_text(prim, ("xd", "yd"))
-    numbers = {"number_x": "x", "number_y": "y"}
-    if typed:
-        numbers = {"number_x": _TYPED_SAVE.format(v="x", arr="yd"), "number_y": _TYPED_SAVE.format(v="y", arr="xd")}
-    extra = {"typed": _typed_save} if typed else {}
     hooks = "hooks(obs, prim, (x, y), res)"
-    return _generate(prim, _RECORD2, "(x, y)", "d.shape", hooks, _hooks, saved, extra, inline=True, **numbers)
+    return _generate(prim, _RECORD2, "(x, y)", "d.shape", hooks, _hooks, saved, inline=True)
 
 
 def _note_exported_operands(tape: Any, args: tuple, res: Any) -> None:
@@ -599,16 +573,12 @@ def _make_node(prim: Primitive, args: tuple, params: dict, res: Any, datas: list
 
 
 def saved_nbytes(d: Any) -> int:
-    """The bytes a residual keeps alive: a number's typed 0-d array (read-only, owned by its table in
-    gputape.expr, see recorder2) none, an array its nbytes.
+    """The bytes a residual keeps alive: an array its nbytes, a number none.
 
     >>> import numpy as np
-    >>> from gputape import expr
-    >>> saved_nbytes(np.zeros(3, np.float32)), saved_nbytes(expr.literal(0.5)[np.dtype(np.float32)]), saved_nbytes(0.5)
-    (12, 0, 0)
+    >>> saved_nbytes(np.zeros(3, np.float32)), saved_nbytes(0.5)
+    (12, 0)
     """
-    if type(d) is _ndarray and d.ndim == 0 and not d.flags.writeable:
-        return 0
     return int(getattr(d, "nbytes", 0))
 
 
