@@ -556,8 +556,8 @@ class GradientTape(_state.Scope):
         diff = obs is not None and bool(obs.tapes)  # (a tape records the gradient computation too)
         seeds = _seeds(flat_t, flat_og, diff, lead=None)
         try:
-            token = _hush()  # (with _quiet(), its two calls written out: once per step)
-            try:
+            # (np.errstate as _quiet() makes it, without the call: once per step)
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 # the sweep, or code compiled for a structure seen before (gputape._backward_compile):
                 # a gradient or None per source
                 if seeds:
@@ -569,8 +569,6 @@ class GradientTape(_state.Scope):
                     grads = _compiled_gradients(self, seeds, list(map(_id_of, flat_s)), diff, F)
                 else:
                     grads = [None] * len(flat_s)
-            finally:
-                _unhush(token)
             # gradient()'s _result per source, its common case (a contiguous host gradient of a
             # floating source, no tape recording the gradient) written out: once per parameter per step
             out = []
@@ -723,77 +721,10 @@ def _rebuild(spec: Any, flat: list) -> Any:
     return _unflatten(spec, flat)
 
 
-try:  # numpy's error state: a context variable holding an extobj (what np.errstate sets and resets)
-    from numpy._core.umath import _extobj_contextvar as _errvar
-    from numpy._core.umath import _make_extobj
-except ImportError:  # (a numpy that moved them: np.errstate itself)
-    _errvar = None
-_hushed: tuple[Any, Any] = (None, None)  # (an error state, the same with divide/invalid/over ignored)
-
-
-def _private_errstate_works() -> bool:
-    """Whether numpy's private pieces above still do what np.errstate does with them: the caller's
-    state with divide/invalid/over ignored (its ``under`` and the rest kept), restored after. They
-    are private, so a numpy that changed them must cost speed, never a wrong error state."""
-    if _errvar is None:
-        return False
-    try:
-        with np.errstate(all="raise", under="warn"):
-            before = np.geterr()
-            token = _errvar.set(_make_extobj(divide="ignore", invalid="ignore", over="ignore"))
-            try:
-                inside = np.geterr()
-            finally:
-                _errvar.reset(token)
-            ok = inside == {"divide": "ignore", "over": "ignore", "under": "warn", "invalid": "ignore"}
-            return ok and np.geterr() == before
-    except Exception:
-        return False
-
-
-if not _private_errstate_works():
-    _errvar = None
-
-
-def _hush() -> Any:
-    """Enter ``np.errstate(divide="ignore", invalid="ignore", over="ignore")``: infinite and NaN
-    gradients are results (sqrt at 0 is inf), not numpy warnings. Returns the token :func:`_unhush`
-    takes. The quiet state made from the caller's is kept for the next gradient (np.errstate makes
-    it again at each entry: ~2 us of every step).
-
-    >>> token = _hush(); float(np.float32(1) / np.float32(0)); _unhush(token)
-    inf
-    """
-    global _hushed
-    if _errvar is None:
-        state = np.errstate(divide="ignore", invalid="ignore", over="ignore")
-        state.__enter__()
-        return state
-    base = _errvar.get()
-    pair = _hushed
-    if pair[0] is not base:  # (held: the state compared by identity cannot be another's reused)
-        pair = _hushed = (base, _make_extobj(divide="ignore", invalid="ignore", over="ignore"))
-    return _errvar.set(pair[1])
-
-
-def _unhush(token: Any) -> None:
-    """Leave the error state :func:`_hush` entered."""
-    if _errvar is None:
-        token.__exit__(None, None, None)
-    else:
-        _errvar.reset(token)
-
-
-class _quiet:  # noqa: N801 - used as np.errstate is
-    """``with _quiet():`` -- :func:`_hush` and :func:`_unhush` around the block."""
-
-    __slots__ = ("_token",)
-
-    def __enter__(self) -> None:
-        self._token = _hush()
-
-    def __exit__(self, *exc: Any) -> None:
-        _unhush(self._token)
+def _quiet() -> Any:
+    """``np.errstate(divide="ignore", invalid="ignore", over="ignore")``: infinite and NaN gradients
+    are results (sqrt at 0 is inf), not numpy warnings; the caller's other settings are kept."""
+    return np.errstate(divide="ignore", invalid="ignore", over="ignore")
 
 
 def _check_sources(flat_s: list, what: str) -> None:

@@ -1670,16 +1670,3 @@ def test_a_gradient_that_raises_leaves_the_callers_error_state_whole():
             with pytest.raises(ArithmeticError, match="grad_fn"):
                 tape.gradient(y, x)
             assert np.geterr() == {"divide": "raise", "over": "raise", "under": "raise", "invalid": "raise"}
-
-
-def test_the_error_state_without_numpys_private_pieces(monkeypatch):
-    # gradient() quiets numpy through numpy's private error-state context variable where an
-    # import-time check found it doing what np.errstate does; without it (a numpy that moved or
-    # changed it) np.errstate itself is used: the same guarantees
-    from gputape import tape as tp
-
-    assert tp._private_errstate_works() is (tp._errvar is not None)
-    monkeypatch.setattr(tp, "_errvar", None)
-    assert not tp._private_errstate_works()
-    test_gradient_quiets_floating_point_errors_and_restores_the_callers_state()
-    test_a_gradient_that_raises_leaves_the_callers_error_state_whole()
