@@ -136,6 +136,8 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
                 xp = np if type(d) is _ndarray else backend.xp_of(d)
             elif xp is np and type(d) is not _ndarray:
                 xp = backend.xp_of(d)  # a GPU tensor after a host one: the op runs on the GPU
+        elif type(a) is _ndarray or type(a) is float or type(a) is int:
+            d = a  # (_const_array's first case, the usual constant: a label array, a number)
         else:
             d = _const_array(a, prim)
             if type(d) is Tensor:  # a list holding tensors, packed
@@ -172,8 +174,8 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
     except Exception as exc:
         raise _op_error(prim, args, params, exc) from exc
     if prim.nout == 1:
-        if type(out) is not _ndarray:
-            out = _fix_output(out)
+        if type(out) is not _ndarray and isinstance(out, np.generic):
+            out = np.asarray(out)  # (as _fix_output: a full reduction's numpy scalar)
         res = _new(Tensor)
         res._data = out
         res._id = _next_id()

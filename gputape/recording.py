@@ -505,7 +505,9 @@ def _own(a: Any) -> Any:
     before gradient() runs, and the gradient must use the value the op saw."""
     if type(a) is _ndarray or (hasattr(a, "copy") and hasattr(a, "shape") and not isinstance(a, np.generic)):
         b = a.copy()
-        traced(_copy, (a,), b, True)
+        obs = _tls.obs
+        if obs is not None and obs.trace is not None:  # (as traced(): a replay copies it too)
+            obs.trace.call(_copy, (a,), b, True)
         return b
     return a
 

@@ -20,13 +20,14 @@ import numpy as np
 
 from .. import backend
 from ..dispatch import apply, primitive
-from ..tensor import as_tensor
+from ..tensor import Tensor, as_tensor
 from ._compat import check_out
 from ._util import norm_axes, norm_flag, norm_real
 
 
 def _reduction_params(x: Any, axis: Any, keepdims: bool, op: str) -> tuple[Any, dict]:
-    x = as_tensor(x)
+    if not isinstance(x, Tensor):
+        x = as_tensor(x)
     shape = x._data.shape
     if axis is None:  # a loss's full reduction: every axis, every one kept as 1
         n = len(shape)
