@@ -15,6 +15,7 @@ count either. A count is deterministic, unlike a time: ``tests/test_hops.py`` bo
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from collections import Counter
@@ -81,12 +82,18 @@ def count_step(batch: int = 32, warm: int = 5) -> Counter:
 
     for _ in range(warm):
         step(quiet)
+    # no collection inside the counted step: a __del__ of an earlier object would be counted
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
     old = sys.getprofile()
     sys.setprofile(profile)
     try:
         step(mark)
     finally:
         sys.setprofile(old)
+        if was_enabled:
+            gc.enable()
     return calls
 
 
