@@ -23,7 +23,7 @@ from ._generate import generate
 from ._state import tls as _tls
 from .placement import gpu_operands as _gpu_operands
 from .primitive import _NOPARAMS, REGISTRY, Primitive
-from .recording import _record, recorder1, recorder2, recorder_n
+from .recording import recorder1, recorder2, recorder_n
 from .tensor import Tensor, _new, _next_id, _wrap_op
 
 _ndarray = np.ndarray
@@ -182,11 +182,7 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
     else:
         res = [_wrap_op(o if type(o) is _ndarray else _fix_output(o)) for o in out]
     if obs is not None:
-        rec = prim.record
-        if rec is not None:
-            rec(obs, args, params, res, datas)
-        else:
-            _record(obs, prim, args, params, res, datas)
+        prim.record(obs, args, params, res, datas)
     return res
 
 
@@ -379,8 +375,7 @@ def primitive(
             raise ValueError(f"primitive {name!r} is already registered")
         prim = Primitive(name, fwd, save, save_out, nout, batchable)
         prim.call = functools.partial(apply, prim)
-        if nout == 1:
-            prim.record = recorder_n(prim)
+        prim.record = recorder_n(prim)
         REGISTRY[name] = prim
         return prim
 

@@ -39,45 +39,6 @@ def _where() -> str | None:
     return None
 
 
-def _record(
-    obs: _state.Observers, prim: Primitive, args: tuple, params: dict, res: Any, datas: list | None = None
-) -> None:
-    if obs.hooks:
-        _hooks_n(obs, prim, args, params, res, datas)
-    tapes = obs.tapes
-    if not tapes:
-        return
-    single = prim.nout == 1
-    odt = res._data.dtype if single else res[0]._data.dtype
-    cplx = False
-    if odt not in FLOAT_DTYPES:
-        if odt.kind != "c":
-            _note_untracked(tapes, prim.name, args, res)  # integer and bool results carry no gradient
-            return
-        cplx = True
-    node = None
-    for tape in tapes:
-        tt = tape._tensors
-        hit = False
-        for a in args:
-            if isinstance(a, Tensor) and (a._id in tt or _watch_on_read(tape, a)):
-                hit = True
-        if tape._exports:
-            _note_exported_operands(tape, args, res)
-        if hit:
-            if node is None:
-                node = _make_node(prim, args, params, res, datas, obs)
-                if cplx or node.casts is not None:
-                    _complex_node(node, odt)
-            tape._nodes.append(node)
-            if single:
-                tt.add(res._id)
-            else:
-                tt.update(o._id for o in res)
-        else:
-            _note_edge(tape, prim.name, args, res)
-
-
 def _note_edge(tape: Any, name: str, args: tuple, res: Any) -> None:
     """An op ran inside the tape on values it does not track: keep the edge for explain()."""
     ids = tuple(a._id for a in args if isinstance(a, Tensor))
@@ -219,9 +180,10 @@ def _hooks(obs: _state.Observers, prim: Primitive, args: tuple, res: Tensor) -> 
         _note_reads(obs, args)
 
 
-# The generated recorders (gputape.dispatch): _record specialised to one or two operands
-# without parameters, or to any operands of a one-output primitive, written out per primitive
-# with its saved residuals baked in. One node layout (Node) for all of them and for _make_node.
+# The recorders, generated per primitive from one head and one tail with its saved residuals
+# baked in: for any operands (recorder_n: apply() and custom_gradient call it), and written out
+# inside the generated entry points of one or two operands without parameters (recorder1,
+# recorder2). One node layout (Node) for all of them.
 
 # the start of every recorder: the other observers, then only floating and complex results
 _HEAD = """\
@@ -230,7 +192,7 @@ _HEAD = """\
     tapes = obs.tapes
     if not tapes:
         return{ret}
-    d = res._data
+    d = {first}._data
     dt = d.dtype
     cplx = dt not in FLOAT_DTYPES  # (one set lookup; complex is the rare case)
     if cplx and dt.kind != "c":
@@ -242,14 +204,22 @@ _HEAD = """\
 _TAIL = """\
             node.casts = casts
             node.saved = {saved}
-            node.out = res._id
-            node.meta = ({shape}, dt)
+            node.out = {out}
+            node.meta = {meta}
             node.info = (where(), {shape}, dt) if obs.locations else None
             if casts is not None or cplx:
                 complex_node(node, dt)
         tape._nodes.append(node)
-        tt.add(res._id)
+        {track}
 """
+# a primitive's outputs as the tail records them: one Tensor, or a list of them (nout > 1)
+_ONE_OUT = {"first": "res", "out": "res._id", "meta": "({shape}, dt)", "track": "tt.add(res._id)"}
+_OUTS = {
+    "first": "res[0]",
+    "out": "tuple([o._id for o in res])",
+    "meta": "tuple([(o._data.shape, o._data.dtype) for o in res])",
+    "track": "tt.update([o._id for o in res])",
+}
 
 _RECORD1 = """
 def record(obs, x, res):
@@ -355,7 +325,7 @@ def record(obs, args, params, res, datas):
 
 
 def _hooks_n(obs: _state.Observers, prim: Primitive, args: tuple, params: dict, res: Any, datas: Any) -> None:
-    """The observers besides the tapes, for :func:`_record` and the recorders of :func:`recorder_n`."""
+    """The observers besides the tapes, for the recorders of :func:`recorder_n`."""
     if obs.trace is not None:
         obs.trace.forward(prim, args, params, datas, res)
     if obs.debug:
@@ -365,20 +335,21 @@ def _hooks_n(obs: _state.Observers, prim: Primitive, args: tuple, params: dict, 
 
 
 def _saved_n(prim: Primitive) -> dict[str, str]:
-    """:func:`_make_node`'s residual list for ``prim``, as source (Tensor data; constants owned).
+    """The residual list ``prim`` declares, as source (Tensor data; constants owned; ``outs``: the
+    outputs' arrays).
 
     Every operand (``save=True``) is collected in the loop over the operands, without a second
     pass; a slice or positions are picked after it.
     """
     s = prim.save
-    out = "d" if prim.save_out else None
+    out = ("[d]" if prim.nout == 1 else "[o._data for o in res]") if prim.save_out else None
     if s is True:
         parts = {
             "saved0": "            saved = []\n",
             "save_t": "\n                    saved.append(x)",
             "save_c": "\n                    saved.append(own(consts[k]))",
         }
-        parts["saved"] = "saved + [d]" if out else "saved"
+        parts["saved"] = f"saved + {out}" if out else "saved"
         return parts
     parts = {"saved0": "", "save_t": "", "save_c": ""}
     if type(s) is slice:
@@ -389,18 +360,16 @@ def _saved_n(prim: Primitive) -> dict[str, str]:
     else:
         picked = None
     if picked is None:
-        parts["saved"] = "[d]" if out else "NOSAVED"
+        parts["saved"] = out or "NOSAVED"
     else:
-        parts["saved"] = f"{picked} + [d]" if out else picked
+        parts["saved"] = f"{picked} + {out}" if out else picked
     return parts
 
 
 def recorder_n(prim: Primitive) -> Callable[..., None]:
-    """``record(obs, args, params, res, datas)`` for :func:`gputape.dispatch.apply` of a one-output
-    ``prim``: :func:`_record` and :func:`_make_node` written out with the declared residuals baked in.
-    """
-    if prim.nout != 1:
-        raise ValueError(f"recorder_n: {prim.name} has {prim.nout} outputs; those take _record")
+    """``record(obs, args, params, res, datas)`` for :func:`gputape.dispatch.apply` of ``prim`` (``res``:
+    its output, or the list of its outputs), with the declared residuals baked in; ``datas``: the
+    operands as the forward took them (None: ``args``)."""
     parts = _saved_n(prim)
     hooks = "hooks(obs, prim, args, params, res, datas)"
     return _generate(prim, _RECORDN, "args", "d.shape", hooks, _hooks_n, parts.pop("saved"), **parts)
@@ -458,8 +427,10 @@ def _generate(
         "where": _where,
         "complex_node": _complex_node,
     }
-    head = _HEAD.format(hooks=hooks, args=args, ret=" res" if inline else "")
-    tail = _TAIL.format(saved=saved, shape=shape)
+    outs = _ONE_OUT if prim.nout == 1 else _OUTS
+    head = _HEAD.format(hooks=hooks, args=args, ret=" res" if inline else "", first=outs["first"])
+    meta = outs["meta"].format(shape=shape)
+    tail = _TAIL.format(saved=saved, shape=shape, out=outs["out"], meta=meta, track=outs["track"])
     watched = {"watch_x": _watch_text("x", 8), "watch_y": _watch_text("y", 8), "watch_a": _watch_text("a", 12)}
     src = template.format(head=head, tail=tail, **watched, **parts)
     if inline:
@@ -514,64 +485,6 @@ def _own(a: Any) -> Any:
 
 def _copy(a: Any) -> Any:
     return a.copy()
-
-
-def _make_node(prim: Primitive, args: tuple, params: dict, res: Any, datas: list | None, obs: _state.Observers) -> Node:
-    node = _new(Node)
-    node.prim = prim
-    node.params = params
-    single = prim.nout == 1
-    odt = res._data.dtype if single else res[0]._data.dtype
-    casts = None
-    ids = []
-    shapes = []
-    for a in args:
-        if isinstance(a, Tensor):
-            d = a._data
-            ids.append(a._id)
-            shapes.append(d.shape)
-            if d.dtype is not odt:
-                if casts is None:
-                    casts = [None] * len(args)
-                casts[len(ids) - 1] = d.dtype
-        else:
-            ids.append(0)  # ids start at 1: 0 is never tracked
-            shapes.append(None)
-    node.ids = tuple(ids)
-    node.shapes = tuple(shapes)
-    node.casts = casts
-    # Residuals are raw arrays (for a Variable, the array it holds now: a later
-    # assign swaps or copies it, never mutates what is saved here).
-    # Constants are saved as the forward used them (lists as arrays, host arrays
-    # moved to the op's GPU), so the VJP sees the same operands.
-    consts = datas if datas is not None else args
-    s = prim.save
-    if s is True:
-        saved = [a._data if isinstance(a, Tensor) else _own(c) for a, c in zip(args, consts)]
-    elif s:
-        # a slice: the operands from some position on (getitem's variable number of index arrays)
-        for_i = range(len(args))[s] if type(s) is slice else s
-        saved = [args[i]._data if isinstance(args[i], Tensor) else _own(consts[i]) for i in for_i]
-    else:
-        saved = []
-    if single:
-        node.out = res._id
-        d = res._data
-        node.meta = (d.shape, odt)
-        if prim.save_out:
-            saved.append(d)
-    else:
-        node.out = tuple(o._id for o in res)
-        node.meta = tuple((o._data.shape, o._data.dtype) for o in res)
-        if prim.save_out:
-            saved.extend(o._data for o in res)
-    node.saved = saved
-    if obs.locations:
-        first = res if single else res[0]
-        node.info = (_where(), first._data.shape, first._data.dtype)
-    else:
-        node.info = None
-    return node
 
 
 def saved_nbytes(d: Any) -> int:
