@@ -140,9 +140,9 @@ def _(F, g, needs, nb, node):
     count = 1
     for a in node.params["axis"]:
         count *= shape[a]
-    if type(g) in _NP_FLOAT_SCALARS and not nb:
-        # a loss's mean: its scalar cotangent divided as a scalar (the same IEEE division as on
-        # the one-element array _expand makes, ~0.7 us less), then widened
+    if not nb and (type(g) in _NP_FLOAT_SCALARS or (type(g) is np.ndarray and g.ndim == 0)):
+        # a loss's mean: its scalar (or 0-d: gradient()'s seed) cotangent divided as a scalar (the
+        # same IEEE division as on the one-element array _expand makes), then widened
         return (_widen(F, g / (count or 1), shape),)
     g = _expand(F, g, nb, node) / (count or 1)
     return (_widen(F, g, g.shape[:nb] + shape),)
