@@ -21,6 +21,8 @@ from . import expr as _expr
 from . import tensor as _tensor_mod
 from ._generate import generate
 from ._state import tls as _tls
+from .expr_forward import FORWARDS as _FORWARDS
+from .expr_forward import expand as _expand
 from .placement import gpu_operands as _gpu_operands
 from .primitive import _NOPARAMS, REGISTRY, Primitive
 from .recording import recorder1, recorder2, recorder_n
@@ -263,11 +265,25 @@ def typed_path(prim: Primitive) -> bool:
     return "LITERALS" in getattr(getattr(prim.public, "__code__", None), "co_names", ())
 
 
+def _inline_forward(prim: Primitive) -> str | None:
+    """The host forward of a one-operand ``prim`` as an expression over ``d`` when ``prim``'s forward
+    is a declared value (gputape.expr_forward) that numpy evaluates in one line (``np.maximum(d, 0)``
+    for relu): the entry point then computes it in its own frame. None for any other forward."""
+    decl = _FORWARDS.get(prim.name)
+    if decl is None or decl.fn is not prim.fwd or decl.params or not decl.array_native:
+        return None
+    defs, res = _expr.hoist(_expand(decl.expr))
+    return None if defs else _expr.python(res, {"x": "d"}, "np")
+
+
 def _entry(prim: Primitive, name: str, template: str, doc: str, **env: Any) -> Callable[..., Tensor]:
     cpu = prim.cpu is not None
     operands = "d" if template is _UNARY else "a, b"
+    inline = _inline_forward(prim) if template is _UNARY and not cpu else None
     if cpu:
         forward = f"out = cpu({operands}) if type(d) is ndarray else fwd(backend.xp_of(d), {operands})"
+    elif inline is not None:
+        forward = f"out = {inline} if type(d) is ndarray else fwd(backend.xp_of(d), d)"
     else:
         forward = f"out = fwd(np if type(d) is ndarray else backend.xp_of(d), {operands})"
     same = env.pop("same_src", "")
