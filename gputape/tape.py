@@ -77,7 +77,7 @@ class _LiveTapes:
         if len(refs) > self._bound:
             for k, r in list(refs.items()):
                 if r() is None and refs.get(k) is r:  # (not an entry another thread just stored there)
-                    del refs[k]
+                    refs.pop(k, None)  # (another thread sweeping may have dropped it already)
             self._bound = max(64, 2 * len(refs))
 
     def _alive(self) -> list:

@@ -1670,3 +1670,25 @@ def test_a_gradient_that_raises_leaves_the_callers_error_state_whole():
             with pytest.raises(ArithmeticError, match="grad_fn"):
                 tape.gradient(y, x)
             assert np.geterr() == {"divide": "raise", "over": "raise", "under": "raise", "invalid": "raise"}
+
+
+def test_the_live_tape_sweep_tolerates_an_entry_another_thread_dropped():
+    # two threads entering tapes may sweep the live-tape table at once: the entry one found dead
+    # can be gone when it deletes it (a KeyError out of `with GradientTape()` in a user's thread)
+    from gputape.tape import _LiveTapes
+
+    class Racy(dict):
+        def get(self, k, default=None):
+            r = dict.get(self, k, default)
+            dict.pop(self, k, None)  # the other thread's sweep, between this one's test and its delete
+            return r
+
+    live = _LiveTapes()
+    live._refs = Racy()
+    keep, dead = gt.GradientTape(), gt.GradientTape()
+    live.add(keep)
+    live.add(dead)
+    del dead
+    live._bound = 0  # the next add sweeps
+    live.add(keep)
+    assert list(live) == [keep]
