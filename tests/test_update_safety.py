@@ -23,9 +23,12 @@ import threading
 
 import numpy as np
 import pytest
+from fake_gpu import FakeArray
+from test_placement import fake_gpu  # noqa: F401  (the fixture: a numpy-backed cuda:0)
 
 import gputape as gt
-from gputape import optim
+from gputape import backend, optim
+from gputape._optim_fused import FusedOptimizer, ref_optimizer_update
 
 
 def _run_isolated(body: str, timeout: float = 120.0) -> str:
@@ -270,8 +273,7 @@ def _eager_update(name):
     return lambda v: opt.apply_gradients([(gt.constant(np.full(v.shape, 0.5, np.float32)), v)])
 
 
-@pytest.mark.parametrize("name", sorted(UPDATES) + sorted(ASSIGNS))
-def test_a_recorded_value_survives_every_eager_update(name):
+def _recorded_value_survives(name, xp_type):
     rng = np.random.default_rng(0)
     v = gt.Variable(rng.standard_normal((5, 3)).astype(np.float32))
     update = _eager_update(name)
@@ -282,7 +284,36 @@ def test_a_recorded_value_survives_every_eager_update(name):
     held = v._data
     for _ in range(3):
         update(v)
-        assert v._data is not held
+        assert v._data is not held and type(v._data) is xp_type
     assert not np.array_equal(v.numpy(), saw)
-    assert held.tobytes() == saw.tobytes()  # the array the tape recorded was never written
+    assert backend.to_host(held).tobytes() == saw.tobytes()  # the array the tape recorded was never written
     assert tape.gradient(y, v).numpy().tobytes() == (2 * saw).tobytes()
+
+
+@pytest.mark.parametrize("name", sorted(UPDATES) + sorted(ASSIGNS))
+def test_a_recorded_value_survives_every_eager_update(name):
+    _recorded_value_survives(name, np.ndarray)
+
+
+_launches = []
+
+
+def _reference_launch(self, arrays, gs, slots, hyper, capture=None):
+    """FusedOptimizer's kernel on the fake GPU: its numpy reference, on the fake device arrays."""
+    _launches.append(self.kind)
+    m = [s[0] for s in slots]
+    v = [s[1] for s in slots]
+    ref_optimizer_update(self.kind, arrays, gs, m, v, self._step, self._parity, self._lr, **hyper)
+
+
+@pytest.mark.usefixtures("fake_gpu")
+@pytest.mark.parametrize("name", sorted(n for n in UPDATES if "fused" not in n) + sorted(ASSIGNS))
+def test_on_the_fake_gpu_a_recorded_value_survives_every_update(monkeypatch, name):
+    # SGD, Adam and AdamW take the one-launch path on device arrays: its kernel, played here by
+    # its reference, updates a copy of each variable's value, which is swapped in
+    monkeypatch.setattr(FusedOptimizer, "_launch", _reference_launch)
+    _launches.clear()
+    with gt.device("cuda"):
+        _recorded_value_survives(name, FakeArray)
+    fused = name in ("sgd", "sgd-momentum", "sgd-nesterov", "sgd-clipnorm", "adam", "adamw")
+    assert bool(_launches) == fused, _launches
