@@ -2,9 +2,9 @@
 
 The optimizers follow Keras 3's update rules exactly, so numbers match a
 TensorFlow program step for step. ``apply_gradients(zip(grads, vars))``
-updates each Variable through ``assign_sub``/``assign_add``: in place when no
-tape holds the variable's current value, and copy-on-write when one does, so
-a persistent tape's gradient stays the one for the values it recorded.
+computes each Variable's new value into a new array and swaps it in (a
+variable's published array is never written), so a persistent tape's gradient
+stays the one for the values it recorded, and a step is committed all at once.
 Slots (momentum, second moments) are plain device arrays, never tracked by
 tapes; ``get_state``/``set_state`` expose them for checkpoints.
 

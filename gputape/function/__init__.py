@@ -208,8 +208,8 @@ class _Concrete:
     """One traced signature: the compiled replay and how to map arguments and results.
 
     Replays of one signature run one at a time (``lock``): a replay reuses its buffers
-    (the CUDA graphs' inputs and outputs) and updates the function's variables and
-    optimizer state in place, so two threads interleaving one would mix their steps.
+    (the CUDA graphs' inputs and outputs, the variables' buffers) and the optimizer's
+    slots in place, so two threads interleaving one would mix their steps.
     """
 
     def __init__(

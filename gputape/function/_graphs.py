@@ -580,8 +580,9 @@ class _GraphRunner:
 
 
 _TRANSFER_KEYS = ("host_to_device", "host_to_device_bytes", "device_to_host", "device_to_host_bytes")
-# device-to-device copies of a call: into argument buffers, into variables' captured arrays (or
-# copy-on-write), into an optimizer's captured slot arrays, and results copied out of the graphs
+# device-to-device copies of a call: into argument buffers, of variables (into their buffers when
+# their arrays changed, out into new arrays after an update), into an optimizer's captured slot
+# arrays, and results copied out of the graphs
 _COPY_KEYS = ("arguments", "variables", "optimizer_slots", "results")
 
 
