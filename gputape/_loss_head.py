@@ -11,12 +11,14 @@ When the op runs, eager code cannot know what will consume ``logp``; when ``tape
 called, every consumer is on the tape. So :func:`fuse` looks at the tape then (the last
 :data:`WINDOW` nodes: the head of a loss), and where ``logp`` has exactly one consumer, that
 consumer is the gather or the product-and-sum, and neither ``logp`` nor the product is a target
-or a source, it replaces those nodes by ONE node of the cross-entropy primitive
-(``sparse_softmax_cross_entropy_with_logits`` / ``softmax_cross_entropy_with_logits``, declared in
-:mod:`gputape.nn.functional`) with the parameter ``fused``: its residual is the log-softmax already
-computed and its output the gather's (or the sum's). The sweep and the compiled backward then run
-that primitive's VJP (the one declaration, :func:`gputape.nn.functional.head_grad`), and so does a
-``gt.function`` replay, which records the VJP the sweep calls. Recording the fused primitive
+or a source, it replaces that consumer (the gather, or the sum) by ONE node of the cross-entropy
+primitive (``sparse_softmax_cross_entropy_with_logits`` / ``softmax_cross_entropy_with_logits``,
+declared in :mod:`gputape.nn.functional`) with the parameter ``fused``: its residual is the
+log-softmax already computed and its output the gather's (or the sum's). The log_softmax node (and
+the product) stay where they are: no cotangent reaches them any more, so the backward passes them
+by. The sweep and the compiled backward then run that primitive's VJP (the one declaration,
+:func:`gputape.nn.functional.head_grad`), and so does a ``gt.function`` replay, which records the
+VJP the sweep calls. Recording the fused primitive
 directly when the op runs was not chosen: whether ``logp`` has another consumer (a metric, an
 entropy term) is not known then, and undoing a fused record would need the values it skipped.
 
@@ -35,17 +37,20 @@ scatter into zeros and the row sums of a one-hot cotangent: the same bits on the
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
 
 from ._state import tls as _tls
-from .ops.shape import UNIQUE, _arange_like
+from .ops.shape import UNIQUE, _arange_like, _aranges
 from .primitive import REGISTRY, Node
+from .tensor import _new
 
 WINDOW = 32  # nodes from the tape's end searched for a log_softmax: a loss head; a constant cost per gradient
 
-_prims: tuple | None = None  # (log_softmax, getitem, multiply, sum, sparse head, dense head), once registered
+_prims: tuple | None = None  # (log_softmax, getitem, multiply, sum, mean, sparse head, dense head), once registered
+_prim_of = operator.attrgetter("prim")
 
 
 def _lookup() -> tuple | None:
@@ -56,6 +61,7 @@ def _lookup() -> tuple | None:
             "getitem",
             "multiply",
             "sum",
+            "mean",
             "sparse_softmax_cross_entropy_with_logits",
             "softmax_cross_entropy_with_logits",
         )
@@ -67,76 +73,55 @@ def _lookup() -> tuple | None:
 
 
 def fuse(tape: Any, seeds: dict, source_ids: list) -> list | None:
-    """Replace each fusable loss head among the last :data:`WINDOW` nodes of a non-persistent ``tape``
-    by one cross-entropy node. Returns the tape's node list as recorded (for :func:`restore`), or
-    None when nothing was fused. The caller checks the tape-wide conditions (not persistent, no tape
-    recording the gradient, no check_numerics)."""
-    prims = _lookup()
+    """Replace the consumer of each fusable loss head's log-softmax among the last :data:`WINDOW` nodes
+    of a non-persistent ``tape`` by one cross-entropy node, in place. Returns ``[(position, node as
+    recorded), ...]`` for :func:`restore`, or None when nothing was fused. The caller checks the
+    tape-wide conditions (not persistent, no tape recording the gradient, no check_numerics).
+
+    The log_softmax node (and the product of the one-hot form) stay where they are: no cotangent
+    reaches their outputs any more, so the sweep and the compiled backward pass them by, as they
+    pass by any node whose output leads nowhere."""
+    prims = _prims or _lookup()
     if prims is None:
         return None
     ls = prims[0]
     nodes = tape._nodes
     n = len(nodes)
     lo = n - WINDOW if n > WINDOW else 0
+    # (a non-persistent tape holds only Nodes until its backward: the search for a log_softmax is a
+    # C-level scan, so a tape without one, a chain of elementwise ops, pays next to nothing)
+    if ls not in map(_prim_of, nodes[lo:] if lo else nodes):
+        return None
     found = None
     for pos in range(n - 2, lo - 1, -1):
         node = nodes[pos]
         if type(node) is Node and node.prim is ls:
             plan = _plan(tape, nodes, pos, seeds, source_ids, prims)
             if plan is not None:
+                at, fused, parts = plan
                 if found is None:
                     found = []
-                found.append(plan)
-    if found is None:
-        return None
-    original = list(nodes)
-    drop = set()
-    lasts = set()
-    for last, fused, parts in found:
-        nodes[last] = fused
-        lasts.add(last)
-        drop.update(parts)
-    nodes[:] = [x for p, x in enumerate(nodes) if p not in drop]
-    return [original, drop, lasts]
+                found.append((at, nodes[at]))
+                for p in parts:  # (their records too, once the backward is done)
+                    found.append((p, nodes[p]))
+                nodes[at] = fused
+    return found
 
 
 def restore(tape: Any, fused: list) -> None:
-    """After the backward: the records of the nodes as recorded, residual-free, in their places
-    (where the backward left a fused node, or the nodes it replaced). ``fused`` is :func:`fuse`'s answer."""
+    """After the backward: the residual-free record of each node of a fused head in its place (where the
+    backward left the fused node or its record, and the log_softmax it passed by). ``fused`` is
+    :func:`fuse`'s answer."""
     nodes = tape._nodes
-    if nodes is None:
-        return
-    original, drop, lasts = fused
-    now = iter(list(nodes))
-    out = []
-    for p, node in enumerate(original):
-        if p in drop:
-            out.append((node.prim, node.ids, node.out, node.info))
-        elif p in lasts:
-            next(now)  # the fused node, or its record
-            out.append((node.prim, node.ids, node.out, node.info))
-        else:
-            out.append(next(now))
-    out.extend(now)
-    nodes[:] = out
-
-
-def _consumers(nodes: list, start: int, tid: int) -> list:
-    """Positions after ``start`` of the nodes that read ``tid`` (each counted once per read)."""
-    hits = []
-    for p in range(start + 1, len(nodes)):
-        x = nodes[p]
-        ids = x.ids if type(x) is Node else x[1]
-        for i in ids:
-            if i == tid:
-                hits.append(p)
-    return hits
+    if nodes is not None:
+        for pos, node in fused:
+            nodes[pos] = (node.prim, node.ids, node.out, node.info)
 
 
 def _plan(tape: Any, nodes: list, pos: int, seeds: dict, source_ids: list, prims: tuple) -> tuple | None:
-    """(position of the fused node, the fused node, positions it replaces) for the head whose
-    log_softmax is at ``pos``, or None when a condition fails."""
-    _, getitem, multiply, sum_, sparse, dense = prims
+    """(position of the node the fused one replaces, the fused node, positions of the other nodes of
+    the head, which stay) for the head whose log_softmax is at ``pos``, or None when a condition fails."""
+    _, getitem, multiply, sum_, mean, sparse, dense = prims
     node = nodes[pos]
     logp_id = node.out
     if node.casts is not None or node.params["axis"] != -1 or logp_id in seeds or logp_id in source_ids:
@@ -145,13 +130,13 @@ def _plan(tape: Any, nodes: list, pos: int, seeds: dict, source_ids: list, prims
     zshape = node.shapes[0]
     if not zshape:
         return None
-    users = _consumers(nodes, pos, logp_id)
-    if len(users) != 1:
+    readers = _readers(nodes, pos)
+    # (the one reader of each value down the head, written out: this runs at every gradient())
+    hit = readers.get(logp_id)
+    if hit is None or len(hit) != 1:
         return None
-    cpos = users[0]
+    cpos = hit[0]
     c = nodes[cpos]
-    if type(c) is not Node or c.prim.vjp is None:
-        return None
     tt = tape._tensors
     if c.prim is getitem:
         p = c.params
@@ -171,41 +156,53 @@ def _plan(tape: Any, nodes: list, pos: int, seeds: dict, source_ids: list, prims
             return None
         if rows_id and _tls.obs is not None and _tls.obs.trace is not None:
             return None  # a traced tensor's rows may differ on a replay; a host constant does not
-        if rows.shape[0] != zshape[0] or _arange_like(rows) is None:
+        shared = _aranges.get(zshape[0])  # (the recorder saved a host arange as the shared one)
+        if rows.shape[0] != zshape[0] or (not (shared and rows is shared[0]) and _arange_like(rows) is None):
             return None
         if getattr(labels, "ndim", None) != 1 or labels.shape[0] != zshape[0] or labels.dtype.kind not in "iu":
             return None
-        return cpos, _node(sparse, (lab_id, node.ids[0]), (labels.shape, zshape), [labels, logp], c), (pos,)
-    if c.prim is multiply:
+        prim, ids, saved, parts, last, lastpos = sparse, (lab_id, node.ids[0]), [labels, logp], [pos], c, cpos
+        shapes = (labels.shape, zshape)
+    elif c.prim is multiply:
         k = 0 if c.ids[0] == logp_id else 1
         other = c.ids[1 - k]
         q = c.saved[1 - k]
         if other == logp_id or (other and other in tt) or getattr(q, "shape", None) != zshape or c.casts is not None:
             return None  # (no broadcasting of the labels, no promotion)
-        prod_id = c.out
-        if prod_id in seeds or prod_id in source_ids:
+        hit = readers.get(c.out)
+        if hit is None or len(hit) != 1 or c.out in seeds or c.out in source_ids:
             return None
-        users = _consumers(nodes, cpos, prod_id)
-        if len(users) != 1:
-            return None
-        spos = users[0]
+        spos = hit[0]
         s = nodes[spos]
-        if type(s) is not Node or s.prim is not sum_ or s.casts is not None:
+        if s.prim is not sum_ or s.casts is not None or s.params["axis"] != (len(zshape) - 1,) or s.params["keepdims"]:
             return None
-        if s.params["axis"] != (len(zshape) - 1,) or s.params["keepdims"]:
-            return None
-        return spos, _node(dense, (other, node.ids[0]), (zshape, zshape), [q, logp], s), (pos, cpos)
-    return None
-
-
-def _node(prim: Any, ids: tuple, shapes: tuple, saved: list, last: Node) -> Node:
-    """The fused head's node: ``prim``'s VJP on the log-softmax, standing where ``last`` (the gather
-    or the sum) stood and writing its output."""
-    from .tensor import _new
-
+        prim, ids, saved, parts, last, lastpos = dense, (other, node.ids[0]), [q, logp], [pos, cpos], s, spos
+        shapes = (zshape, zshape)
+    else:
+        return None
+    params = _FUSED
+    # a full mean or sum of the per-row values (the loss) joins the head: its VJP is the head's first step
+    hit = readers.get(last.out)
+    if hit is not None and len(hit) == 1 and last.out not in seeds and last.out not in source_ids:
+        rpos = hit[0]
+        r = nodes[rpos]
+        rows_shape = zshape[:-1]
+        if (
+            (r.prim is mean or r.prim is sum_)
+            and r.casts is None
+            and r.params["axis"] == tuple(range(len(rows_shape)))
+            and not r.params["keepdims"]
+        ):
+            count = 1
+            for d in rows_shape:
+                count *= d
+            params = {"fused": True, "mean": count} if r.prim is mean else _FUSED_SUM
+            parts.append(lastpos)
+            last, lastpos = r, rpos
+    # the fused node: prim's VJP on the log-softmax, standing where the head's last op stood
     f = _new(Node)
     f.prim = prim
-    f.params = _FUSED
+    f.params = params
     f.ids = ids
     f.shapes = shapes
     f.casts = None
@@ -213,7 +210,23 @@ def _node(prim: Any, ids: tuple, shapes: tuple, saved: list, last: Node) -> Node
     f.out = last.out
     f.meta = last.meta
     f.info = last.info
-    return f
+    return lastpos, f, parts
 
 
-_FUSED = {"fused": True}  # a fused node's parameters (the cross-entropy VJPs read the flag)
+def _readers(nodes: list, pos: int) -> dict[int, list[int]]:
+    """Tensor id -> positions of the nodes after ``pos`` that read it (a position once per read)."""
+    readers: dict[int, list[int]] = {}
+    for p in range(pos + 1, len(nodes)):
+        for i in nodes[p].ids:
+            if i in readers:
+                readers[i].append(p)
+            else:
+                readers[i] = [p]
+    return readers
+
+
+# A fused node's parameters, which the cross-entropy VJPs read: ``fused`` (the residual is the
+# log-softmax, the output minus the loss per row), and, where a full reduction joined the head,
+# ``mean`` (the count it divides by) or ``sum``.
+_FUSED = {"fused": True}
+_FUSED_SUM = {"fused": True, "sum": True}

@@ -59,6 +59,8 @@ FORMS = {
     "gather-tensor-labels": lambda logp, y, oh: -gt.mean(logp[np.arange(N), gt.constant(y)]),
     "gather-negative-labels": lambda logp, y, oh: -gt.mean(logp[np.arange(N), y - C]),
     "gather-sum-weighted": lambda logp, y, oh: -gt.sum(logp[np.arange(N), y] * np.linspace(0.5, 2, N)),
+    "gather-sum": lambda logp, y, oh: -gt.sum(logp[np.arange(N), y]) / N,
+    "gather-mean-of-negative": lambda logp, y, oh: gt.mean(-logp[np.arange(N), y]),
     "onehot-left": lambda logp, y, oh: -gt.mean(gt.sum(oh * logp, axis=1)),
     "onehot-right": lambda logp, y, oh: -gt.mean(gt.sum(logp * oh, axis=-1)),
     "onehot-multiply": lambda logp, y, oh: -gt.mean(gt.sum(gt.multiply(gt.constant(oh), logp), axis=1)),
@@ -89,6 +91,34 @@ def test_fused_forms_are_the_unfused_sweep_bit_for_bit(monkeypatch, spy, form, d
     unfused, _ = _grad(form, dtype)
     assert spy[kind] == 1  # (the unfused run did not call it)
     same_bits(fused, unfused, form)
+
+
+@pytest.mark.parametrize(
+    ("loss", "params", "replaced"),
+    [
+        (lambda logp, oh: -gt.mean(logp[np.arange(N), Y]), {"fused": True, "mean": N}, "mean"),
+        (lambda logp, oh: -gt.sum(logp[np.arange(N), Y]), {"fused": True, "sum": True}, "sum"),
+        (lambda logp, oh: -gt.mean(logp[np.arange(N), Y], keepdims=True), {"fused": True}, "getitem"),
+        (lambda logp, oh: -gt.mean(gt.sum(oh * logp, axis=1)), {"fused": True, "mean": N}, "mean"),
+        (lambda logp, oh: gt.sum(oh * logp, axis=1), {"fused": True}, "sum"),
+    ],
+)
+def test_what_the_fused_node_replaces(loss, params, replaced):
+    """The fused node stands where the last op of the head stood (a full mean or sum joins it); the
+    other nodes stay; restore() puts the records of the ops as recorded back."""
+    z = gt.Variable(Z)
+    with gt.GradientTape() as tape:
+        out = loss(gt.nn.log_softmax(z * 1.0), np.eye(C)[Y])
+    nodes = tape._nodes
+    before = [n.prim.name for n in nodes]
+    fused = _loss_head.fuse(tape, {out._id: None}, [z._id])
+    (at,) = [p for p, n in enumerate(nodes) if n.params is not None and n.params.get("fused")]
+    assert nodes[at].params == params and before[at] == replaced
+    assert [n.prim.name for p, n in enumerate(nodes) if p != at] == [b for p, b in enumerate(before) if p != at]
+    _loss_head.restore(tape, fused)
+    assert at in {p for p, _ in fused}
+    for p, _ in fused:  # each node of the head, as recorded, residual-free
+        assert type(nodes[p]) is tuple and nodes[p][0].name == before[p]
 
 
 def test_awkward_cotangents_keep_the_unfused_bits(monkeypatch, spy):

@@ -375,25 +375,32 @@ def head_grad(g: Any, logp: Any, labels: Any, picked: bool = False) -> Any:
     >>> head_grad(np.array([2.0]), logp, np.array([1])).tolist()
     [[0.5, -0.5]]
     """
-    xp = backend.xp_of(logp)
-    g = xp.asarray(g)
     c = logp.shape[-1]
-    if xp is not np:  # one row-wise kernel: softmax of the log-softmax is the softmax
+    if type(logp) is not np.ndarray:  # one row-wise kernel: softmax of the log-softmax is the softmax
+        g = backend.xp_of(logp).asarray(g)
         lab = backend.xp_of(labels).where(labels < 0, labels + c, labels)  # (numpy's wrap-around)
         return sparse_softmax_xent(logp, lab, -g if picked else g, loss=False)[1]
+    if type(g) is not np.ndarray:
+        g = np.asarray(g)
     e = _exp(logp)
     gc = g[..., None]
     t = _multiply(e, gc, e) if gc.dtype is e.dtype else e * gc
     if picked:
         _subtract(0, t, t)  # the unfused sweep's zeros minus softmax * g (+0.0 where that is 0)
-    t2 = t.reshape(-1, c)
-    rows = _rows(t2.shape[0])
-    gf = np.broadcast_to(g, logp.shape[:-1]).reshape(-1)
-    lab = labels.reshape(-1)
-    if picked:
-        t2[rows, lab] += gf
+    if t.ndim == 2 and g.ndim <= 1:  # (the common case: rows of classes, no reshape)
+        rows = _row_cache.get(t.shape[0])
+        at = (rows if rows is not None else _rows(t.shape[0]), labels)
     else:
-        t2[rows, lab] -= gf
+        t2 = t.reshape(-1, c)
+        at = (_rows(t2.shape[0]), labels.reshape(-1))
+        if g.ndim:
+            g = np.broadcast_to(g, logp.shape[:-1]).reshape(-1)
+        t2[at] = t2[at] + g if picked else t2[at] - g
+        return t
+    if picked:
+        t[at] += g
+    else:
+        t[at] -= g
     return t
 
 
@@ -449,7 +456,10 @@ def _(F, g, needs, nb, node, labels, logits):
     xp = F.xp
     if xp is None or nb:  # a recording tape (second order) or a jacobian's batch
         return (None, _xent_grad(F, g, lab, logits))
-    if node.params:  # a fused head (gputape._loss_head): the residual is the user's log_softmax
+    p = node.params
+    if p:  # a fused head (gputape._loss_head): the residual is the user's log_softmax
+        if "mean" in p:  # a full mean joined the head: divided as mean's VJP divides (the same bits)
+            g = g / (p["mean"] or 1)
         return (None, head_grad(g, logits, lab, picked=True))
     if xp is not np:  # softmax - onehot, scaled, in the same fused kernel as the forward
         return (None, sparse_softmax_xent(logits, lab, g, loss=False)[1])
@@ -472,7 +482,10 @@ def _(F, g, needs, nb, node, labels, logits):
         if needs[0]:
             dq = -ge * (log_softmax(logits) if F.xp is None else _log_softmax_fwd(F.xp, logits))
         return (dq, dz)
-    if node.params:  # a fused head: the residual is the user's log_softmax
+    p = node.params
+    if p:  # a fused head: the residual is the user's log_softmax
+        if "mean" in p:
+            g = g / (p["mean"] or 1)
         return (None, dense_head_grad(g, logits, labels, picked=True))
     logp = _log_softmax_fwd(F.xp, logits)
     dq = -(g[..., None] * logp) if needs[0] else None
