@@ -755,7 +755,7 @@ def version_of(system: str) -> str | None:
     """The installed version of a system's package (without importing it), or None."""
     if system == "numpy":
         return np.__version__
-    if system in ("gputape", "compiled"):
+    if system in ("gputape", "compiled") or system in VARIANTS:
         return gt.__version__
     if not peer_installed(system):
         return None

@@ -155,7 +155,7 @@ def test_compare_quick_run(monkeypatch, tmp_path, capsys):
     monkeypatch.delattr(gt, "function", raising=False)  # the compiled column must skip cleanly
     out = tmp_path / "report.md"
     argv = ["--rounds", "2", "--block-ms", "2", "--warmup", "1", "--batches", "8", "--one-process"]
-    argv += ["--systems", "numpy", "gputape", "compiled", "--workloads", "mlp", "jacobian", "memory"]
+    argv += ["--systems", "numpy", "gputape", "onehot", "compiled", "--workloads", "mlp", "jacobian", "memory"]
     argv += ["--markdown", str(out)]
     assert compare.main(argv) == 0
     text = capsys.readouterr().out
@@ -166,6 +166,8 @@ def test_compare_quick_run(monkeypatch, tmp_path, capsys):
         "| eager MLP step (B=128) <= 1.05x numpy | — | not measured",  # B=128 was not asked for
         "gputape gt.function, all workloads: not measured: gt.function does not exist",
         "| B=8 | gputape eager |",
+        "| MLP SGD step, B=8 | gputape eager, one-hot + assign_sub |",
+        "gputape eager, one-hot + assign_sub, jacobian 64->64 tanh: not measured: onehot is a variant of the mlp",
         "- machine: ",
         "- BLAS: ",
     ):
