@@ -9,6 +9,8 @@ gt.function replay; and that every condition that fails falls back to the unfuse
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from bitwise_helpers import same_bits
@@ -119,6 +121,26 @@ def test_what_the_fused_node_replaces(loss, params, replaced):
     assert at in {p for p, _ in fused}
     for p, _ in fused:  # each node of the head, as recorded, residual-free
         assert type(nodes[p]) is tuple and nodes[p][0].name == before[p]
+
+
+@pytest.mark.parametrize("form", ["gather-np-arange", "onehot-left"])
+def test_explain_summary_and_dot_after_a_fused_backward_are_the_unfused_ones(monkeypatch, spy, form):
+    def views():
+        z = gt.Variable(Z)
+        other = gt.Variable(Z[:1])  # read by nothing: explain says why
+        with gt.GradientTape() as tape:
+            logp = gt.nn.log_softmax(z * 1.0)
+            loss = FORMS[form](logp, Y, np.eye(C)[Y])
+        tape.gradient(loss, [z, other])
+        views = (str(tape.explain(loss, z)), str(tape.explain(loss, other)), tape.summary(), tape.to_dot())
+        ids: dict[str, str] = {}  # tensor ids differ from run to run: number them by first appearance
+        return tuple(re.sub(r"\bt\d+\b", lambda m: ids.setdefault(m.group(), f"t{len(ids)}"), v) for v in views)
+
+    fused = views()
+    assert spy["sparse"] + spy["dense"] == 1
+    _unfused(monkeypatch)
+    assert views() == fused
+    assert "[connected]" in fused[0] and "log_softmax" in fused[2] and "cross_entropy" not in fused[3]
 
 
 def test_awkward_cotangents_keep_the_unfused_bits(monkeypatch, spy):
