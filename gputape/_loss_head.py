@@ -152,13 +152,16 @@ def _plan(tape: Any, nodes: list, pos: int, seeds: dict, source_ids: list, prims
         rows_id, lab_id = c.ids[1], c.ids[2]
         if lab_id in tt or rows_id in tt:
             return None
-        if type(rows) is not np.ndarray or rows.ndim != 1 or rows.dtype.kind not in "iu":
-            return None
         if rows_id and _tls.obs is not None and _tls.obs.trace is not None:
             return None  # a traced tensor's rows may differ on a replay; a host constant does not
-        shared = _aranges.get(zshape[0])  # (the recorder saved a host arange as the shared one)
-        if rows.shape[0] != zshape[0] or (not (shared and rows is shared[0]) and _arange_like(rows) is None):
-            return None
+        if type(rows) is np.ndarray:
+            if rows.ndim != 1 or rows.dtype.kind not in "iu" or rows.shape[0] != zshape[0]:
+                return None
+            shared = _aranges.get(zshape[0])  # (the recorder saved a host arange as the shared one)
+            if not (shared and rows is shared[0]) and _arange_like(rows) is None:
+                return None
+        elif not p.get("rows") or rows.shape != (zshape[0],):
+            return None  # device rows: proven only where the recorder saw the host arange they came from
         if getattr(labels, "ndim", None) != 1 or labels.shape[0] != zshape[0] or labels.dtype.kind not in "iu":
             return None
         prim, ids, saved, parts, last, lastpos = sparse, (lab_id, node.ids[0]), [labels, logp], [pos], c, cpos

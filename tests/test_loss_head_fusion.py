@@ -414,3 +414,38 @@ def test_head_grad_on_a_fake_gpu_launches_the_kernel_with_the_signed_cotangent(m
     dd = fn.dense_head_grad(fake.asarray(g), dev, fake.asarray(oh), picked=True)
     assert type(dd) is FakeArray
     np.testing.assert_allclose(dd.get(), fn.dense_head_grad(g, logp, oh, picked=True), rtol=1e-12, atol=1e-15)
+
+
+def test_the_gather_form_fuses_on_a_fake_gpu(monkeypatch):
+    """Rows given as a host arange reach a device op as a device copy: the getitem recorder marks them
+    (``rows``), so the head fuses there too, one kernel launch with the picked cotangent negated."""
+    from fake_gpu import FakeArray, FakeCupy
+
+    from gputape import backend, expr
+
+    fake = FakeCupy()
+    monkeypatch.setattr(backend, "_cupy", fake)
+    monkeypatch.setattr(backend, "_probed", {})
+    monkeypatch.setattr(expr, "launch_dtype", lambda dt: None)  # the fake runs no kernels
+    launches = []
+
+    def launch(logits, labels, g=None, loss=True, grad=True):
+        launches.append(np.asarray(g.get()))
+        _, d = fn.ref_sparse_softmax_xent(logits.get(), labels.get(), g.get())
+        return None, fake.asarray(d)
+
+    monkeypatch.setattr(fn, "sparse_softmax_xent", launch)
+
+    def grad(rows):
+        z = gt.Variable(fake.asarray(Z))
+        with gt.GradientTape() as tape:
+            loss = -gt.mean(gt.nn.log_softmax(z * 1.0)[rows, Y])
+        getitem = next(n for n in tape._nodes if n.prim.name == "getitem")
+        return tape.gradient(loss, z), getitem.params.get("rows", False)
+
+    g, marked = grad(np.arange(N))
+    assert marked and type(g._data) is FakeArray and len(launches) == 1
+    np.testing.assert_allclose(launches[0], 1 / N)  # -(the picked values' cotangent, -1/N)
+    np.testing.assert_allclose(g._data.get(), _closed_form(Z, Y, 1 / N), rtol=1e-12, atol=1e-15)
+    g, marked = grad(np.arange(N)[::-1].copy())  # not an arange: unmarked, unfused
+    assert not marked and len(launches) == 1
