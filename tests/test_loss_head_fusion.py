@@ -189,7 +189,10 @@ def test_gt_function_replays_the_fused_vjp_with_each_calls_labels(spy):
         before = dict(spy)
         eager = step(gt.constant(y), oh).numpy()
         assert spy["sparse"] == before["sparse"] + 1 and spy["dense"] == before["dense"] + 1
+        mid = dict(spy)
         same_bits(f(gt.constant(y), oh).numpy(), eager)
+        # the trace (first call) and each replay run the fused VJPs, with this call's labels
+        assert spy["sparse"] == mid["sparse"] + 1 and spy["dense"] == mid["dense"] + 1, (seed, spy, mid)
         want = _closed_form(Z, y, 1 / N) + 2 * _closed_form(2 * Z, y, 1 / N)
         np.testing.assert_allclose(eager, want, rtol=1e-12, atol=1e-14)
 
