@@ -25,6 +25,8 @@ import numpy as np
 from . import _errors, _state, backend
 from . import tensor as _tensor_mod
 from ._backward_compile import gradients as _compiled_gradients
+from ._loss_head import fuse as _fuse_head
+from ._loss_head import restore as _restore_head
 from ._nest import flatten as _flatten
 from ._nest import unflatten as _unflatten
 from ._state import tls as _tls
@@ -140,6 +142,12 @@ def _parse_unconnected(value: Any) -> UnconnectedGradients:
 
 # ---------------------------------------------------------------------------------
 # GradientTape
+
+
+def _numerics_on() -> bool:
+    """check_numerics observes the sweep (it names the op where a value went bad: no fused nodes then)."""
+    obs = _tls.obs
+    return obs is not None and obs.numerics is not None
 
 
 def _any_tape() -> bool:
@@ -558,7 +566,14 @@ class GradientTape(_state.Scope):
                 # the sweep, or code compiled for a structure seen before (gputape._backward_compile):
                 # a gradient or None per source
                 if seeds:
-                    grads = _compiled_gradients(self, seeds, [s._id for s in flat_s], diff, _namespace(diff, seeds))
+                    sids = [s._id for s in flat_s]
+                    # the loss head a user wrote, fused into one cross-entropy node (gputape._loss_head)
+                    fused = None if (diff or self._persistent or _numerics_on()) else _fuse_head(self, seeds, sids)
+                    try:
+                        grads = _compiled_gradients(self, seeds, sids, diff, _namespace(diff, seeds))
+                    finally:
+                        if fused is not None:
+                            _restore_head(self, fused)
                 else:
                     grads = [None] * len(flat_s)
             finally:

@@ -528,8 +528,10 @@ def test_the_graph_form_routes_matrix_products_through_the_capturable_gemm():
     assert form is not fn and form.__globals__["F"].matmul is cuda.gemm.matmul
     assert fn.__globals__["F"].matmul is np.matmul  # the compiled function itself is untouched
     with gt.GradientTape() as tape:
-        target, _ = record(tape)
+        target, sources = record(tape)
     seeds = [np.ones((), target.dtype)]
+    # the nodes as gradient() hands them to the compiled code: with the loss head fused (gputape._loss_head)
+    assert gt._loss_head.fuse(tape, {target._id: seeds[0]}, [s._id for s in sources]) is not None
     got = form(tape._nodes, seeds)
     assert len(calls) == 3  # dW1 = x^T g, dh = g W2^T, dW2 = h^T g (x needs no gradient)
     for a, w in zip(got, want):
