@@ -947,7 +947,7 @@ def test_a_tape_holding_swept_records_takes_the_sweep_path():
         y = gt.sum(gt.exp(x))
     y_id = y._id
     tape._nodes = [n.swept() for n in tape._nodes]  # as a sweep leaves a non-persistent tape's list
-    assert bc._structure(tape, {y_id: np.ones(())}, [x._id], np) == "already_swept"
+    assert bc._structure(tape, {y_id: np.ones(())}, [x._id], gt.ops.raw_namespace(np)) == "already_swept"
 
 
 # -- random graphs ---------------------------------------------------------------------------------
@@ -990,3 +990,41 @@ def test_random_graphs_compiled_equal_sweep(plan, nsrc, shapes, watch_all, persi
             same_bits(a, b, f"source {k}")
     r = report()
     assert r["hits"] >= 1 and "compile_error" not in r["fallbacks"], r
+
+
+# -- the key: dtypes ---------------------------------------------------------------------------------
+
+
+def test_swapped_dtypes_do_not_reuse_a_structure_compiled_for_others():
+    """Issue 24's repro: complex * real, then real * complex (compiled), then complex * real again.
+    The casts (None, float64) and (float64, None) once compared equal (a numpy dtype equals None)."""
+
+    def ga(a, b, comp=True):
+        A, B = gt.constant(a), gt.constant(b)
+        with gt.GradientTape(compile=comp) as t:
+            t.watch([A, B])
+            y = A * B
+        return t.gradient(y, [A, B], output_gradients=np.array([1j]))[0].numpy()
+
+    r, c = np.array([2.0]), np.array([2.0 + 0j])
+    want = {k: ga(*p, comp=False) for k, p in (("cr", (c, r)), ("rc", (r, c)))}
+    same_bits(ga(c, r), want["cr"])
+    same_bits(ga(r, c), want["rc"])
+    same_bits(ga(r, c), want["rc"])
+    same_bits(ga(c, r), want["cr"])
+    same_bits(ga(c, r), want["cr"])
+    assert want["cr"].dtype == np.complex128 and want["cr"][0] == 2j
+    assert report()["compiles"] == 2 and report()["hits"] == 1
+
+
+def test_dtypes_of_residuals_and_seeds_are_in_the_key():
+    """One program in float32 and float64: two structures (the VJPs meet other dtypes), each right."""
+    for dt in (np.float32, np.float64):
+        x = gt.constant(np.linspace(-1, 1, 5).astype(dt))
+
+        def record(tape, x=x):
+            tape.watch(x)
+            return gt.sum(gt.tanh(x) * x), [x]
+
+        check_compiled(record)
+    assert report()["cached"] == 2
