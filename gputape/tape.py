@@ -870,7 +870,10 @@ def _result(g: Any, s: Tensor, unconnected: UnconnectedGradients, diff: bool, ts
         return None
     if diff:
         return g
-    if not g.flags.c_contiguous:  # broadcast views and transposes: hand out a real array
+    if isinstance(g, np.generic):  # numpy's 0-d results are scalars; a Tensor holds an array (np.asarray(t) needs one)
+        g0, g = g, np.asarray(g)
+        traced(_as_array, (g0,), g, True)
+    elif not g.flags.c_contiguous:  # broadcast views and transposes: hand out a real array
         g0, g = g, (np if type(g) is _ndarray else backend.xp_of(g)).ascontiguousarray(g)
         traced(_contiguous, (g0,), g, True)
     return _wrap(g)
@@ -880,6 +883,10 @@ def _result(g: Any, s: Tensor, unconnected: UnconnectedGradients, diff: bool, ts
 
 def _astype(a: Any, dtype: Any) -> Any:
     return a.astype(dtype)
+
+
+def _as_array(a: Any) -> Any:
+    return np.asarray(a)
 
 
 def _contiguous(a: Any) -> Any:
