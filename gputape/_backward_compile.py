@@ -177,7 +177,8 @@ def _structure(tape: Any, seeds: dict, source_ids: list, F: Any) -> tuple | str:
       VJP, give another key), its inputs' shapes (None: a constant operand), its inputs' and
       outputs' positions (each id replaced by the order of its first appearance; ``~position``
       where no cotangent flows: the sweep's relevance), its casts (None, or ``(input, dtype)``
-      pairs), then one entry per residual: its dtype for an array, else ``(its type,)``;
+      pairs), then one entry per residual: its dtype for an array (the device's, or numpy's), else
+      ``(its type,)``;
     * ``_SEEDS``, then per seed its position, array type, shape, dtype and device (None on the
       host): ``output_gradients`` arrive here, checked and cast against their target by ``gradient``;
     * ``_SOURCES``, then the sources' positions (repeated and intermediate sources included).
@@ -245,7 +246,8 @@ def _structure(tape: Any, seeds: dict, source_ids: list, F: Any) -> tuple | str:
         c = n.casts
         ap(None if c is None else tuple((k, d) for k, d in enumerate(c) if d is not None))
         for v in n.saved:
-            ap(v.dtype if type(v) is arr else (type(v),))
+            t = type(v)
+            ap(v.dtype if t is arr or t is _ndarray else (t,))  # (a host index array beside device ones too)
     ap(_SEEDS)
     for i, g in seeds.items():
         s = get(i)
