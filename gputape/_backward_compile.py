@@ -176,9 +176,9 @@ def _structure(tape: Any, seeds: dict, source_ids: list, F: Any) -> tuple | str:
     * per node, in tape order: its VJP function (so the profiler's wrappers, or a complex node's
       VJP, give another key), its inputs' shapes (None: a constant operand), its inputs' and
       outputs' positions (each id replaced by the order of its first appearance; ``~position``
-      where no cotangent flows: the sweep's relevance), its casts (None, or ``(input, dtype)``
-      pairs), then one entry per residual: its dtype for an array (the device's, or numpy's), else
-      ``(its type,)``;
+      where no cotangent flows: the sweep's relevance), its casts where it has any (a tuple of
+      ``(input, dtype)`` pairs), then one entry per residual: its dtype for an array (the device's,
+      or numpy's), else ``(its type,)``;
     * ``_SEEDS``, then per seed its position, array type, shape, dtype and device (None on the
       host): ``output_gradients`` arrive here, checked and cast against their target by ``gradient``;
     * ``_SOURCES``, then the sources' positions (repeated and intermediate sources included).
@@ -244,10 +244,10 @@ def _structure(tape: Any, seeds: dict, source_ids: list, F: Any) -> tuple | str:
                 nxt += 1
             ap(tuple(outs))
         c = n.casts
-        ap(None if c is None else tuple((k, d) for k, d in enumerate(c) if d is not None))
+        if c is not None:  # (no entry without casts: most nodes)
+            ap(tuple([(k, d) for k, d in enumerate(c) if d is not None]))
         for v in n.saved:
-            t = type(v)
-            ap(v.dtype if t is arr or t is _ndarray else (t,))  # (a host index array beside device ones too)
+            ap(v.dtype if type(v) is arr else _residual(v))
     ap(_SEEDS)
     for i, g in seeds.items():
         s = get(i)
@@ -269,7 +269,19 @@ def _structure(tape: Any, seeds: dict, source_ids: list, F: Any) -> tuple | str:
     return tuple(key), slot, rel
 
 
+def _residual(v: Any) -> Any:
+    """A residual's entry in the key where it is not an array of the seeds' type: a host array's dtype
+    (an index beside device arrays), else ``(its type,)`` (a tuple: never equal to a dtype)."""
+    return v.dtype if type(v) is _ndarray else (type(v),)
+
+
 _SEEDS, _SOURCES = "seeds", "sources"  # the key's section markers (strings: never a node's first entry, a VJP)
+
+
+def _is_casts(entry: Any) -> bool:
+    """Whether a node's entry after its outputs is its casts (a tuple of ``(input, dtype)`` pairs, maybe
+    empty) rather than its first residual's (a dtype, or a 1-tuple holding a type)."""
+    return type(entry) is tuple and (not entry or type(entry[0]) is tuple)
 
 
 def _entries(key: tuple) -> tuple[Any, bool, list[tuple], list[int], list[int]]:
@@ -282,11 +294,15 @@ def _entries(key: tuple) -> tuple[Any, bool, list[tuple], list[int], list[int]]:
         vjp, shapes = key[i], key[i + 1]
         m = len(shapes)
         ins = key[i + 2 : i + 2 + m]
-        out, casts = key[i + 2 + m], key[i + 3 + m]
-        i += 4 + m
+        out = key[i + 2 + m]
+        i += 3 + m
+        casts: Any = ()
+        if _is_casts(key[i]):
+            casts = key[i]
+            i += 1
         while type(key[i]) is tuple or isinstance(key[i], np.dtype):  # the residuals' entries
             i += 1
-        nodes.append((ins, out, vjp, shapes, dict(casts or ())))
+        nodes.append((ins, out, vjp, shapes, dict(casts)))
     seeds = []
     i += 1
     while key[i] is not _SOURCES:
