@@ -357,8 +357,8 @@ def _generate(key: tuple, F: Any) -> Callable[..., tuple]:
     ``F`` is the VJPs' namespace of the key's array module (one per module: the tape's ``_namespace``).
     """
     xp, persistent, entries, seeds, sources = _entries(key)
-    if F.xp is not xp:
-        raise ValueError(f"the namespace of {F.xp.__name__} for a key of {xp.__name__}")
+    if getattr(F, "xp", None) is not xp:
+        raise ValueError(f"compiled backward: a VJP namespace {F!r} for a key of {xp.__name__}'s arrays")
     keep = set(sources)
     w = _Writer()
     for j, s in enumerate(seeds):

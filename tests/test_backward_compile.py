@@ -1028,3 +1028,43 @@ def test_dtypes_of_residuals_and_seeds_are_in_the_key():
 
         check_compiled(record)
     assert report()["cached"] == 2
+
+
+def _key_of(x0, x1, og=None, persistent=False, sources=(0, 1), device=None):
+    """The key of ``y = x0 * x1`` (both watched) for the gradient w.r.t. ``sources`` (indices, repeats allowed)."""
+    xs = [gt.constant(x0), gt.constant(x1)]
+    with gt.GradientTape(persistent=persistent) as tape:
+        tape.watch(xs)
+        y = xs[0] * xs[1]
+    seed = np.ones(y.shape, y.dtype) if og is None else og
+    return bc._structure(tape, {y._id: seed}, [xs[k]._id for k in sources], gt.ops.raw_namespace(np))[0]
+
+
+def test_the_key_tells_apart_what_the_result_depends_on():
+    """Keys that must differ do, under == (the fast path compares with ==, and a numpy dtype equals None)."""
+    r64, c128 = np.array([2.0, 3.0]), np.array([2.0 + 1j, 3.0])
+    base = _key_of(c128, r64)
+    assert base == _key_of(c128 + 1, r64 - 2)  # values are not in the key
+    different = {
+        "swapped casts": _key_of(r64, c128),
+        "residual dtype": _key_of(r64.astype(np.float32), r64.astype(np.float32)),
+        "seed dtype": _key_of(c128, r64, og=np.ones(2, np.complex64)),  # (gradient() refuses it; the key tells)
+        "seed shape": _key_of(c128[:1], r64[:1]),
+        "persistent": _key_of(c128, r64, persistent=True),
+        "repeated source": _key_of(c128, r64, sources=(0, 0)),
+        "one source": _key_of(c128, r64, sources=(0,)),
+    }
+    for why, key in different.items():
+        assert key != base and base != key, why
+    assert len({hash(k) for k in different.values()} | {hash(base)}) == len(different) + 1
+
+
+def test_the_generator_reads_the_key_alone():
+    """Two tapes of one key compile to one text, and the text is generated from the key without a tape."""
+    k1 = _key_of(np.array([2.0 + 1j, 3.0]), np.array([2.0, 3.0]))
+    k2 = _key_of(np.array([-1.0 + 0j, 5.0]), np.array([4.0, 7.0]))
+    assert k1 == k2
+    F = gt.ops.raw_namespace(np)
+    assert bc._generate(k1, F).source == bc._generate(k2, F).source
+    with pytest.raises(ValueError, match="namespace"):
+        bc._generate(k1, gt.ops.DIFF_NAMESPACE)
