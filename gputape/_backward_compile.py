@@ -169,7 +169,7 @@ def _structure(tape: Any, seeds: dict, source_ids: list, F: Any) -> tuple | str:
     The key is the **description** the generator compiles (:func:`_generate` reads nothing else,
     through :func:`_entries`, so whatever the generated code specialises on is in the key by
     construction) and everything else the sweep's result depends on: the dtypes its VJPs meet and
-    the seeds. One flat tuple (a tuple per node cost more than the rest of the key together):
+    the seeds. One flat tuple (a tuple per node made the key cost about twice as much):
 
     * ``xp, persistent, forward``: the array module of the VJPs' namespace ``F`` (it decides
       inlining; the device kind), and whether relevance needed the forward pass over ids;
@@ -183,10 +183,11 @@ def _structure(tape: Any, seeds: dict, source_ids: list, F: Any) -> tuple | str:
       host): ``output_gradients`` arrive here, checked and cast against their target by ``gradient``;
     * ``_SOURCES``, then the sources' positions (repeated and intermediate sources included).
 
-    Each entry's role follows from the entries before it, so two keys compare entries of one role
-    only while they agree; and a dtype is only ever compared with a dtype (numpy's dtype equals
-    ``None``, ``float`` and ``'float64'``: the casts ``(None, f8)`` and ``(f8, None)`` once compared
-    equal and let a structure compiled for other casts answer). Not in the key, because neither the
+    Each entry's role follows from the entries before it and its own form (:func:`_entries` reads
+    them back so), so two keys compare entries of one role while they agree, and the first entries
+    that differ in role differ in form too; a dtype is never compared with what numpy would take
+    for one (a numpy dtype equals ``None``, ``float`` and ``'float64'``: the casts ``(None, f8)``
+    and ``(f8, None)`` once compared equal and let a structure compiled for other casts answer). Not in the key, because neither the
     sweep nor the generated code decides anything from them: parameters and residual values (read
     from the node at run time by the same VJPs on both paths), ``unconnected_gradients`` (applied
     to the result by ``gradient``, after either), nesting (a tape recording the gradient takes the
