@@ -187,11 +187,12 @@ def _structure(tape: Any, seeds: dict, source_ids: list, F: Any) -> tuple | str:
     them back so), so two keys compare entries of one role while they agree, and the first entries
     that differ in role differ in form too; a dtype is never compared with what numpy would take
     for one (a numpy dtype equals ``None``, ``float`` and ``'float64'``: the casts ``(None, f8)``
-    and ``(f8, None)`` once compared equal and let a structure compiled for other casts answer). Not in the key, because neither the
-    sweep nor the generated code decides anything from them: parameters and residual values (read
-    from the node at run time by the same VJPs on both paths), ``unconnected_gradients`` (applied
-    to the result by ``gradient``, after either), nesting (a tape recording the gradient takes the
-    sweep).
+    and ``(f8, None)`` once compared equal and let a structure compiled for other casts answer).
+
+    Not in the key, because neither the sweep nor the generated code decides anything from them:
+    parameters and residual values (read from the node at run time by the same VJPs on both
+    paths), ``unconnected_gradients`` (applied to the result by ``gradient``, after either),
+    nesting (a tape recording the gradient takes the sweep).
     """
     nodes = tape._nodes
     if len(nodes) > MAX_NODES:
