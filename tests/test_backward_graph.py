@@ -25,6 +25,7 @@ import gputape as gt
 from gputape import _backward_graph as bg
 from gputape import cublas
 from gputape.primitive import records
+from gputape.tensor import _wrap
 
 report = gt.debug.backward_cache_report
 
@@ -248,9 +249,11 @@ def test_the_generated_check_agrees_with_the_records(monkeypatch):
 
 
 def test_captures_per_structure_are_bounded(monkeypatch):
-    """The same structure in float32 and float64 (one compiled backward): a layout mismatch each time."""
+    """The same structure on a contiguous and on a strided array (one compiled backward: dtypes are
+    in its key, strides are not): a layout mismatch each time."""
     monkeypatch.setattr(bg, "RECAPTURE_AFTER", 1)
-    xs = [gt.constant(np.linspace(-1, 1, 6).astype(dt)) for dt in (np.float32, np.float64)]
+    xs = [gt.constant(np.linspace(-1, 1, 6)), _wrap(np.linspace(-1, 1, 12)[::2])]  # (constant() would copy)
+    assert xs[0]._data.strides != xs[1]._data.strides
 
     def record_for(x):
         def record(tape):
