@@ -73,9 +73,10 @@ def measure(record: Callable[[bool], tuple], rounds: int, block: int) -> dict[st
     tape, target, src = record(True)
     seeds = {target._id: np.ones(target.shape, target.dtype)}
     ids = [s._id for s in (src if isinstance(src, list) else [src])]
+    F = gt.ops.raw_namespace(np)
     t0 = time.perf_counter()
     for _ in range(block):
-        _backward_compile._structure(tape, seeds, ids, np)
+        _backward_compile._structure(tape, seeds, ids, F)
     key_us = (time.perf_counter() - t0) / block * 1e6
     sweep, comp = np.array(times[False]), np.array(times[True])
     return {

@@ -13,7 +13,9 @@
   defined here). By hand, ``J = diag(1 - y**2) @ W.T``, written as the broadcast
   ``(1 - y * y)[:, None] * W.T``. Every system computes the forward too.
 
-Systems: ``numpy`` (by hand, the baseline), ``gputape`` (eager), ``compiled`` (the same
+Systems: ``numpy`` (by hand, the baseline), ``gputape`` (eager), ``onehot`` (eager, the MLP step's
+other user form: ``-mean(sum(onehot * log_softmax(z), axis=1))`` and ``v.assign_sub(lr * g)`` per
+variable; the MLP workload only), ``compiled`` (the same
 gputape function wrapped in ``gt.function``: traced on the first call, replayed after),
 ``torch`` (PyTorch eager; ``torch.func.jacrev`` for the Jacobian), ``autograd`` (HIPS) and
 ``jax`` (``jax.jit`` of the whole step).
@@ -48,7 +50,9 @@ K = 100  # chain links
 N_DEFAULT = 16  # chain vector length
 JAC_N = 64  # Jacobian layer width (64 -> 64)
 
-SYSTEMS = ("numpy", "gputape", "compiled", "torch", "autograd", "jax")
+SYSTEMS = ("numpy", "gputape", "onehot", "compiled", "torch", "autograd", "jax")
+# ``onehot`` is an MLP-only variant of ``gputape``: the other way users write the step
+VARIANTS = {"onehot": "mlp"}
 WORKLOADS = ("mlp", "chain", "jacobian")
 PARAM_NAMES = ("w1", "b1", "w2", "b2", "w3", "b3")
 THREADS: int | None = None  # torch threads for peers built from now on; None: all cores, as the anchors
@@ -209,6 +213,31 @@ def _gputape_mlp_parts(data: MLPData, lr: float) -> tuple[Callable[..., Any], tu
 def make_gputape_mlp(data: MLPData, lr: float = LR) -> Step:
     train_step, (x, y), params = _gputape_mlp_parts(data, lr)
     return Step("mlp", "gputape", lambda: train_step(x, y), lambda: [p.numpy() for p in params])
+
+
+def gputape_mlp_onehot_step(params: list[gt.Variable], lr: float) -> Callable[[Any, Any], gt.Tensor]:
+    """The step as many users write it without an optimizer: a one-hot product for the loss and
+    ``v.assign_sub(lr * g)`` per variable. ``train_step(x, yoh)`` -> loss."""
+
+    def train_step(x: Any, yoh: Any) -> gt.Tensor:
+        w1, b1, w2, b2, w3, b3 = params
+        with gt.GradientTape() as tape:
+            h = gt.nn.relu(x @ w1 + b1)
+            h = gt.nn.relu(h @ w2 + b2)
+            logp = gt.nn.log_softmax(h @ w3 + b3)
+            loss = -gt.mean(gt.sum(yoh * logp, axis=1))
+        for v, g in zip(params, tape.gradient(loss, params)):
+            v.assign_sub(lr * g)
+        return loss
+
+    return train_step
+
+
+def make_onehot_mlp(data: MLPData, lr: float = LR) -> Step:
+    params = [gt.Variable(a, name=n) for a, n in zip(data.init, PARAM_NAMES)]
+    train_step = gputape_mlp_onehot_step(params, lr)
+    x, yoh = gt.constant(data.X), data.Yoh
+    return Step("mlp", "onehot", lambda: train_step(x, yoh), lambda: [p.numpy() for p in params])
 
 
 def make_compiled_mlp(data: MLPData, lr: float = LR) -> Step:
@@ -638,6 +667,7 @@ FACTORIES: dict[str, dict[str, Callable[..., Step]]] = {
     "mlp": {
         "numpy": make_numpy_mlp,
         "gputape": make_gputape_mlp,
+        "onehot": make_onehot_mlp,
         "compiled": make_compiled_mlp,
         "torch": make_torch_mlp,
         "autograd": make_autograd_mlp,
@@ -707,9 +737,11 @@ def build(workload: str, system: str, data: Any = None, strict: bool = False) ->
     """
     if workload not in FACTORIES:
         raise ValueError(f"unknown workload {workload!r}; choose from {WORKLOADS}")
-    if system not in FACTORIES[workload]:
+    if system not in SYSTEMS:
         raise ValueError(f"unknown system {system!r}; choose from {SYSTEMS}")
     try:
+        if system not in FACTORIES[workload]:
+            raise UnavailableError(f"{system} is a variant of the {VARIANTS[system]} workload only")
         if not peer_available(system):
             raise UnavailableError(f"{PEER_MODULES[system]} is not installed")
         return FACTORIES[workload][system](make_data(workload) if data is None else data)
@@ -723,7 +755,7 @@ def version_of(system: str) -> str | None:
     """The installed version of a system's package (without importing it), or None."""
     if system == "numpy":
         return np.__version__
-    if system in ("gputape", "compiled"):
+    if system in ("gputape", "compiled") or system in VARIANTS:
         return gt.__version__
     if not peer_installed(system):
         return None

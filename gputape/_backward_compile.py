@@ -22,17 +22,15 @@ takes from the structure already taken:
   replaces them (the residuals are freed at the same points, and ``explain()`` after
   ``gradient()`` walks the same skeleton); a persistent tape's nodes are only read.
 
-The key holds exactly what the generated text depends on: each node's VJP function (so the
-profiler's timing wrappers, or a complex node's VJP, give another key), input shapes (baked into
-the ``sum_to`` tests), casts (the dtypes cotangents are converted to), the wiring as positions
-(each tensor id replaced by the order of its first appearance) with each position's relevance
-(does a cotangent flow to it: the sweep's ``rel``), the seeds' and sources' positions, the array
-module (device kind) and ``persistent``. Nothing else is: the generated code reads parameters
-from the node at run time, as the VJPs do (so ``custom_gradient``'s per-call ``grad_fn`` does not
-defeat the cache); it holds no dtype but the casts' (a float32 and a float64 run of one structure
-run the same text, as they run the same VJPs); and each node's own residuals are passed to its
-VJP, whatever they alias (the same array saved by two nodes, or two equal arrays). A CUDA-graph
-form would have to add dtypes and the residuals' addresses.
+The key is the generator's only input (:func:`_structure` writes it, :func:`_generate` compiles
+from it and reads no tape), so what the generated text specialises on is in the key by
+construction; it also holds what the sweep's result depends on that the text does not bake in:
+the dtypes every VJP meets (the casts', each array residual's, the seeds') and the seeds' array
+types, shapes and devices. What stays out is read at run time by the same VJPs on both paths
+(parameters, residual values: ``custom_gradient``'s per-call ``grad_fn`` does not defeat the
+cache) or applied after both (``unconnected_gradients``). Each node's own residuals are passed to
+its VJP, whatever they alias (the same array saved by two nodes, or two equal arrays).
+``tests/test_backward_compile_property.py`` runs random programs through both.
 
 Falls back to the sweep whenever the compiled form is not known to be identical, counted by
 reason in :func:`backward_cache_report`: a tape records the gradient computation (higher order),
@@ -67,11 +65,14 @@ from typing import Any
 import numpy as np
 
 from . import _backward_graph, _state, config
+from . import backend as _backend
 from . import expr as _expr
 from ._state import tls as _tls
 from .backward import _sweep
 from .backward import sum_to_plan as _sum_to_plan
 from .primitive import Node
+
+_ndarray = np.ndarray
 
 _log = logging.getLogger("gputape")
 
@@ -106,8 +107,7 @@ def gradients(tape: Any, seeds: dict[int, Any], source_ids: list[int], diff: boo
         return _fallback(why, tape, seeds, source_ids, diff, F)
     if _state.profiler is not None:  # the sweep times each VJP for it
         return _fallback("profiler", tape, seeds, source_ids, diff, F)
-    xp = F.xp
-    found = _structure(tape, seeds, source_ids, xp)
+    found = _structure(tape, seeds, source_ids, F)
     if type(found) is str:
         return _fallback(found, tape, seeds, source_ids, diff, F)
     global _last
@@ -125,9 +125,8 @@ def gradients(tape: Any, seeds: dict[int, Any], source_ids: list[int], diff: boo
     if key not in _seen:
         _remember(_seen, key, None)
         return _swept(tape, seeds, source_ids, diff, F)
-    slot, rel = found[1], found[2]
     try:
-        fn = _generate(tape, seeds, source_ids, F, slot, rel)
+        fn = _generate(key, F)
     except Exception:  # a generator bug must not cost the user a gradient: the sweep answers
         _log.exception("gputape: compiling a backward failed; the sweep computes this gradient")
         return _fallback("compile_error", tape, seeds, source_ids, diff, F)
@@ -164,10 +163,36 @@ def _remember(table: dict, key: tuple, value: Any) -> None:
                 table.popitem(last=False)  # type: ignore[call-arg]
 
 
-def _structure(tape: Any, seeds: dict, source_ids: list, xp: Any) -> tuple | str:
+def _structure(tape: Any, seeds: dict, source_ids: list, F: Any) -> tuple | str:
     """(key, position of each id, the ids a cotangent flows to), or why there is none.
 
-    The relevance is the sweep's ``rel``, computed the way the sweep computes it.
+    The key is the **description** the generator compiles (:func:`_generate` reads nothing else,
+    through :func:`_entries`, so whatever the generated code specialises on is in the key by
+    construction) and everything else the sweep's result depends on: the dtypes its VJPs meet and
+    the seeds. One flat tuple (a tuple per node made the key cost about twice as much):
+
+    * ``xp, persistent, forward``: the array module of the VJPs' namespace ``F`` (it decides
+      inlining; the device kind), and whether relevance needed the forward pass over ids;
+    * per node, in tape order: its VJP function (so the profiler's wrappers, or a complex node's
+      VJP, give another key), its inputs' shapes (None: a constant operand), its inputs' and
+      outputs' positions (each id replaced by the order of its first appearance; ``~position``
+      where no cotangent flows: the sweep's relevance), its casts where it has any (a tuple of
+      ``(input, dtype)`` pairs), then one entry per residual: its dtype for an array (the device's,
+      or numpy's), else ``(its type,)``;
+    * ``_SEEDS``, then per seed its position, array type, shape, dtype and device (None on the
+      host): ``output_gradients`` arrive here, checked and cast against their target by ``gradient``;
+    * ``_SOURCES``, then the sources' positions (repeated and intermediate sources included).
+
+    Each entry's role follows from the entries before it and its own form (:func:`_entries` reads
+    them back so), so two keys compare entries of one role while they agree, and the first entries
+    that differ in role differ in form too; a dtype is never compared with what numpy would take
+    for one (a numpy dtype equals ``None``, ``float`` and ``'float64'``: the casts ``(None, f8)``
+    and ``(f8, None)`` once compared equal and let a structure compiled for other casts answer).
+
+    Not in the key, because neither the sweep nor the generated code decides anything from them:
+    parameters and residual values (read from the node at run time by the same VJPs on both
+    paths), ``unconnected_gradients`` (applied to the result by ``gradient``, after either),
+    nesting (a tape recording the gradient takes the sweep).
     """
     nodes = tape._nodes
     if len(nodes) > MAX_NODES:
@@ -182,14 +207,17 @@ def _structure(tape: Any, seeds: dict, source_ids: list, xp: Any) -> tuple | str
         if not rel:
             return "no_source_recorded"  # (the sweep answers with the seeds alone)
         forward = True
+    arr = type(next(iter(seeds.values())))  # the device's array type: its residuals have a dtype
     slot: dict[int, int] = {}
     get = slot.get
-    key: list[Any] = [xp, tape._persistent, forward]
+    key: list[Any] = [F.xp, tape._persistent, forward]
     ap = key.append
     nxt = 0  # positions in order of first appearance; ~position: no cotangent flows there
     for n in nodes:
         if type(n) is not Node:  # a swept record: its residuals are gone
             return "already_swept"
+        ap(n.prim.vjp)
+        ap(n.shapes)  # (its length is the number of inputs that follow)
         hit = False
         for i in n.ids:
             s = get(i)
@@ -217,22 +245,72 @@ def _structure(tape: Any, seeds: dict, source_ids: list, xp: Any) -> tuple | str
                 outs.append(nxt if o in rel else ~nxt)
                 nxt += 1
             ap(tuple(outs))
-        ap(n.prim.vjp)
-        ap(n.shapes)  # (its length delimits the next node's entries)
         c = n.casts
-        if c is not None:
-            ap(tuple(c))  # (a tuple where the next node starts with an int)
-    for marker, ids in (("seeds", seeds), ("sources", source_ids)):
-        ap(marker)
-        for i in ids:
-            s = get(i)
-            if s is None:
-                s = slot[i] = nxt
-                nxt += 1
-            ap(s)
+        if c is not None:  # (no entry without casts: most nodes)
+            ap(tuple([(k, d) for k, d in enumerate(c) if d is not None]))
+        for v in n.saved:
+            ap(v.dtype if type(v) is arr else _residual(v))
+    ap(_SEEDS)
+    for i, g in seeds.items():
+        s = get(i)
+        if s is None:
+            s = slot[i] = nxt
+            nxt += 1
+        ap(s)
+        ap(type(g))
+        ap(g.shape)
+        ap(g.dtype)
+        ap(None if type(g) is _ndarray else _backend.device_of(g))
+    ap(_SOURCES)
+    for i in source_ids:
+        s = get(i)
+        if s is None:
+            s = slot[i] = nxt
+            nxt += 1
+        ap(s)
     return tuple(key), slot, rel
 
 
+def _residual(v: Any) -> Any:
+    """A residual's entry in the key where it is not an array of the seeds' type: a host array's dtype
+    (an index beside device arrays), else ``(its type,)`` (a tuple: never equal to a dtype)."""
+    return v.dtype if type(v) is _ndarray else (type(v),)
+
+
+_SEEDS, _SOURCES = "seeds", "sources"  # the key's section markers (strings: never a node's first entry, a VJP)
+
+
+def _is_casts(entry: Any) -> bool:
+    """Whether a node's entry after its outputs is its casts (a tuple of ``(input, dtype)`` pairs, maybe
+    empty) rather than its first residual's (a dtype, or a 1-tuple holding a type)."""
+    return type(entry) is tuple and (not entry or type(entry[0]) is tuple)
+
+
+def _entries(key: tuple) -> tuple[Any, bool, list[tuple], list[int], list[int]]:
+    """:func:`_structure`'s key read back: ``(xp, persistent, nodes, seed positions, source positions)``,
+    each node as ``(inputs, outputs, vjp, shapes, casts as {input: dtype})``."""
+    xp, persistent = key[0], key[1]
+    nodes = []
+    i = 3
+    while key[i] is not _SEEDS:
+        vjp, shapes = key[i], key[i + 1]
+        m = len(shapes)
+        ins = key[i + 2 : i + 2 + m]
+        out = key[i + 2 + m]
+        i += 3 + m
+        casts: Any = ()
+        if _is_casts(key[i]):
+            casts = key[i]
+            i += 1
+        while type(key[i]) is tuple or isinstance(key[i], np.dtype):  # the residuals' entries
+            i += 1
+        nodes.append((ins, out, vjp, shapes, dict(casts)))
+    seeds = []
+    i += 1
+    while key[i] is not _SOURCES:
+        seeds.append(key[i])
+        i += 5
+    return xp, persistent, nodes, seeds, list(key[i + 1 :])
 
 
 class _Writer:
@@ -273,61 +351,69 @@ def _literal(shape: Any) -> str | None:
     return None
 
 
-def _generate(tape: Any, seeds: dict, source_ids: list, F: Any, slot: dict, rel: Any) -> Callable[..., tuple]:
-    """Compile the sweep of this tape's structure (the sweep's loop, its decisions taken here)."""
-    nodes = tape._nodes
-    persistent = tape._persistent
-    keep = {slot[i] for i in source_ids}
+def _generate(key: tuple, F: Any) -> Callable[..., tuple]:
+    """Compile the sweep of the structure ``key`` describes (the sweep's loop, its decisions taken here).
+
+    Reads the key alone (:func:`_structure`), never a tape: a decision taken here can only come
+    from what the key holds, so two tapes of one key run one text, and that text is the sweep's.
+    ``F`` is the VJPs' namespace of the key's array module (one per module: the tape's ``_namespace``).
+    """
+    xp, persistent, entries, seeds, sources = _entries(key)
+    if getattr(F, "xp", None) is not xp:
+        raise ValueError(f"compiled backward: a VJP namespace {F!r} for a key of {xp.__name__}'s arrays")
+    keep = set(sources)
     w = _Writer()
-    for j, i in enumerate(seeds):
-        w.emit(f"g{slot[i]} = S[{j}]")
-        w.state[slot[i]] = _YES
-    inline_ok = getattr(F, "xp", None) is np
-    for p in range(len(nodes) - 1, -1, -1):
-        n = nodes[p]
-        out = n.out
-        outs = [out] if type(out) is int else list(out)
-        oslots = [slot[o] for o in outs]
+    for j, s in enumerate(seeds):
+        w.emit(f"g{s} = S[{j}]")
+        w.state[s] = _YES
+    inline_ok = xp is np
+    for p in range(len(entries) - 1, -1, -1):
+        e = entries[p]
+        outs = e[1]
+        outs = [outs] if type(outs) is int else list(outs)
+        oslots = [_pos(o) for o in outs]
         states = [w.state.get(s, _ABSENT) for s in oslots]
         if all(st == _ABSENT for st in states):
             continue  # no cotangent reaches the node
         dead = [s for s in oslots if s not in keep and w.state.get(s, _ABSENT) != _ABSENT]
-        if any(o in rel for o in outs):
-            _node(w, p, n, outs, oslots, states, rel, slot, persistent, inline_ok)
+        if any(o >= 0 for o in outs):
+            _node(w, p, e, oslots, states, persistent, inline_ok)
         for s in dead:  # the sweep pops the cotangents it consumed (those of sources it keeps)
             w.emit(f"del g{s}")
             w.state[s] = _ABSENT
     rets = []
-    for i in source_ids:
-        s = slot[i]
+    for s in sources:
         rets.append("None" if w.state.get(s, _ABSENT) == _ABSENT else f"g{s}")
     w.emit(f"return ({''.join(r + ', ' for r in rets)})")
     w.ns["F"] = F
     src = "\n".join(w.lines) + "\n"
-    exec(compile(src, f"<gputape compiled backward of {len(nodes)} nodes>", "exec"), w.ns)
+    exec(compile(src, f"<gputape compiled backward of {len(entries)} nodes>", "exec"), w.ns)
     fn = w.ns["backward"]
     fn.source = src  # type: ignore[attr-defined]
     return fn
 
 
-def _node(
-    w: _Writer,
-    p: int,
-    n: Any,
-    outs: list,
-    oslots: list,
-    states: list,
-    rel: Any,
-    slot: dict,
-    persistent: bool,
-    inline_ok: bool,
-) -> None:
-    """One node's step of the sweep: skeleton, needs, VJP, fit and accumulation."""
-    ids = n.ids
-    needs = [i in rel for i in ids]
-    decl = _expr.DERIVATIVES.get(n.prim.name)
-    inline = inline_ok and decl is not None and decl.vjp is n.prim.vjp and len(outs) == 1
-    single = type(n.out) is int
+def _pos(s: int) -> int:
+    """A key's position, whether or not a cotangent flows there (``~position`` where none does)."""
+    return s if s >= 0 else ~s
+
+
+def _declared(vjp: Any) -> Any:
+    """The declared derivative (:data:`gputape.expr.DERIVATIVES`) whose generated VJP is ``vjp``, or None."""
+    for decl in _expr.DERIVATIVES.values():
+        if decl.vjp is vjp:
+            return decl
+    return None
+
+
+def _node(w: _Writer, p: int, e: tuple, oslots: list, states: list, persistent: bool, inline_ok: bool) -> None:
+    """One node's step of the sweep (its key entry ``e``): skeleton, needs, VJP, fit and accumulation."""
+    ins, out, vjp, shapes, casts = e
+    needs = [s >= 0 for s in ins]
+    slots = [_pos(s) for s in ins]
+    decl = _declared(vjp)
+    single = type(out) is int
+    inline = inline_ok and decl is not None and single
     if single:
         gexpr = f"g{oslots[0]}"
         test = f"g{oslots[0]} is not None" if states[0] == _MAYBE else None
@@ -339,8 +425,7 @@ def _node(
     conditional = test is not None or not inline
     if conditional:
         # a gradient assigned only on some runs starts as None (the sweep's grads.get(i) is None)
-        for k, i in enumerate(ids):
-            s = slot[i]
+        for k, s in enumerate(slots):
             if needs[k] and w.state.get(s, _ABSENT) == _ABSENT:
                 w.emit(f"g{s} = None")
                 w.state[s] = _MAYBE
@@ -359,8 +444,8 @@ def _node(
         if ops:
             w.emit(f"{', '.join(ops)}, = n.saved")
         temps = []
-        tensors = tuple(sh is not None for sh in n.shapes)
-        for k in range(len(ids)):
+        tensors = tuple(sh is not None for sh in shapes)
+        for k in range(len(ins)):
             if not needs[k]:
                 continue
             # literals typed by their partner's dtype (gputape.expr.python_typed): the same bits
@@ -376,22 +461,22 @@ def _node(
         # shapes as its output, and so as its cotangent's shape: where an input has that shape
         # already, no reduction can be needed. (A constant operand's shape is not in the key: a
         # later tape's array constant may broadcast further, so those keep the run-time test.)
-        known = None if None in n.shapes else _broadcast(n.shapes)
+        known = None if None in shapes else _broadcast(shapes)
         for k in temps:
-            _fit(w, p, k, n, slot[ids[k]], cotangent=known)
+            _fit(w, p, k, shapes[k], casts.get(k), slots[k], cotangent=known)
     else:
-        vjp = w.const(f"V{p}", n.prim.vjp)
-        if len(ids) <= 2:
+        v = w.const(f"V{p}", vjp)
+        if len(ins) <= 2:
             nd = repr(tuple(needs))
         else:
             nd = repr(needs)  # a fresh list each run, as the sweep makes one
-        w.emit(f"r = {vjp}(F, {gexpr}, {nd}, 0, n, *n.saved)")
-        for k in range(len(ids)):
+        w.emit(f"r = {v}(F, {gexpr}, {nd}, 0, n, *n.saved)")
+        for k in range(len(ins)):
             if needs[k]:
                 w.emit(f"t{k} = r[{k}]")
                 w.emit(f"if t{k} is not None:")
                 w.depth += 1
-                _fit(w, p, k, n, slot[ids[k]])
+                _fit(w, p, k, shapes[k], casts.get(k), slots[k])
                 w.depth -= 1
         w.emit("del r")
     if test is not None:
@@ -406,8 +491,8 @@ def _broadcast(shapes: tuple) -> tuple | None:
         return None
 
 
-def _fit(w: _Writer, p: int, k: int, n: Any, s: int, cotangent: tuple | None = None) -> None:
-    """The sweep's reduction to the input's shape, cast to its dtype, and accumulation.
+def _fit(w: _Writer, p: int, k: int, shape: Any, cast: Any, s: int, cotangent: tuple | None = None) -> None:
+    """The sweep's reduction to the input's ``shape``, cast to its dtype (``cast``, or None), and accumulation.
 
     ``cotangent``: the shape the cotangent has on every run (an elementwise node's output shape).
     Where it is the input's shape the sweep's test would always be false and is left out; where it
@@ -415,7 +500,6 @@ def _fit(w: _Writer, p: int, k: int, n: Any, s: int, cotangent: tuple | None = N
     ``F.sum_to`` makes), behind a test of that shape which keeps the sweep's general path for any
     other shape.
     """
-    shape = n.shapes[k]
     t = f"t{k}"
     if cotangent != shape:
         lit = _literal(shape) or w.const(f"H{p}_{k}", shape)
@@ -431,9 +515,8 @@ def _fit(w: _Writer, p: int, k: int, n: Any, s: int, cotangent: tuple | None = N
             w.depth += 1
             w.emit(general)
             w.depth -= 1
-    casts = n.casts
-    if casts is not None and casts[k] is not None:
-        w.emit(f"{t} = {t}.astype({w.const(f'C{p}_{k}', casts[k])})")
+    if cast is not None:
+        w.emit(f"{t} = {t}.astype({w.const(f'C{p}_{k}', cast)})")
     w.accumulate(s, t)
 
 

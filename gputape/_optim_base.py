@@ -10,14 +10,10 @@ off. On GPU arrays SGD/Adam/AdamW take the one-launch path instead
 
 from __future__ import annotations
 
-import itertools
 import math
-import sys
 import warnings
 from collections.abc import Callable, Iterable
-from sys import getrefcount as _getrefcount
 from typing import Any
-from weakref import getweakrefcount as _getweakrefcount
 
 import numpy as np
 
@@ -27,7 +23,7 @@ from ._optim_fused import FusedOptimizer
 from ._optim_schedules import _integer, _rate, _real
 from ._state import defer_interrupts
 from .tape import GputapeWarning, GradientTape
-from .tensor import _LATE_REPORTS, Tensor, Variable, _same_kind
+from .tensor import Tensor, Variable, _combined, _LateReportError, _same_kind, _wrap
 
 
 def _raw(g: Any, var: Variable, owner: str) -> Any:
@@ -63,8 +59,14 @@ class Optimizer:
     ``_compute(g, lr, slots, out, step) -> (delta, add)`` on raw device arrays:
     it writes every slot's new value into ``out[name]`` (a spare buffer of the
     slot's shape and dtype), changes nothing else, and returns the increment
-    and whether the variable gets ``+= delta`` (``add=True``) or ``-= delta``;
-    the commit swaps ``out`` and ``slots`` and applies the increment.
+    and whether the variable's new value is ``w + delta`` (``add=True``) or
+    ``w - delta``. The step computes each new value into a new array (a
+    variable's published array is never written: a tape or another thread may
+    hold it); the commit swaps ``out`` and ``slots`` and stores the new arrays.
+    A ``_compute`` marked ``fresh_delta = True`` promises that a ``delta`` that
+    is not one of its ``out`` arrays is a temporary of its own arithmetic that
+    nothing else references (of the variable's shape and dtype), and the new
+    value is written into it: an update then allocates nothing more.
 
     ``learning_rate`` is a number, a :class:`LearningRateSchedule`, a callable
     ``f(step) -> rate`` or a 0-d tensor (read at every step); reading
@@ -343,7 +345,7 @@ class Optimizer:
             # parse: it raises or warns exactly as before.
             parsed = _plain_pairs(pairs)
             if parsed is not None:
-                return self._step_plain(parsed[0], parsed[1], None)
+                return self._step_plain(parsed[0], parsed[1])
         if not pairs:
             return self._step_count()
         live = []
@@ -390,83 +392,45 @@ class Optimizer:
             return tr.optimizer_step(self, live)
         return self._apply_live(live)
 
-    def _apply_donated(self, grads: list[Any], variables: list[Variable]) -> int:
-        """:meth:`_apply_live` for ``gt.function``'s CPU replay, which hands its gradients over in ``grads``.
-
-        Buffer donation, as XLA and JAX do it: the replay puts the gradients whose last use
-        is this step in ``grads`` and deletes its own names for them, and this takes each out
-        of the list (leaving ``None``). A gradient that nothing else references then (no
-        other name in the replay, no result, no second variable's entry, no view, constant,
-        argument or variable: ``sys.getrefcount`` says so; no weak reference either), a host array that owns its
-        writeable C-contiguous memory, of its variable's shape and dtype, is *owned*: the
-        update may write its step into it (the same ufuncs on the same operands, so the same
-        bits) instead of a new array. Only phase 1 writes there; the gradient is dead anyway.
-        """
-        raw = []
-        owned = []
-        plain = True  # every gradient a host array of its variable's shape and dtype
-        g = None
-        for i, v in enumerate(variables):
-            g = grads[i]
-            grads[i] = None
-            refs = _getrefcount(g)  # (the statement _SOLE_REFS is measured with)
-            if type(g) is _ndarray and _same_kind(g, v._data):
-                if refs <= _SOLE_REFS and not _getweakrefcount(g):  # (a weak reference could read it later)
-                    f = g.flags
-                    owned.append(f.owndata and f.writeable and f.c_contiguous)
-                else:
-                    owned.append(False)
-            else:
-                plain = False
-                owned.append(False)
-            raw.append(g)  # (held here: a later entry of the same array counts this reference)
-        del g
-        if plain:  # (checked here: the general path need not check again)
-            if self._plain():
-                return self._step_plain(raw, variables, owned)
-            return self._apply_checked(list(zip(raw, variables)), owned)
-        return self._apply_live(list(zip(raw, variables)), owned)
-
     def _plain(self) -> bool:
         """True when a step is ``w -= lr * g`` for every variable, no slots, no clipping (plain SGD)."""
         return False
 
-    def _step_plain(self, raw: list[Any], variables: list[Variable], owned: list[bool] | None) -> int:
+    def _step_plain(self, raw: list[Any], variables: list[Variable]) -> int:
         """Plain SGD of checked host gradients: one loop computes, one commits.
 
         The rule of the general path (:func:`~gputape._optim_rules.plain_sgd`) and its commit,
         without its per-variable slot and call bookkeeping, which is most of a small step's cost.
+        Each ``g * lr`` is a new array of this step's own: ``w - g * lr`` is written into it.
         """
         step = self._step_count() + 1
         lr = self._rate_at(step - 1)
-        self._commit(zip(variables, _rules.plain_sgd(raw, lr, owned), _FALSES), step)
+        late: list[BaseException] = []
+        news = [_new_value(v, v._data, d, False, d, late) for v, d in zip(variables, _rules.plain_sgd(raw, lr))]
+        self._commit(variables, news, step, late=late)
         return step
 
-    def _apply_live(self, live: list[tuple[Any, Variable]], owned: list[bool] | None = None) -> int:
+    def _apply_live(self, live: list[tuple[Any, Variable]]) -> int:
         # Phase 1 computes every new value and changes nothing: whatever raises here
         # (a gradient's shape or dtype, a schedule's NaN, a Ctrl-C) leaves the state as it was.
-        # (``owned``: per pair, whether its gradient was donated by _apply_donated, and may be
-        # overwritten here; a donated gradient is dead, so writing it changes no state.)
         raw = []
         host = True  # every gradient a host array of its variable's shape and dtype
         for g, v in live:
             # (a raw host array comes from gt.function's replay of this step, which skips the wrap)
             a = g._data if isinstance(g, Tensor) else g
-            # the common case in one test: a host gradient of the variable's shape and dtype. No
-            # local name for v._data: a variable whose array is referenced looks shared (and is copied)
+            # the common case in one test: a host gradient of the variable's shape and dtype
             if not (type(a) is _ndarray and _same_kind(a, v._data)):
                 a = _raw(g, v, self.name)
                 host = False
             raw.append((a, v))
         if host and self._plain():
-            return self._step_plain([a for a, _ in raw], [v for _, v in raw], owned)
-        return self._apply_checked(raw, owned)
+            return self._step_plain([a for a, _ in raw], [v for _, v in raw])
+        return self._apply_checked(raw)
 
-    def _apply_checked(self, raw: list[tuple[Any, Variable]], owned: list[bool] | None) -> int:
+    def _apply_checked(self, raw: list[tuple[Any, Variable]]) -> int:
         """The step of gradients checked against their variables (arrays of their shapes and dtypes)."""
         if self.clipnorm is not None or self.global_clipnorm is not None:
             raw = self._clip(raw)
-            owned = None  # (the clipped gradients are new arrays, or the same: keep it simple)
         step = self._step_count() + 1
         lr = self._rate_at(step - 1)
         kind = self._fused_kind()
@@ -476,18 +440,17 @@ class Optimizer:
         ):
             self._apply_fused(kind, raw, lr, step)
             return step
-        self._apply_host(raw, lr, step, owned)
+        self._apply_host(raw, lr, step)
         return step
 
-    def _apply_host(self, raw: list[tuple[Any, Variable]], lr: float, step: int, owned: list[bool] | None) -> None:
-        """The step of checked gradients through ``_compute`` (phase 1), then the commit (phase 2)."""
+    def _apply_host(self, raw: list[tuple[Any, Variable]], lr: float, step: int) -> None:
+        """Phase 1, every new value (slots into their spares, variables into new arrays); then the commit."""
         wd = self.weight_decay
         compute = self._compute
-        # a _compute that takes ``into=`` (gputape's own: SGD's, Adam's) gets the donated gradients
-        donating = owned is not None and getattr(type(self)._compute, "donates", False)
+        fresh_delta = getattr(type(self)._compute, "fresh_delta", False)
         entries = self._slots if self.slot_names else None
-        used, fresh, assigns = [], [], []
-        for k, (g, v) in enumerate(raw):
+        used, fresh, news, late = [], [], [], []
+        for g, v in raw:
             if entries is None:
                 slots = spare = _NOSLOTS
             else:
@@ -497,48 +460,49 @@ class Optimizer:
                     fresh.append(entry)
                 used.append(entry)
                 slots, spare = entry[1], entry[2] or self._spares(entry)
+            w = v._data
+            if wd:  # decoupled decay first: ``w - lr * wd * w``, into the decay's own new array
+                decay = _rules.decoupled_decay(w, lr, wd)
+                w = _new_value(v, w, decay, False, decay, late)
+            delta, add = compute(g, lr, slots, spare, step)
             if wd:
-                # (computed before the step, whose ``into`` may overwrite g: decay reads v only)
-                assigns.append((v, _rules.decoupled_decay(v._data, lr, wd), False))
-            if donating and owned[k]:  # type: ignore[index]
-                delta, add = compute(g, lr, slots, spare, step, into=g)  # type: ignore[call-arg]
+                out = w  # (the decayed value is this step's own array: the step goes into it)
+            elif fresh_delta and delta is not g and all(delta is not a for a in spare.values()):
+                out = delta
             else:
-                delta, add = compute(g, lr, slots, spare, step)
-            assigns.append((v, delta, add))
-        self._commit(assigns, step, used, fresh)
+                out = None
+            news.append(_new_value(v, w, delta, add, out, late))
+        self._commit([v for _, v in raw], news, step, used, fresh, late)
 
     def _commit(
         self,
-        assigns: Iterable[tuple[Variable, Any, bool]],
+        variables: list[Variable],
+        news: list[Any],
         step: int,
         used: Iterable[list] = (),
         fresh: Iterable[list] = (),
+        late: list[BaseException] | None = None,
     ) -> None:
-        """Phase 2: the slot swaps (``used``), new slots (``fresh``), variable updates and step count.
+        """Phase 2: the slot swaps (``used``), new slots (``fresh``), the variables' new arrays and the count.
 
-        Reference swaps and assignments of arrays whose shapes, dtypes and devices were
-        checked in phase 1, with Ctrl-C held until the last one. assign_* keep copy-on-write
-        (a value a live tape holds is replaced, not changed); the copy that makes is the one
-        thing here that can still fail, and only by running out of memory.
+        Every value was computed before: this is reference stores only, with Ctrl-C held until
+        the last one, so a step is taken whole or not at all, and nothing here can fail. A reader
+        (a tape's saved value, another thread) holds the old array or the new one, never a mix.
 
         numpy reports a floating-point error of an update (``np.seterr`` "raise", or a warning
-        filter set to "error") after it wrote the result: such a report does not stop the commit
-        half way; the rest is committed and the first report raised after the last store.
+        filter set to "error") after it wrote the result (``late``): such a report does not stop
+        the step half way; it is committed whole and the first report raised after the last store.
         """
-        late = None
         with defer_interrupts():
             for entry in used:
                 entry[1], entry[2] = entry[2], entry[1]
             for entry in fresh:
                 self._slots[id(entry[0])] = entry
-            for v, delta, add in assigns:
-                try:
-                    v._assign_delta(delta, add)
-                except _LATE_REPORTS as e:
-                    late = late or e
+            for v, new in zip(variables, news):
+                v._data = new
             self._count_step(step)
-        if late is not None:
-            raise late
+        if late:
+            raise late[0]
 
     # On GPU arrays, SGD/Adam/AdamW update every parameter in one kernel launch
     # (gputape._optim_fused.FusedOptimizer, whose numpy reference runs the same update_rule)
@@ -562,8 +526,9 @@ class Optimizer:
         fresh = {id(v): self._new_entry(v) for v in params if id(v) not in self._slots}
         entries = [self._slots.get(id(v)) or fresh[id(v)] for v in params]
         slots = [(e[1].get("momentum"), e[1].get("velocity")) for e in entries]
-        # One launch updates variables and slots in place; FusedOptimizer checks every
-        # parameter before it launches anything, so an error there changes nothing either. Its
+        # One launch updates the slots in place and each variable's value in a new array that
+        # FusedOptimizer then swaps in (a variable's published array is never written); it checks
+        # every parameter before it launches anything, so an error there changes nothing either. Its
         # numpy reference (the CPU run of this path) ignores floating-point errors as the kernel
         # does, so np.seterr(all="raise") cannot stop it halfway.
         with defer_interrupts(), np.errstate(all="ignore"):
@@ -721,21 +686,23 @@ def _plain_pairs(pairs: list[Any]) -> tuple[list[np.ndarray], list[Variable]] | 
     return raw, [v for _, v in pairs]
 
 
-_FALSES = itertools.repeat(False)  # (plain SGD's commit: every update is w -= delta)
+def _new_value(v: Variable, w: Any, delta: Any, add: bool, out: Any, late: list[BaseException]) -> Any:
+    """``w + delta`` (``add``) or ``w - delta`` for variable ``v`` (``w``: its value so far this step).
 
-
-def _sole_refs(grads: list[Any]) -> int:
-    # _apply_donated's statements for an array that nothing else references
-    g = grads[0]
-    grads[0] = None
-    refs = _getrefcount(g)
-    return refs
-
-
-# What _apply_donated's getrefcount reports for an array that nothing else references:
-# measured rather than assumed (CPython versions count a call's own references differently).
-# A CPython without the GIL may defer or split reference counts: no donation there (0 never holds).
-_SOLE_REFS = _sole_refs([np.empty(1)]) if getattr(sys, "_is_gil_enabled", lambda: True)() else 0
+    Into ``out``, a temporary of this step's own that nothing else references, when it is one of
+    the variable's array type, shape and dtype; else into a new array. ``w`` is only read. A
+    ``delta`` of another dtype is cast as ``assign_sub`` casts (or refused, before anything changed);
+    a floating-point report numpy makes after writing the result is kept in ``late``.
+    """
+    if not _same_kind(delta, w):
+        delta = v._check("assign_add" if add else "assign_sub", _wrap(delta))
+    if out is not None and not _same_kind(out, w):
+        out = None
+    try:
+        return _combined(w, delta, add, out)
+    except _LateReportError as report:
+        late.append(report.error)
+        return report.value
 
 
 __all__ = ["Optimizer"]

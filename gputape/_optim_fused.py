@@ -21,7 +21,7 @@ import numpy as np
 from . import _kernel_build as _kb
 from . import _optim_rules as _rules
 from . import backend
-from ._state import current_trace
+from ._state import current_trace, defer_interrupts
 from .tensor import Variable
 
 OPTIMIZERS = _kb.CudaModule(
@@ -124,10 +124,19 @@ class FusedOptimizer:
 
     The step counter and the learning rate live on the parameters' device, so a
     training loop never waits for the host. :meth:`update` takes parameter
-    arrays (or Variables: those a live tape still holds are copied first, so a
-    saved value never changes) and gradient arrays; slots (momentum/velocity)
-    are kept here unless passed in. On numpy arrays the same object runs the
-    reference (:func:`ref_optimizer_update`), step and learning rate in numpy.
+    arrays (updated in place: they are the caller's own) or Variables, and
+    gradient arrays; slots (momentum/velocity) are kept here unless passed in.
+    On numpy arrays the same object runs the reference
+    (:func:`ref_optimizer_update`), step and learning rate in numpy.
+
+    A Variable's published array is never written (a tape, a tensor or another
+    thread may hold it: gputape's rule for every update). The kernel updates its
+    parameters in place, so for a Variable it updates a copy of the value (a
+    device-to-device copy into a block of CuPy's pool, stream-ordered before the
+    launch), which is then swapped in with one reference store per variable,
+    Ctrl-C held across the launch and the stores. The copy costs one read and one
+    write of each parameter per step beside the kernel's own traffic; a kernel
+    that reads ``p`` and writes a separate output would save it.
 
     >>> import numpy as np
     >>> opt = FusedOptimizer("adam", 0.1)
@@ -209,11 +218,7 @@ class FusedOptimizer:
         out = []
         for p in params:
             if isinstance(p, Variable):
-                # Copy-on-write, before taking a reference of our own (which would make
-                # every variable look shared): a value a live tape saved never changes.
-                if not p._exclusive():
-                    p._data = p._data.copy()
-                out.append(p._data)
+                out.append(p._data.copy())  # the update's new value: the published array is never written
             elif hasattr(p, "_data"):
                 raise TypeError("FusedOptimizer.update: parameters must be Variables or arrays, not constant Tensors")
             else:
@@ -256,12 +261,18 @@ class FusedOptimizer:
         hyper = self._hyper()
         if self._xp is np:
             gs = [g if g.dtype == p.dtype else g.astype(p.dtype) for p, g in zip(arrays, gs)]
-            m = [s[0] for s in slots]
-            v = [s[1] for s in slots]
-            ref_optimizer_update(self.kind, arrays, gs, m, v, self._step, self._parity, self._lr, **hyper)
-        else:
-            self._launch(arrays, gs, slots, hyper)
-        self._parity ^= 1
+        # the launch (the slots and the step counter change) and the variables' new arrays: both or neither
+        with defer_interrupts():
+            if self._xp is np:
+                m = [s[0] for s in slots]
+                v = [s[1] for s in slots]
+                ref_optimizer_update(self.kind, arrays, gs, m, v, self._step, self._parity, self._lr, **hyper)
+            else:
+                self._launch(arrays, gs, slots, hyper)
+            for p, a in zip(params, arrays):
+                if isinstance(p, Variable):
+                    p._data = a
+            self._parity ^= 1
 
     def _hyper(self) -> dict[str, Any]:
         return {
@@ -327,7 +338,7 @@ class FusedOptimizer:
             if p.dtype not in _kb.KERNEL_DTYPES:
                 raise TypeError(f"FusedOptimizer: no kernel for parameters of dtype {p.dtype}; use float32/float64")
             if not p.flags.c_contiguous:
-                raise ValueError("FusedOptimizer: parameters must be C-contiguous (they are updated in place)")
+                raise ValueError("FusedOptimizer: parameters must be C-contiguous (the kernel updates them in place)")
             if p.device.id != dev.id:
                 raise ValueError(
                     f"FusedOptimizer: parameter {i} is on cuda:{p.device.id}, the optimizer on cuda:{dev.id}"

@@ -90,7 +90,7 @@ _compile_backward = _env_switch("GPUTAPE_COMPILE_BACKWARD", True)
 def set_backward_compilation(enabled: bool) -> None:
     """Turn the compiled backward on (the default) or off for every tape in the process.
 
-    On, ``GradientTape.gradient`` on a tape whose structure (ops, shapes, casts, wiring) it has
+    On, ``GradientTape.gradient`` on a tape whose structure (ops, shapes, dtypes, casts, wiring) it has
     seen before runs code generated for that structure instead of the per-node sweep, with the
     same result bit for bit; ``GradientTape(compile=False)`` opts one tape out, and the
     environment variable ``GPUTAPE_COMPILE_BACKWARD=0`` sets the default to off. Counters:

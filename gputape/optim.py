@@ -2,9 +2,9 @@
 
 The optimizers follow Keras 3's update rules exactly, so numbers match a
 TensorFlow program step for step. ``apply_gradients(zip(grads, vars))``
-updates each Variable through ``assign_sub``/``assign_add``: in place when no
-tape holds the variable's current value, and copy-on-write when one does, so
-a persistent tape's gradient stays the one for the values it recorded.
+computes each Variable's new value into a new array and swaps it in (a
+variable's published array is never written), so a persistent tape's gradient
+stays the one for the values it recorded, and a step is committed all at once.
 Slots (momentum, second moments) are plain device arrays, never tracked by
 tapes; ``get_state``/``set_state`` expose them for checkpoints.
 
@@ -103,14 +103,13 @@ class SGD(Optimizer):
 
     update_rule = staticmethod(_rules.sgd)  # also the fused kernel's reference (gputape._optim_fused.RULES)
 
-    def _compute(
-        self, g: Any, lr: float, slots: dict[str, Any], out: dict[str, Any], step: int, into: Any = None
-    ) -> tuple[Any, bool]:
+    def _compute(self, g: Any, lr: float, slots: dict[str, Any], out: dict[str, Any], step: int) -> tuple[Any, bool]:
         if not self.momentum:
-            return self.update_rule(g, lr, 0.0, False, None, None, into)
-        return self.update_rule(g, lr, self.momentum, self.nesterov, slots["momentum"], out["momentum"], into)
+            return self.update_rule(g, lr, 0.0, False, None, None)
+        return self.update_rule(g, lr, self.momentum, self.nesterov, slots["momentum"], out["momentum"])
 
-    _compute.donates = True  # type: ignore[attr-defined]  # takes into= (Optimizer._apply_donated)
+    # its delta is out["momentum"] or a new array of its own (Optimizer's doc: the step writes into it)
+    _compute.fresh_delta = True  # type: ignore[attr-defined]
 
     def _plain(self) -> bool:
         # w -= lr * g with this class's own rule: the base class's one-loop host path
@@ -171,16 +170,14 @@ class Adam(Optimizer):
 
     update_rule = staticmethod(_rules.adam)  # also the fused kernel's reference (gputape._optim_fused.RULES)
 
-    def _compute(
-        self, g: Any, lr: float, slots: dict[str, Any], out: dict[str, Any], step: int, into: Any = None
-    ) -> tuple[Any, bool]:
+    def _compute(self, g: Any, lr: float, slots: dict[str, Any], out: dict[str, Any], step: int) -> tuple[Any, bool]:
         hat = (slots["velocity_hat"], out["velocity_hat"]) if self.amsgrad else (None, None)
         return self.update_rule(
             g, lr, step, self.beta_1, self.beta_2, self.epsilon,
-            slots["momentum"], slots["velocity"], out["momentum"], out["velocity"], *hat, into=into,
+            slots["momentum"], slots["velocity"], out["momentum"], out["velocity"], *hat,
         )  # fmt: skip
 
-    _compute.donates = True  # type: ignore[attr-defined]  # takes into= (Optimizer._apply_donated)
+    _compute.fresh_delta = True  # type: ignore[attr-defined]  # delta: a new array of its own
 
 
 class AdamW(Adam):
@@ -250,3 +247,5 @@ class RMSprop(Optimizer):
             m += inc
             return m, False
         return inc, False
+
+    _compute.fresh_delta = True  # type: ignore[attr-defined]  # delta: out["momentum"] or a new array

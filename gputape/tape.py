@@ -26,6 +26,8 @@ import numpy as np
 from . import _errors, _state, backend
 from . import tensor as _tensor_mod
 from ._backward_compile import gradients as _compiled_gradients
+from ._loss_head import fuse as _fuse_head
+from ._loss_head import restore as _restore_head
 from ._nest import flatten as _flatten
 from ._nest import unflatten as _unflatten
 from ._state import tls as _tls
@@ -515,8 +517,15 @@ class GradientTape(_state.Scope):
 
         ``sources`` may be a tensor, a variable or any nested list/tuple/dict of
         them; the result has the same structure. ``output_gradients`` weights
-        each target (one per target, same shapes). Unconnected sources give
-        ``None``, or zeros with ``unconnected_gradients='zero'``.
+        each target (one per target, its shape, or None for ones). Unconnected
+        sources give ``None``, or zeros with ``unconnected_gradients='zero'``.
+
+        An output gradient with a dtype of its own (a Tensor, a numpy or CuPy array, a numpy
+        scalar) must have its target's dtype, or a TypeError names both dtypes and shapes:
+        TensorFlow refuses another dtype too (its gradient ops do not mix dtypes), and a cast
+        would silently change the value (complex to real drops the imaginary part). A Python
+        number has no dtype of its own and becomes the target's (a complex number for a real
+        target is refused), as TensorFlow converts Python values to a tensor.
 
         >>> import gputape as gt
         >>> w = gt.Variable([1.0, 2.0]); b = gt.Variable(0.5)
@@ -561,12 +570,21 @@ class GradientTape(_state.Scope):
                 # the sweep, or code compiled for a structure seen before (gputape._backward_compile):
                 # a gradient or None per source
                 if seeds:
+                    sids = list(map(_id_of, flat_s))
                     if diff:
                         F = _DIFF_F
                     else:
                         first = next(iter(seeds.values()))
                         F = _NP_F if type(first) is _ndarray else _raw_namespace(backend.xp_of(first))
-                    grads = _compiled_gradients(self, seeds, list(map(_id_of, flat_s)), diff, F)
+                    # the loss head a user wrote, fused into one cross-entropy node (gputape._loss_head); not
+                    # while check_numerics observes the sweep (it names the op where a value went bad)
+                    numerics = obs is not None and obs.numerics is not None
+                    fused = None if (diff or self._persistent or numerics) else _fuse_head(self, seeds, sids)
+                    try:
+                        grads = _compiled_gradients(self, seeds, sids, diff, F)
+                    finally:
+                        if fused is not None:
+                            _restore_head(self, fused)
                 else:
                     grads = [None] * len(flat_s)
             # gradient()'s _result per source, its common case (a contiguous host gradient of a
@@ -739,7 +757,7 @@ def _check_sources(flat_s: list, what: str) -> None:
 def _seeds(flat_t: list, flat_og: list, diff: bool, lead: Any) -> dict[int, Any]:
     """Initial cotangents: ones (or output_gradients) for each floating target."""
     seeds: dict[int, Any] = {}
-    for t, og in zip(flat_t, flat_og):
+    for k, (t, og) in enumerate(zip(flat_t, flat_og)):
         if not isinstance(t, Tensor):
             raise TypeError(
                 f"GradientTape: target must be a gt.Tensor or a nested structure of them, got {type(t).__name__}"
@@ -758,16 +776,16 @@ def _seeds(flat_t: list, flat_og: list, diff: bool, lead: Any) -> dict[int, Any]
                 g = xp.empty(d.shape, d.dtype)
                 g.fill(1)  # xp.ones, without numpy's Python-level wrapper around these two steps
             else:
+                own = _own_dtype(og)
+                if own is not None and own != d.dtype:  # (not `in (None, d.dtype)`: a numpy dtype equals None)
+                    raise _og_dtype_error(og, d, k if len(flat_t) > 1 else None)
                 g = og._data if isinstance(og, Tensor) else _to_array(og, d.dtype)
                 if g.shape != d.shape:
                     raise ValueError(
                         f"GradientTape.gradient: output_gradients shape {g.shape} does not match target shape {d.shape}"
                     )
-                if g.dtype != d.dtype:
-                    g0, g = g, g.astype(d.dtype)
-                    traced(_astype, (g0, d.dtype), g, True)
                 if diff and isinstance(og, Tensor):
-                    g = og if og._data.dtype == d.dtype else og.astype(d.dtype)
+                    g = og
         elif lead[0] == "jacobian":
             n = lead[1]
             g = xp.eye(n, dtype=d.dtype).reshape((n,) + d.shape)
@@ -782,6 +800,32 @@ def _seeds(flat_t: list, flat_og: list, diff: bool, lead: Any) -> dict[int, Any]
         prev = seeds.get(t._id)
         seeds[t._id] = g if prev is None else prev + g
     return seeds
+
+
+def _own_dtype(value: Any) -> Any:
+    """The numpy dtype ``value`` carries (a Tensor's, an array's, a numpy scalar's), or None (a Python number)."""
+    dt = getattr(value, "dtype", None)
+    if dt is None:
+        return None
+    try:
+        return np.dtype(dt)
+    except TypeError:  # another library's dtype: the conversion to the target's dtype judges the value
+        return None
+
+
+def _og_dtype_error(og: Any, d: Any, k: int | None) -> TypeError:
+    """An ``output_gradients`` entry of another dtype than its target: refused, as TensorFlow refuses it."""
+    dt = np.dtype(og.dtype)
+    which = "output_gradients" if k is None else f"output_gradients[{k}] (in flattened order)"
+    if dt.kind == "c" and d.dtype.kind != "c":
+        fix = "np.real(og) if the real part is what you mean (casting would drop the imaginary part)"
+    else:
+        fix = f"og.astype({d.dtype.name!r}) (or gt.cast(og, target.dtype)) if that cast is what you mean"
+    return TypeError(
+        f"GradientTape.gradient: {which} has dtype {dt} and shape {tuple(og.shape)}, but its target has dtype "
+        f"{d.dtype} and shape {d.shape}; an output gradient must have its target's dtype (TensorFlow refuses "
+        f"another: its gradient ops do not mix dtypes). Pass {fix}"
+    )
 
 
 def _result(g: Any, s: Tensor, unconnected: UnconnectedGradients, diff: bool, tshape: Any, batch: bool = False) -> Any:
@@ -807,7 +851,10 @@ def _result(g: Any, s: Tensor, unconnected: UnconnectedGradients, diff: bool, ts
         return None
     if diff:
         return g
-    if not g.flags.c_contiguous:  # broadcast views and transposes: hand out a real array
+    if isinstance(g, np.generic):  # numpy's 0-d results are scalars; a Tensor holds an array (np.asarray(t) needs one)
+        g0, g = g, np.asarray(g)
+        traced(_as_array, (g0,), g, True)
+    elif not g.flags.c_contiguous:  # broadcast views and transposes: hand out a real array
         g0, g = g, (np if type(g) is _ndarray else backend.xp_of(g)).ascontiguousarray(g)
         traced(_contiguous, (g0,), g, True)
     return _wrap(g)
@@ -815,8 +862,8 @@ def _result(g: Any, s: Tensor, unconnected: UnconnectedGradients, diff: bool, ts
 
 
 
-def _astype(a: Any, dtype: Any) -> Any:
-    return a.astype(dtype)
+def _as_array(a: Any) -> Any:
+    return np.asarray(a)
 
 
 def _contiguous(a: Any) -> Any:

@@ -5,15 +5,17 @@ a process-unique integer id. Tapes never hold tensors by reference to decide
 what they track: they hold ids, exactly as TensorFlow does, so a tape keeps
 alive only the residuals its ops declared, and ``del tape`` frees them.
 
-A :class:`Variable` is a Tensor whose array can be replaced or updated in
-place. Its id is stable across assignments, so gradients accumulate to the
-variable whatever value it held when each op read it.
+A :class:`Variable` is a Tensor whose array is replaced by every update: an
+array, once a variable has published it, is never written again (a tape may
+have recorded it, another thread may be reading it), so an update computes a
+new array and stores it with one reference store. Its id is stable across
+assignments, so gradients accumulate to the variable whatever value it held
+when each op read it.
 """
 
 from __future__ import annotations
 
 import itertools
-import sys
 from typing import Any
 
 import numpy as np
@@ -29,7 +31,6 @@ _next_id = itertools.count(2, 2).__next__  # op outputs
 _next_const_id = itertools.count(1, 2).__next__  # constants, variables
 _ndarray = np.ndarray
 _new = object.__new__
-_getrefcount = sys.getrefcount
 
 # TensorFlow's dtype spellings, as numpy dtypes.
 float16 = np.dtype("float16")
@@ -417,10 +418,13 @@ class Variable(Tensor):
     ``gt.Variable(2.0)`` and ``gt.Variable(np_array)`` are GPU variables on a GPU machine.
 
     Trainable variables read inside a ``GradientTape`` are watched
-    automatically. ``assign``/``assign_add``/``assign_sub`` update the value in
-    place when nothing else holds the current array, and otherwise swap in a
-    new array, so a value that a live tape saved is never changed (a gradient
-    computed after an assign uses the value the op saw, as in TensorFlow).
+    automatically. ``assign``/``assign_add``/``assign_sub`` (and the optimizers)
+    never write the variable's current array: they compute the new value into a
+    new array and swap it in with one reference store. So a value a tape saved
+    is never changed (a gradient computed after an assign uses the value the op
+    saw, as in TensorFlow), under threads too, and a reader sees the old value
+    or the new one, never a mix. This is a rule, not a check: no reference
+    count decides it (those prove nothing under threads or free-threaded Python).
 
     >>> import gputape as gt
     >>> v = gt.Variable([1.0, 2.0], name="w")
@@ -483,10 +487,6 @@ class Variable(Tensor):
         _export_hook(self, out)
         return out
 
-    def _exclusive(self) -> bool:
-        """True when no tape, tensor or view shares this variable's array."""
-        return _getrefcount(self._data) <= _EXCLUSIVE_REFS
-
     def _check(self, op: str, value: Any) -> Any:
         """The array to store: same device and shape, dtype cast only where no value changes kind.
 
@@ -542,88 +542,42 @@ class Variable(Tensor):
         [3.0, 4.0]
         """
         arr = self._check("assign", value)
-        if self._exclusive():
-            self._data[...] = arr
-        else:
-            self._data = arr.copy()
+        # The new array must be one nobody else writes: a copy of a tensor's (or a device
+        # array's) own array; _check's conversion or cast already made a new one otherwise.
+        src = value._data if isinstance(value, Tensor) else value
+        self._data = arr.copy() if arr is src else arr
         _note_assign(self, "assign", arr)
         return self
 
     def assign_add(self, delta: Any) -> Variable:
-        """Add ``delta`` in place (or copy-on-write when a tape holds the value).
+        """Add ``delta``: the sum goes into a new array, swapped in (the old one is never written).
 
         >>> import gputape as gt
         >>> gt.Variable([1.0]).assign_add([2.0]).numpy().tolist()
         [3.0]
         """
-        arr = delta._data if isinstance(delta, Tensor) else None
-        # the checks' common case in one test (an optimizer's update: same array type, shape,
-        # dtype); no local name for self._data, which _exclusive() would count as a sharer
-        if arr is None or not _same_kind(arr, self._data):
-            arr = self._check("assign_add", delta)
-        if self._exclusive():
-            backend.xp_of(self._data).add(self._data, arr, out=self._data)
-        else:  # (into a new array of the variable's type: numpy makes a scalar of 0-d + 0-d)
-            xp = backend.xp_of(self._data)
-            self._data = xp.add(self._data, arr, out=xp.empty_like(self._data))
-        _note_assign(self, "assign_add", arr)
-        return self
-
-    def _assign_delta(self, arr: Any, add: bool) -> None:
-        """``assign_add``/``assign_sub`` of a raw array, for the optimizers' commit.
-
-        The optimizers compute ``arr`` from a gradient they checked against this variable, so
-        the conversion of a Tensor argument is skipped (the kind test stays); the in-place or
-        copy-on-write rule and the trace notification are ``assign_add``'s.
-        """
-        # The CPU's common case in one test: a host array of the variable's shape and dtype that
-        # nothing else shares (self._data, never a local name: that would count as a sharer).
-        # An update is per variable per step, so these calls are the optimizer's overhead.
-        if (
-            type(arr) is _ndarray
-            and type(self._data) is _ndarray
-            and arr.shape == self._data.shape
-            and arr.dtype == self._data.dtype
-            and _getrefcount(self._data) <= _EXCLUSIVE_REFS
-        ):
-            # (out positional: numpy parses a keyword out= for ~0.05 us more, per variable per step)
-            (np.add if add else np.subtract)(self._data, arr, self._data)
-        else:
-            if not _same_kind(arr, self._data):
-                arr = self._check("assign_add" if add else "assign_sub", _wrap(arr))
-            xp = backend.xp_of(self._data)
-            op = xp.add if add else xp.subtract
-            if self._exclusive():
-                op(self._data, arr, out=self._data)
-            else:
-                out = xp.empty_like(self._data)
-                try:
-                    op(self._data, arr, out=out)
-                except _LATE_REPORTS:
-                    self._data = out  # numpy reports a floating-point error after it wrote the result
-                    raise
-                self._data = out
-        if _tls.obs is not None:
-            _note_assign(self, "assign_add" if add else "assign_sub", arr)
+        return self._assign_delta_op("assign_add", delta, True)
 
     def assign_sub(self, delta: Any) -> Variable:
-        """Subtract ``delta`` in place (or copy-on-write when a tape holds the value).
+        """Subtract ``delta``: the difference goes into a new array, swapped in (the old one is never written).
 
         >>> import gputape as gt
         >>> gt.Variable([1.0]).assign_sub([2.0]).numpy().tolist()
         [-1.0]
         """
+        return self._assign_delta_op("assign_sub", delta, False)
+
+    def _assign_delta_op(self, op: str, delta: Any, add: bool) -> Variable:
         arr = delta._data if isinstance(delta, Tensor) else None
-        # the checks' common case in one test (an optimizer's update: same array type, shape,
-        # dtype); no local name for self._data, which _exclusive() would count as a sharer
+        # the checks' common case in one test (an optimizer's update: same array type, shape, dtype)
         if arr is None or not _same_kind(arr, self._data):
-            arr = self._check("assign_sub", delta)
-        if self._exclusive():
-            backend.xp_of(self._data).subtract(self._data, arr, out=self._data)
-        else:
-            xp = backend.xp_of(self._data)
-            self._data = xp.subtract(self._data, arr, out=xp.empty_like(self._data))
-        _note_assign(self, "assign_sub", arr)
+            arr = self._check(op, delta)
+        try:
+            self._data = _combined(self._data, arr, add)
+        except _LateReportError as late:
+            self._data = late.value  # numpy reported a floating-point error after it wrote the result
+            raise late.error from None
+        _note_assign(self, op, arr)
         return self
 
     def __repr__(self) -> str:
@@ -658,19 +612,36 @@ def _numpy_text(data: Any, how: Any) -> str:
 _LATE_REPORTS = (FloatingPointError, Warning)
 
 
+def _combined(old: Any, arr: Any, add: bool, out: Any = None) -> Any:
+    """``old + arr`` (``add``) or ``old - arr`` into ``out``, a new array of ``old``'s type, shape and
+    dtype when not given; ``old`` is only read. The one statement of a variable's update.
+
+    ``out`` is a temporary of the caller's own that nothing else references (an optimizer's
+    step ``lr * g``: the update then allocates nothing more). A floating-point report numpy
+    raises after it wrote the result (``np.seterr`` "raise", a warning filter set to "error")
+    comes as :class:`_LateReportError`, which carries the result.
+    """
+    xp = backend.xp_of(old)
+    if out is None:  # (out= always: numpy makes a scalar of 0-d + 0-d, and a variable holds an array)
+        out = xp.empty_like(old)
+    try:
+        (xp.add if add else xp.subtract)(old, arr, out=out)
+    except _LATE_REPORTS as exc:
+        raise _LateReportError(out, exc) from None
+    return out
+
+
+class _LateReportError(Exception):
+    """A floating-point report numpy raised after writing an update's result: ``value`` is the result."""
+
+    def __init__(self, value: Any, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.value = value
+        self.error = error
+
+
 def _same_kind(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a.shape == b.shape and a.dtype == b.dtype
-
-
-def _calibrate_refs() -> int:
-    # How many references does a Variable's array have when nothing else holds
-    # it, as _exclusive() sees it? Measured rather than assumed, because the
-    # number differs between CPython versions.
-    v = Variable(np.zeros(1))
-    return _getrefcount(v._data)
-
-
-_EXCLUSIVE_REFS = _calibrate_refs()
 
 
 def constant(value: Any, dtype: Any = None, device: str | None = None) -> Tensor:

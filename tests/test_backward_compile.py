@@ -946,7 +946,7 @@ def test_a_tape_holding_swept_records_takes_the_sweep_path():
         y = gt.sum(gt.exp(x))
     y_id = y._id
     tape._nodes = [n.swept() for n in tape._nodes]  # as a sweep leaves a non-persistent tape's list
-    assert bc._structure(tape, {y_id: np.ones(())}, [x._id], np) == "already_swept"
+    assert bc._structure(tape, {y_id: np.ones(())}, [x._id], gt.ops.raw_namespace(np)) == "already_swept"
 
 
 # -- random graphs ---------------------------------------------------------------------------------
@@ -989,3 +989,81 @@ def test_random_graphs_compiled_equal_sweep(plan, nsrc, shapes, watch_all, persi
             same_bits(a, b, f"source {k}")
     r = report()
     assert r["hits"] >= 1 and "compile_error" not in r["fallbacks"], r
+
+
+# -- the key: dtypes ---------------------------------------------------------------------------------
+
+
+def test_swapped_dtypes_do_not_reuse_a_structure_compiled_for_others():
+    """Issue 24's repro: complex * real, then real * complex (compiled), then complex * real again.
+    The casts (None, float64) and (float64, None) once compared equal (a numpy dtype equals None)."""
+
+    def ga(a, b, comp=True):
+        A, B = gt.constant(a), gt.constant(b)
+        with gt.GradientTape(compile=comp) as t:
+            t.watch([A, B])
+            y = A * B
+        return t.gradient(y, [A, B], output_gradients=np.array([1j]))[0].numpy()
+
+    r, c = np.array([2.0]), np.array([2.0 + 0j])
+    want = {k: ga(*p, comp=False) for k, p in (("cr", (c, r)), ("rc", (r, c)))}
+    same_bits(ga(c, r), want["cr"])
+    same_bits(ga(r, c), want["rc"])
+    same_bits(ga(r, c), want["rc"])
+    same_bits(ga(c, r), want["cr"])
+    same_bits(ga(c, r), want["cr"])
+    assert want["cr"].dtype == np.complex128 and want["cr"][0] == 2j
+    assert report()["compiles"] == 2 and report()["hits"] == 1
+
+
+def test_dtypes_of_residuals_and_seeds_are_in_the_key():
+    """One program in float32 and float64: two structures (the VJPs meet other dtypes), each right."""
+    for dt in (np.float32, np.float64):
+        x = gt.constant(np.linspace(-1, 1, 5).astype(dt))
+
+        def record(tape, x=x):
+            tape.watch(x)
+            return gt.sum(gt.tanh(x) * x), [x]
+
+        check_compiled(record)
+    assert report()["cached"] == 2
+
+
+def _key_of(x0, x1, og=None, persistent=False, sources=(0, 1), device=None):
+    """The key of ``y = x0 * x1`` (both watched) for the gradient w.r.t. ``sources`` (indices, repeats allowed)."""
+    xs = [gt.constant(x0), gt.constant(x1)]
+    with gt.GradientTape(persistent=persistent) as tape:
+        tape.watch(xs)
+        y = xs[0] * xs[1]
+    seed = np.ones(y.shape, y.dtype) if og is None else og
+    return bc._structure(tape, {y._id: seed}, [xs[k]._id for k in sources], gt.ops.raw_namespace(np))[0]
+
+
+def test_the_key_tells_apart_what_the_result_depends_on():
+    """Keys that must differ do, under == (the fast path compares with ==, and a numpy dtype equals None)."""
+    r64, c128 = np.array([2.0, 3.0]), np.array([2.0 + 1j, 3.0])
+    base = _key_of(c128, r64)
+    assert base == _key_of(c128 + 1, r64 - 2)  # values are not in the key
+    different = {
+        "swapped casts": _key_of(r64, c128),
+        "residual dtype": _key_of(r64.astype(np.float32), r64.astype(np.float32)),
+        "seed dtype": _key_of(c128, r64, og=np.ones(2, np.complex64)),  # (gradient() refuses it; the key tells)
+        "seed shape": _key_of(c128[:1], r64[:1]),
+        "persistent": _key_of(c128, r64, persistent=True),
+        "repeated source": _key_of(c128, r64, sources=(0, 0)),
+        "one source": _key_of(c128, r64, sources=(0,)),
+    }
+    for why, key in different.items():
+        assert key != base and base != key, why
+    assert len({hash(k) for k in different.values()} | {hash(base)}) == len(different) + 1
+
+
+def test_the_generator_reads_the_key_alone():
+    """Two tapes of one key compile to one text, and the text is generated from the key without a tape."""
+    k1 = _key_of(np.array([2.0 + 1j, 3.0]), np.array([2.0, 3.0]))
+    k2 = _key_of(np.array([-1.0 + 0j, 5.0]), np.array([4.0, 7.0]))
+    assert k1 == k2
+    F = gt.ops.raw_namespace(np)
+    assert bc._generate(k1, F).source == bc._generate(k2, F).source
+    with pytest.raises(ValueError, match="namespace"):
+        bc._generate(k1, gt.ops.DIFF_NAMESPACE)

@@ -25,6 +25,7 @@ import gputape as gt
 from gputape import _backward_graph as bg
 from gputape import cublas
 from gputape.primitive import records
+from gputape.tensor import _wrap
 
 report = gt.debug.backward_cache_report
 
@@ -248,9 +249,11 @@ def test_the_generated_check_agrees_with_the_records(monkeypatch):
 
 
 def test_captures_per_structure_are_bounded(monkeypatch):
-    """The same structure in float32 and float64 (one compiled backward): a layout mismatch each time."""
+    """The same structure on a contiguous and on a strided array (one compiled backward: dtypes are
+    in its key, strides are not): a layout mismatch each time."""
     monkeypatch.setattr(bg, "RECAPTURE_AFTER", 1)
-    xs = [gt.constant(np.linspace(-1, 1, 6).astype(dt)) for dt in (np.float32, np.float64)]
+    xs = [gt.constant(np.linspace(-1, 1, 6)), _wrap(np.linspace(-1, 1, 12)[::2])]  # (constant() would copy)
+    assert xs[0]._data.strides != xs[1]._data.strides
 
     def record_for(x):
         def record(tape):
@@ -528,8 +531,10 @@ def test_the_graph_form_routes_matrix_products_through_the_capturable_gemm():
     assert form is not fn and form.__globals__["F"].matmul is cuda.gemm.matmul
     assert fn.__globals__["F"].matmul is np.matmul  # the compiled function itself is untouched
     with gt.GradientTape() as tape:
-        target, _ = record(tape)
+        target, sources = record(tape)
     seeds = [np.ones((), target.dtype)]
+    # the nodes as gradient() hands them to the compiled code: with the loss head fused (gputape._loss_head)
+    assert gt._loss_head.fuse(tape, {target._id: seeds[0]}, [s._id for s in sources]) is not None
     got = form(tape._nodes, seeds)
     assert len(calls) == 3  # dW1 = x^T g, dh = g W2^T, dW2 = h^T g (x needs no gradient)
     for a, w in zip(got, want):

@@ -48,6 +48,18 @@ def test_mlp_steps_update_the_same_way(data):
         assert not np.array_equal(a, a0), f"{name} did not move"
 
 
+def test_onehot_variant_steps_like_numpy(data):
+    """The one-hot + assign_sub form of the step lands on numpy's weights; it is an MLP variant only."""
+    oh, nps = wk.make_onehot_mlp(data), wk.make_numpy_mlp(data)
+    for _ in range(3):
+        np.testing.assert_allclose(float(oh.fn()), float(nps.fn()), rtol=1e-5)
+    for name, a, b in zip(wk.PARAM_NAMES, oh.params(), nps.params()):
+        np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL, err_msg=name)
+    assert wk.build("chain", "onehot") is None
+    with pytest.raises(wk.UnavailableError, match="variant of the mlp workload"):
+        wk.build("chain", "onehot", strict=True)
+
+
 def test_chain_gradient_matches_handwritten_numpy():
     x0 = wk.chain_data(seed=2)
     g = wk.gputape_chain_grad(gt.constant(x0))
@@ -143,7 +155,7 @@ def test_compare_quick_run(monkeypatch, tmp_path, capsys):
     monkeypatch.delattr(gt, "function", raising=False)  # the compiled column must skip cleanly
     out = tmp_path / "report.md"
     argv = ["--rounds", "2", "--block-ms", "2", "--warmup", "1", "--batches", "8", "--one-process"]
-    argv += ["--systems", "numpy", "gputape", "compiled", "--workloads", "mlp", "jacobian", "memory"]
+    argv += ["--systems", "numpy", "gputape", "onehot", "compiled", "--workloads", "mlp", "jacobian", "memory"]
     argv += ["--markdown", str(out)]
     assert compare.main(argv) == 0
     text = capsys.readouterr().out
@@ -154,6 +166,8 @@ def test_compare_quick_run(monkeypatch, tmp_path, capsys):
         "| eager MLP step (B=128) <= 1.05x numpy | — | not measured",  # B=128 was not asked for
         "gputape gt.function, all workloads: not measured: gt.function does not exist",
         "| B=8 | gputape eager |",
+        "| MLP SGD step, B=8 | gputape eager, one-hot + assign_sub |",
+        "gputape eager, one-hot + assign_sub, jacobian 64->64 tanh: not measured: onehot is a variant of the mlp",
         "- machine: ",
         "- BLAS: ",
     ):

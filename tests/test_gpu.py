@@ -202,6 +202,46 @@ def test_softmax_xent_kernel(cp, shape, dtype, ldt):
     np.testing.assert_allclose(d1.get(), rd1, **TOL[dtype])
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_loss_head_vjps_on_the_gpu_match_their_numpy_reference(cp, dtype):
+    """The loss head's one VJP (gt.nn.functional.head_grad / dense_head_grad) on cupy arrays, fused
+    (picked: the cotangent of the log-probability, negative labels wrapped) and not, against numpy."""
+    from gputape.nn import functional as fn
+
+    z = (rng.standard_normal((300, 10)) * 4).astype(dtype)
+    logp = z - np.log(np.exp(z - z.max(1, keepdims=True)).sum(1, keepdims=True)) - z.max(1, keepdims=True)
+    lab = rng.integers(-10, 10, 300)
+    g = rng.standard_normal(300).astype(dtype)
+    oh = np.eye(10, dtype=dtype)[lab]
+    for picked in (False, True):
+        d = fn.head_grad(cp.asarray(g), cp.asarray(logp), cp.asarray(lab), picked=picked)
+        np.testing.assert_allclose(d.get(), fn.head_grad(g, logp, lab, picked=picked), **TOL[dtype])
+        d = fn.dense_head_grad(cp.asarray(g), cp.asarray(logp), cp.asarray(oh), picked=picked)
+        np.testing.assert_allclose(d.get(), fn.dense_head_grad(g, logp, oh, picked=picked), **TOL[dtype])
+
+
+def test_loss_head_forms_on_the_gpu_match_the_cpu(cp):
+    """Each user form of the loss head: the same gradient on the GPU as on the CPU."""
+    z0 = rng.standard_normal((64, 10))
+    y = rng.integers(0, 10, 64)
+    oh = np.eye(10)[y]
+    forms = [
+        lambda z: gt.mean(gt.nn.sparse_softmax_cross_entropy_with_logits(y, z)),
+        lambda z: gt.mean(gt.nn.softmax_cross_entropy_with_logits(oh, z)),
+        lambda z: -gt.mean(gt.nn.log_softmax(z)[np.arange(64), y]),
+        lambda z: -gt.mean(gt.sum(oh * gt.nn.log_softmax(z), axis=1)),
+    ]
+    for f in forms:
+        got = []
+        for dev in ("cuda", "cpu"):
+            with gt.device(dev):
+                z = gt.Variable(z0)
+                with gt.GradientTape() as tape:
+                    loss = f(z)
+                got.append(backend.to_host(tape.gradient(loss, z)._data))
+        np.testing.assert_allclose(got[0], got[1], rtol=1e-10, atol=1e-12)
+
+
 def test_softmax_xent_kernel_edge_cases(cp):
     z = np.array([[1000.0, -1000.0, 999.0], [-1e30, 0.0, 1e30], [0.0, 0.0, 0.0]], np.float32)
     lab = np.array([0, 2, 3])  # the last label is out of range: NaN row

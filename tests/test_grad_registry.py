@@ -154,7 +154,13 @@ CASES: dict[str, list] = {
     "softmax": [(gt.nn.softmax, (r(3, 4),)), (lambda x: gt.nn.softmax(x, axis=0), (r(3, 4),))],
     "log_softmax": [(gt.nn.log_softmax, (r(3, 4),)), (lambda x: gt.nn.log_softmax(x, axis=0), (r(3, 4),))],
     "sparse_softmax_cross_entropy_with_logits": [
-        (lambda z: gt.nn.sparse_softmax_cross_entropy_with_logits(np.array([2, 0, 1]), z), (r(3, 4),))
+        (lambda z: gt.nn.sparse_softmax_cross_entropy_with_logits(np.array([2, 0, 1]), z), (r(3, 4),)),
+        (lambda z: gt.nn.sparse_softmax_cross_entropy_with_logits(np.array([[2, 0], [1, 3]]), z), (r(2, 2, 4),)),
+    ],
+    "softmax_cross_entropy_with_logits": [
+        (lambda z: gt.nn.softmax_cross_entropy_with_logits(np.eye(4, dtype=z.dtype)[[1, 3, 0]], z), (r(3, 4),)),
+        # probability labels the tape differentiates too (TensorFlow's v2 gradient: -log_softmax)
+        (lambda q, z: gt.nn.softmax_cross_entropy_with_logits(q, z), (r(3, 4, lo=0.0, hi=1.0), r(3, 4))),
     ],
 }
 CASES.update(grad_cases_numpy.CASES)  # cumsum, cumprod, take_along_axis and its adjoint
@@ -171,7 +177,11 @@ COMPOSITES = [
     ("dot-scalar", lambda a: gt.dot(a, 2.0), (r(3),)),
     ("gelu", gt.nn.gelu, (r(3, 4),)),
     ("gelu-tanh", lambda x: gt.nn.gelu(x, approximate=True), (r(3, 4),)),
-    ("softmax_xent", lambda z: gt.nn.softmax_cross_entropy_with_logits(np.eye(4)[[1, 3, 0]], z), (r(3, 4),)),
+    ("softmax_xent-axis0", lambda z: gt.nn.softmax_cross_entropy_with_logits(np.eye(4)[[1, 3, 0]].T, z, 0), (r(4, 3),)),
+    # the loss heads gputape._loss_head fuses at gradient time (first order fused, second order unfused)
+    ("head-gather", lambda z: -gt.mean(gt.nn.log_softmax(z)[np.arange(3), np.array([2, 0, 1])]), (r(3, 4),)),
+    ("head-gt-arange", lambda z: -gt.mean(gt.nn.log_softmax(z)[gt.arange(3), np.array([2, -1, 1])]), (r(3, 4),)),
+    ("head-onehot", lambda z: -gt.mean(gt.sum(np.eye(4)[[1, 3, 0]] * gt.nn.log_softmax(z), axis=1)), (r(3, 4),)),
     ("sigmoid_xent", lambda z: gt.nn.sigmoid_cross_entropy_with_logits(np.array([1.0, 0.0, 1.0]), z), (r(3),)),
     ("mse", lambda a, b: gt.nn.mean_squared_error(a, b), (r(2, 3), r(2, 3))),
     ("moveaxis", lambda x: gt.moveaxis(x, 0, -1), (r(2, 3, 4),)),

@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, list[str]]] = [
         ["gputape.backward", "gputape._backward_compile", "gputape._backward_graph", "gputape.explain"],
     ),
     ("ops", ["gputape.ops*", "gputape.random", "gputape.linalg*", "gputape.fft"]),
-    ("tape", ["gputape.tape", "gputape._custom"]),
+    ("tape", ["gputape.tape", "gputape._custom", "gputape._loss_head"]),
     (
         "consumers",
         [

@@ -511,6 +511,151 @@ def test_a_real_ctrl_c_at_a_random_moment_leaves_a_whole_step_or_none():
     assert total["held"] >= 3 and total["after"] >= total["held"], summary
 
 
+def _compiled_step(params: list[gt.Variable], opt: gt.optim.Optimizer) -> Callable:
+    """A gt.function training step of the MLP ``params`` (relu layers, softmax cross-entropy)."""
+
+    @gt.function
+    def step(x, y):
+        with gt.GradientTape() as tape:
+            h = x
+            for i in range(0, len(params), 2):
+                h = h @ params[i] + params[i + 1]
+                if i + 2 < len(params):
+                    h = gt.nn.relu(h)
+            loss = -gt.mean(gt.nn.log_softmax(h)[np.arange(x.shape[0]), y])
+        opt.apply_gradients(zip(tape.gradient(loss, params), params))
+        return loss
+
+    return step
+
+
+def compiled_interrupt_trials(make, trials: int, sizes=(784, 256, 10), batch=64, seed=0):
+    """:func:`interrupt_trials` for a ``gt.function``-compiled training step (forward, gradient, update).
+
+    The same classification against a twin function stepped without interruption; afterwards
+    both take two more steps, which must agree bitwise (the interrupted function trains on).
+    """
+    params, _ = _model(seed, sizes)
+    twin_params, _ = _model(seed, sizes)
+    opt, twin = make(), make()
+    f, twin_f = _compiled_step(params, opt), _compiled_step(twin_params, twin)
+    rng = np.random.default_rng(seed)
+    x = gt.constant(rng.standard_normal((batch, sizes[0])).astype(np.float32))
+    y = gt.constant(rng.integers(0, sizes[-1], batch))
+    for _ in range(3):  # traced, warm
+        f(x, y)
+        twin_f(x, y)
+    times = []
+    for _ in range(7):
+        t0 = time.perf_counter()
+        f(x, y)
+        times.append(time.perf_counter() - t0)
+        twin_f(x, y)
+    step = statistics.median(times)
+    counts: Counter = Counter(step_us=round(step * 1e6))
+    expected = _snapshot(twin_params, twin)
+    assert _same(_snapshot(params, opt), expected)
+    old_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    old_switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        for _ in range(trials):
+            timer = threading.Timer(float(rng.uniform(0.0, 1.3 * step)), os.kill, (os.getpid(), signal.SIGINT))
+            inside = True
+            try:
+                timer.start()
+                f(x, y)
+                inside = False
+                timer.join()
+                time.sleep(0)
+                for _spin in range(100):
+                    pass
+            except KeyboardInterrupt:
+                timer.join()
+            now = _snapshot(params, opt)
+            if _same(now, expected):
+                kind = "before" if inside else "half"
+            else:
+                twin_f(x, y)
+                expected = _snapshot(twin_params, twin)
+                if _same(now, expected):
+                    kind = "after" if inside else "late"
+                else:
+                    kind = "half"
+                    for p, q in zip(params, twin_params):
+                        p.assign(q.numpy())
+                    st = twin.get_state()
+                    opt.set_state(
+                        {"iterations": st["iterations"], "slots": [(p, s) for p, (_, s) in zip(params, st["slots"])]}
+                    )
+            counts[kind] += 1
+    finally:
+        signal.signal(signal.SIGINT, old_handler)
+        sys.setswitchinterval(old_switch)
+    for _ in range(2):
+        f(x, y)
+        twin_f(x, y)
+    counts["trains_on"] = int(_same(_snapshot(params, opt), _snapshot(twin_params, twin)))
+    return counts
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
+@pytest.mark.parametrize("name", ["adam", "sgd-momentum"])
+def test_a_real_ctrl_c_during_a_compiled_step_leaves_a_whole_step_or_none(name):
+    make = {"adam": lambda: optim.Adam(1e-3), "sgd-momentum": lambda: optim.SGD(0.01, momentum=0.9)}[name]
+    counts = compiled_interrupt_trials(make, 150, sizes=(256, 128, 10), batch=32)
+    assert counts["half"] == 0, dict(counts)
+    assert counts["trains_on"] == 1, dict(counts)
+    assert counts["before"] + counts["after"] >= 15, dict(counts)
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
+def test_a_real_ctrl_c_during_eager_adam_steps_leaves_a_whole_step_or_none():
+    counts = interrupt_trials(lambda: optim.Adam(1e-3), 300, sizes=(256, 128, 10))
+    assert counts["half"] == 0, dict(counts)
+    assert counts["before"] + counts["after"] >= 30, dict(counts)
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_a_ctrl_c_between_the_commit_s_stores_is_held_until_the_last(compiled, monkeypatch):
+    # The commit is a few reference stores, too short for a random signal to land in often: this
+    # one lands there every time (just before the step count, the last store). Held, the step is
+    # whole (variables, slots and count new); not held, the count would stay old.
+    params, _ = _model(0, (16, 8, 4))
+    twin_params, _ = _model(0, (16, 8, 4))
+    opt, twin = optim.Adam(1e-2), optim.Adam(1e-2)
+    f, twin_f = _compiled_step(params, opt), _compiled_step(twin_params, twin)
+    if not compiled:
+        f, twin_f = f.python_function, twin_f.python_function
+    rng = np.random.default_rng(0)
+    x = gt.constant(rng.standard_normal((8, 16)).astype(np.float32))
+    y = gt.constant(rng.integers(0, 4, 8))
+    for _ in range(3):
+        f(x, y)
+        twin_f(x, y)
+    count_step = optim_base.Optimizer._count_step
+
+    def interrupted(self, step):
+        signal.raise_signal(signal.SIGINT)  # the handler runs at the next bytecode
+        count_step(self, step)
+
+    monkeypatch.setattr(optim_base.Optimizer, "_count_step", interrupted)
+    old_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            f(x, y)
+    finally:
+        signal.signal(signal.SIGINT, old_handler)
+        monkeypatch.setattr(optim_base.Optimizer, "_count_step", count_step)
+    twin_f(x, y)
+    assert _same(_snapshot(params, opt), _snapshot(twin_params, twin))  # the whole step
+    for _ in range(2):  # and it trains on
+        f(x, y)
+        twin_f(x, y)
+    assert _same(_snapshot(params, opt), _snapshot(twin_params, twin))
+
+
 # -- on a GPU: the same steps, and the same refusal -----------------------------------------------
 
 ON_GPU = sorted(name for name in MAKERS if "fused" not in name)

@@ -1352,14 +1352,48 @@ def test_nested_output_gradients():
     assert_allclose(g.numpy(), [2.0, 3.0])
 
 
-def test_output_gradients_cast_to_target_dtype():
-    x = gt.constant(np.array([1.0, 2.0], np.float32))
+@pytest.mark.parametrize(
+    ("og_dtype", "target_dtype"),
+    [
+        ("complex64", "float32"),  # issue 24: the imaginary part was dropped silently
+        ("complex128", "float64"),
+        ("float64", "float32"),  # TensorFlow refuses these too: its gradient ops do not mix dtypes
+        ("float32", "float64"),
+        ("int64", "float32"),
+        ("float32", "complex64"),
+    ],
+)
+@pytest.mark.parametrize("wrap", [np.asarray, gt.constant], ids=["ndarray", "Tensor"])
+def test_output_gradients_of_another_dtype_are_refused(og_dtype, target_dtype, wrap):
+    x = gt.constant(np.array([1.0, 2.0], target_dtype))
     with gt.GradientTape() as t:
         t.watch(x)
         y = x * x
-    g = t.gradient(y, x, output_gradients=np.array([1.0, 3.0]))
-    assert g.dtype == np.float32
-    assert_allclose(g.numpy(), [2.0, 12.0])
+    og = wrap(np.array([1.0, 3.0]).astype(og_dtype))
+    with pytest.raises(
+        TypeError,
+        match=rf"output_gradients has dtype {og_dtype} and shape \(2,\), but its target has "
+        rf"dtype {target_dtype} and shape \(2,\).*TensorFlow.*Pass",
+    ):
+        t.gradient(y, x, output_gradients=og)
+    g = t.gradient(y, x, output_gradients=wrap(np.array([1.0, 3.0]).astype(target_dtype)))  # the tape is still usable
+    assert g.dtype == target_dtype and g.numpy().tolist() == [2.0, 12.0]
+
+
+def test_output_gradients_refusal_names_the_entry_and_numbers_take_the_target_dtype():
+    x = gt.constant(np.array([1.0, 2.0], np.float32))
+    with gt.GradientTape(persistent=True) as t:
+        t.watch(x)
+        y = gt.sum(x * x)
+        z = gt.sum(x)
+    with pytest.raises(
+        TypeError, match=r"output_gradients\[1\] .*dtype float64 and shape \(\).*og.astype\('float32'\)"
+    ):
+        t.gradient([y, z], x, output_gradients=[None, np.float64(2.0)])
+    with pytest.raises(TypeError, match="complex"):
+        t.gradient(y, x, output_gradients=1j)  # a Python complex for a real target: the imaginary part would go
+    g = t.gradient([y, z], x, output_gradients=[3, 2.0])  # Python numbers have no dtype: the target's
+    assert g.dtype == np.float32 and g.numpy().tolist() == [8.0, 14.0]
 
 
 def test_unconnected_intermediate_source_zero():

@@ -261,7 +261,7 @@ def all_reduce(tensors: Iterable[Any], op: str = "mean") -> list[Any]:
             raise TypeError(f"gt.distributed.all_reduce: entry {i} is complex, which has no order for op={op!r}")
     _ensure()
     if _world._state.size == 1:
-        # a Variable's array changes in place at the next update: hand out a copy
+        # a new tensor, as the reduction of several ranks is, not one sharing the variable's array
         return [_wrap(a.copy()) if isinstance(x, Variable) else x for x, a in zip(items, raws)]
     present = [i for i, a in enumerate(raws) if a is not None]
     reduced = _all_reduce_arrays(op, *[raws[i] for i in present])

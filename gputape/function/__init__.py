@@ -48,26 +48,21 @@ What a user of ``tf.function`` should know:
   or under ``gt.debug.check_numerics`` (whose checks are per-op).
 * **Variables created inside the function** are created at trace time only
   (TensorFlow allows it on the first call only, for the same reason).
-* **Gradients are donated to the optimizer** on the CPU, as XLA's buffer donation:
-  a gradient whose last use in the replay is ``apply_gradients`` is handed over,
-  and the update writes ``lr * g`` (Adam: its step) into that array instead of a
-  new one, which changes no bits. Only where a reference count shows nothing else
-  holds it: a gradient the function returns, shares between two variables, or that
-  is an argument's, a variable's or a constant's array (or a view) is left intact.
+* **Variables are updated as eagerly**: every update computes the new value into a
+  new array and swaps it in; a variable's published array is never written, so a
+  value a tape, a tensor or another thread holds never changes.
 * **On a GPU, with** ``optimizer_in_graph=True`` (off by default until a GPU run has
   checked it), the optimizer update is inside the CUDA graph for SGD, Adam and AdamW
   without clipping (the one-launch fused kernel; its step count and learning rate live
   on the device): before each launch the host advances ``iterations`` and writes the
   schedule's rate to the device when it changed, with Ctrl-C held until the launch is
   issued, so a step is taken whole or not at all. Other optimizers (and clipping, which
-  needs host norms), and every update by default, run between graphs. The graphs read
-  and update variables at their own arrays, copying nothing while ``var`` keeps the
-  array captured; an array a tape or tensor still holds is not changed (the variable
-  gets a copy, the graph is captured anew: ``graph_report["recaptures"]``), a new array
-  (``assign`` while shared, ``set_state``, an update between graphs) is copied in. The
-  graphs keep a reference to each variable's array, so an eager in-place update of such
-  a variable outside the function copies it (copy-on-write) and the next call copies it
-  back in, once.
+  needs host norms), and every update by default, run between graphs. A graph bakes in
+  the addresses it reads and writes, so it reads and updates each variable in a buffer
+  of its own: a variable's value is copied in when its array changed since the last call
+  (``assign``, ``set_state``, an update between graphs), and a variable the graph updates
+  gets a copy of its buffer after each launch (one device copy per variable per call:
+  the price of never writing a published array).
 
 >>> import gputape as gt, numpy as np
 >>> w = gt.Variable(np.ones((3, 1), np.float32))
@@ -213,8 +208,8 @@ class _Concrete:
     """One traced signature: the compiled replay and how to map arguments and results.
 
     Replays of one signature run one at a time (``lock``): a replay reuses its buffers
-    (the CUDA graphs' inputs and outputs) and updates the function's variables and
-    optimizer state in place, so two threads interleaving one would mix their steps.
+    (the CUDA graphs' inputs and outputs, the variables' buffers) and the optimizer's
+    slots in place, so two threads interleaving one would mix their steps.
     """
 
     def __init__(
@@ -478,10 +473,10 @@ class Function:
         ``transfers``: the host->device and device->host copies (and bytes) the latest call of
         the compiled step made; a step whose inputs and variables live on its GPU makes none.
         ``copies``: its device-to-device copies: into the graphs' argument buffers (one per
-        argument), into variables (none while each variable's array is the one captured and,
-        when the graph updates it, no tape or tensor holds it), into an optimizer's captured
-        slots (after ``set_state``), and results copied out. ``recaptures``: graphs captured
-        anew because a variable's captured array was held elsewhere. ``optimizers_in_graphs``:
+        argument), of variables (into the graphs' buffer for a variable whose array changed
+        since the last call; out of it, into a new array, for each variable the graphs
+        update), into an optimizer's captured slots (after ``set_state``), and results copied
+        out. ``optimizers_in_graphs``:
         optimizer updates the graphs hold (the others run as host steps between them).
         """
         conc = self._cache[self._keys[-1]] if self._keys else None
@@ -499,7 +494,6 @@ class Function:
             # host<->device copies the latest call made (None before the first call)
             "transfers": None if r.transfers is None else dict(zip(_TRANSFER_KEYS, r.transfers)),
             "copies": None if r.transfers is None else dict(zip(_COPY_KEYS, r.copies)),
-            "recaptures": r.recaptures,
             "optimizers_in_graphs": sum(1 for i, st in enumerate(r.steps) if st.kind == "opt" and i not in r.host_only),
         }
 

@@ -251,18 +251,6 @@ def compile_replay(
             lines.extend(f"    {line}" for line in inline)
         elif type(fn) is _Fit and (fit := _inline_fit(step, i, ns)) is not None:
             lines.append(f"    {fit}")
-        elif getattr(type(fn), "donates", False):
-            # Buffer donation: the gradients go in a list and the replay's names for those it
-            # no longer needs are deleted before the call, so the optimizer can see by their
-            # reference counts which ones nothing else holds (and write its step into them).
-            ns[f"f{i}"] = fn
-            lines.append(f"    _g = [{', '.join(_render(r) for r in refs)}]")
-            given = sorted({k for k in _slots_in(refs) if last.get(k) == i and k not in returned})
-            if given:
-                lines.append(f"    del {', '.join(f's{k}' for k in given)}")
-            lines.append(f"    {_lhs(outs)}f{i}.donate(_g)")
-            lines.append("    del _g")
-            refs = None  # (their names are gone)
         else:
             ns[f"f{i}"] = fn
             lhs = _lhs(outs)

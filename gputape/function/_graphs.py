@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import sys
 import threading
 import types
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from .. import backend
 from .. import expr as _expr
 from .._state import defer_interrupts
 from ..ops import raw_namespace
-from ..tensor import _EXCLUSIVE_REFS, Variable
+from ..tensor import Variable
 from ._codegen import (
     _Const,
     _fusable,
@@ -35,17 +34,6 @@ from ._trace import _OptimizerStep, _Trace
 _log = logging.getLogger("gputape")
 _FUSE_MAX = 16  # steps per kernel: each array operand is a kernel parameter
 _FUSED_KERNELS: dict[tuple[str, int], Any] = {}
-
-
-_getrefcount = sys.getrefcount
-
-
-def _one_holder() -> int:
-    d = {0: object()}
-    return _getrefcount(d[0])
-
-
-_ONE_HOLDER = _one_holder()  # what _getrefcount(d[key]) says of a value only the dict d holds
 
 
 class _Segment:
@@ -70,7 +58,7 @@ class _Segment:
         self.ins: list[int] = []  # slots read in the segment, made before it
         self.arg_ins: list[int] = []  # those of them that are not variables (copied into buffers)
         self.live_outs: list[int] = []  # slots made in the segment and read after it
-        # (variable, updated in the graph, its slots): read and updated at the variable's own array
+        # (variable, updated in the graph, its slots): read and updated in the runner's buffer for it
         self.variables: list[tuple[Variable, bool, list[int]]] = []
         self.opts: list[int] = []  # the optimizer steps it holds (their host halves run before the launch)
         self.loose_reads: list[tuple[int, Variable]] = []  # variable reads only later segments use
@@ -90,11 +78,11 @@ class _GraphOptimizer:
     * the device half, captured: FusedOptimizer's kernel at a frozen parity plus the
       one-thread sync that leaves the count in both ping-pong slots (``capture_update``).
 
-    A Ctrl-C during the host half is held until the launch has been issued, so the step
-    is taken whole (count, slots and variables) or, when it arrives before, not at all;
-    a launch itself is all or nothing. Its arguments are the gradients, then the
-    variables' slots (``"param"`` steps: the variables' own arrays, see
-    ``_GraphRunner._bind_variables``).
+    A Ctrl-C during the host half is held until the launch has been issued and the
+    updated variables' new arrays stored, so the step is taken whole (count, slots and
+    variables) or, when it arrives before, not at all; a launch itself is all or nothing.
+    Its arguments are the gradients, then the variables' slots (``"param"`` steps: the
+    runner's buffers for the variables, see ``_GraphRunner._bind_variables``).
     """
 
     def __init__(self, step: _OptimizerStep) -> None:
@@ -161,8 +149,10 @@ class _GraphRunner:
     do (``_GraphOptimizer``) run before their graph's launch and do not cut it.
     A graph reads and writes fixed addresses: arguments and host-step results are
     copied into buffers this runner owns ("static") on each call, variables are
-    read and updated at their own arrays (``_bind_variables``), graph results are
-    read from the buffers, and returned values are copied out. Call 1 after the
+    read and updated in buffers of the runner's too (``_bind_variables``; a variable
+    an optimizer updates in the graph gets a new array, a copy of its buffer, after
+    each launch: ``_publish_variables``), graph results are read from the buffers,
+    and returned values are copied out. Call 1 after the
     trace runs eagerly (kernels compile, pools fill); call 2 captures; later calls
     launch. A step that fails to capture is moved out of the graphs and the
     segments are captured anew.
@@ -186,9 +176,10 @@ class _GraphRunner:
         self.calls = 0
         self.transfers: list[int] | None = None  # host<->device copies of the latest call
         self.copies = [0, 0, 0, 0]  # the latest call's device copies: _COPY_KEYS
-        self.recaptures = 0  # graphs captured anew because a variable's captured array could not be kept
-        self.var_buf: dict[int, Any] = {}  # id(variable) -> the array the graphs read and update
-        self.replaced: set[int] = set()  # variables whose array was replaced since the capture
+        self.var_buf: dict[int, Any] = {}  # id(variable) -> the runner's buffer the graphs read and update
+        # id(variable) -> the variable's array whose value its buffer holds. Held, so identity means
+        # the same value: a published array is never written (a new one is another object).
+        self.var_src: dict[int, Any] = {}
         self.host_only: set[int] = {i for i, st in enumerate(self.steps) if st.kind not in ("device", "opt")}
         n = len(self.steps)
         self.last = _last_reads(self.steps)
@@ -211,10 +202,11 @@ class _GraphRunner:
     def _optimizers_in_graphs(self) -> None:
         """Optimizer steps whose update the fused kernel can do become graph steps (``_GraphOptimizer``).
 
-        Each is preceded by one ``"param"`` step per variable: the variable's array, read
-        as the graphs read variables (before the launch), which the captured kernel updates
-        in place. Left as host steps: optimizers without a fused kind (or clipping, which
-        needs host norms), variables not on the graphs' kind of device, an optimizer
+        Each is preceded by one ``"param"`` step per variable: the variable's value, read
+        as the graphs read variables (before the launch, into the runner's buffer for it),
+        which the captured kernel updates in place; the variable then gets a copy of it.
+        Left as host steps: optimizers without a fused kind (or clipping, which needs host
+        norms), variables not on the graphs' kind of device, an optimizer
         recorded twice in one call (each launch would need its own host half), a variable
         updated by two of them, and steps whose results are read later.
         """
@@ -481,10 +473,13 @@ class _GraphRunner:
                     continue
                 if opts:
                     prepared = [o.prepare() for o in opts]  # raises before anything changed
-                    with defer_interrupts():  # the optimizers' host halves and the launch: both or neither
+                    news = [(var, b.empty_like(self.var_buf[id(var)])) for var, updated, _ in seg.variables if updated]
+                    # the optimizers' host halves, the launch and the variables' new values: all or none
+                    with defer_interrupts():
                         for o, p in zip(opts, prepared):
                             copies[2] += o.commit(p, b.copy)
                         b.launch(seg.graph)
+                        self._publish_variables(news)
                 else:
                     b.launch(seg.graph)
                 for k in seg.live_outs:
@@ -505,51 +500,48 @@ class _GraphRunner:
         return tuple(out)
 
     def _bind_variables(self, seg: _Segment, env: list) -> None:
-        """Before a launch: each variable at the array the graph captured, copied in only when it must be.
+        """Before a launch: each variable's value in the runner's buffer for it, copied in when it changed.
 
-        The graphs read (and the optimizer step updates) a variable's own array: no copy
-        while ``var._data`` is still the array captured and, for a variable the graph
-        updates, nobody else holds it (copy-on-write, as ``Variable._exclusive``: the
-        runner's one reference aside). Otherwise, when the captured array is ours alone,
-        the variable's value is copied into it and it becomes the variable's array again
-        (once: a variable the graphs only read whose array is replaced again, by updates
-        outside them, keeps its own array, updated in place there, and is copied in per call);
-        when someone else holds it (a tape, a tensor), the variable's own array (a copy, if
-        the graph would update a shared one) is captured anew (``recaptures``).
-        No local name for an array here: the reference counts are the test.
+        The graphs bake in addresses, and a variable's published array is never written (a
+        tape, a tensor or another thread may hold it: gputape's rule for every update), so
+        the graphs read and update variables in buffers of the runner's own, never published.
+        A buffer is copied into (one device copy) only when the variable's array is not the
+        one whose value it holds: after an assign, ``set_state``, an update outside the graphs.
+        After the graphs' own update the variable holds a copy of the buffer
+        (:meth:`_publish_variables`): no copy in on the next call.
         """
         b = self.backend
-        vb = self.var_buf
-        for var, updated, ks in seg.variables:
+        vb, src = self.var_buf, self.var_src
+        for var, _updated, ks in seg.variables:
             key = id(var)
-            if key not in vb:
-                vb[key] = var._data  # the first capture: the variable's own array
-            if var._data is not vb[key]:  # replaced (assign while shared, copy-on-write, set_state)
-                if _getrefcount(vb[key]) <= _ONE_HOLDER:
-                    b.copy(vb[key], var._data)
-                    self.copies[1] += 1
-                    if updated or key not in self.replaced:
-                        var._data = vb[key]
-                        self.replaced.add(key)
-                    # else: replaced again, by updates outside the graphs (an eager optimizer):
-                    # the variable keeps its own array, which those then update in place, and
-                    # the graph reads a copy, as before any of this
-                else:
-                    self._recapture(var, updated and _getrefcount(var._data) > _EXCLUSIVE_REFS)
-            elif updated and _getrefcount(var._data) > _EXCLUSIVE_REFS + 1:
-                self._recapture(var, True)
+            now = var._data
+            buf = vb.get(key)
+            if buf is None:
+                buf = vb[key] = b.own(now)
+                src[key] = now
+                self.copies[1] += 1
+            elif src[key] is not now:
+                b.copy(buf, now)
+                src[key] = now
+                self.copies[1] += 1
             for k in ks:
-                env[k] = vb[key]
+                env[k] = buf
 
-    def _recapture(self, var: Variable, copy: bool) -> None:
-        if copy:  # the graph must not update an array another holder sees
-            var._data = self.backend.own(var._data)
+    def _publish_variables(self, news: list[tuple[Variable, Any]]) -> None:
+        """After a launch that updated variables: each gets a new array, a copy of its buffer.
+
+        ``news`` holds the new arrays, allocated before the launch (so nothing here can fail):
+        the copies are enqueued after the launch on the graphs' stream and each variable's
+        array is one reference store. The cost of the rule: one device copy of each variable
+        the graphs update, per call.
+        """
+        b = self.backend
+        for var, new in news:
+            key = id(var)
+            b.copy(new, self.var_buf[key])
+            var._data = new
+            self.var_src[key] = new
             self.copies[1] += 1
-        self.var_buf[id(var)] = var._data
-        for seg in self.var_segs.get(id(var), ()):
-            if seg.graph is not None:
-                seg.graph = None
-                self.recaptures += 1
 
     def _capture(self, seg: _Segment, env: list) -> bool:
         b = self.backend
@@ -588,8 +580,9 @@ class _GraphRunner:
 
 
 _TRANSFER_KEYS = ("host_to_device", "host_to_device_bytes", "device_to_host", "device_to_host_bytes")
-# device-to-device copies of a call: into argument buffers, into variables' captured arrays (or
-# copy-on-write), into an optimizer's captured slot arrays, and results copied out of the graphs
+# device-to-device copies of a call: into argument buffers, of variables (into their buffers when
+# their arrays changed, out into new arrays after an update), into an optimizer's captured slot
+# arrays, and results copied out of the graphs
 _COPY_KEYS = ("arguments", "variables", "optimizer_slots", "results")
 
 
@@ -672,6 +665,9 @@ class _CudaGraphs:
     def own(self, a: Any) -> Any:
         return a.copy()
 
+    def empty_like(self, a: Any) -> Any:
+        return self.cp.empty_like(a)  # (CuPy's default pool: a variable's array outlives the graphs)
+
 
 class _EmulatedGraphs:
     """CPU stand-in for tests: same buffers and copies; a "graph" recomputes into the captured buffers."""
@@ -720,3 +716,6 @@ class _EmulatedGraphs:
 
     def own(self, a: Any) -> Any:
         return np.array(a, copy=True)
+
+    def empty_like(self, a: Any) -> Any:
+        return np.empty_like(a)

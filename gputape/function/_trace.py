@@ -273,13 +273,7 @@ class _PythonStep:
 
 
 class _OptimizerStep:
-    """An optimizer update as one replay step: the schedule and step count run at replay time.
-
-    The CPU replay calls :meth:`donate` with the gradients in a list and no names of its own
-    for those it no longer needs (``compile_replay``); other replays call the step itself.
-    """
-
-    donates = True  # (compile_replay's test: this step takes its gradients as a donation)
+    """An optimizer update as one replay step: the schedule and step count run at replay time."""
 
     def __init__(self, opt: Any, variables: list[Variable]) -> None:
         self.opt = opt
@@ -296,20 +290,6 @@ class _OptimizerStep:
             ]
         )
         return [v._data for v in variables]
-
-    def donate(self, grads: list[Any]) -> list[Any]:
-        """The step on gradients handed over in ``grads``: the optimizer may reuse those nothing else holds.
-
-        (``Optimizer._apply_donated`` decides, by reference counts; ``grads`` is emptied.) Anything
-        but host arrays (a device array, a numpy scalar) takes the ordinary call.
-        """
-        g = None
-        for g in grads:
-            if type(g) is not np.ndarray:
-                return self(*grads)
-        del g  # (a name here would hold the last gradient: it would not look donated)
-        self.opt._apply_donated(grads, self.variables)
-        return [v._data for v in self.variables]
 
 
 def _is_array(x: Any) -> bool:

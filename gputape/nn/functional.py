@@ -18,7 +18,7 @@ from .. import _kernel_build as _kb
 from .. import expr as _x
 from .. import expr_forward as _xf
 from ..dispatch import apply, primitive, unary_op
-from ..ops import _util, erf, log1p, maximum, mean, multiply, negative, raw_namespace, tanh
+from ..ops import _util, erf, log1p, maximum, mean, multiply, negative, tanh
 from ..ops import abs as _abs
 from ..ops import elementwise as _el
 from ..ops import sum as _sum
@@ -339,11 +339,108 @@ def _xent_loss(xp, labels, logits):
 
 
 def _xent_grad(F, g, labels, logits):
+    # softmax - onehot, scaled by each example's cotangent, written with F's ops: the form a recording
+    # tape differentiates again (second order) and the one that carries a jacobian's batch of cotangents
     xp = backend.xp_of(labels)
     c = logits.shape[-1]
     onehot = (labels[..., None] == xp.arange(c)).astype(logits.dtype)
-    # the fused form: softmax - onehot, scaled by each example's cotangent
     return F.expand_dims(g, -1) * (F.softmax(logits, -1) - onehot)
+
+
+# -- the loss head's one VJP -----------------------------------------------------------------------
+#
+# The cross-entropy's VJP is declared once, here, on raw arrays: ``head_grad`` (integer labels) and
+# ``dense_head_grad`` (probability or one-hot labels). The two primitives below run it, and so do the
+# nodes gputape._loss_head fuses at gradient time out of what a user writes by hand
+# (``log_softmax(z)[arange(n), y]``, ``sum(onehot * log_softmax(z), -1)``): such a node is a node of the
+# same primitive, with ``fused`` set in its parameters, whose residual is the log-softmax the user's
+# log_softmax already computed and whose output is the picked log-probability, minus the loss. The
+# fused form does, operation for operation, what the unfused sweep's VJPs do (without the scatter, the
+# zeros and the row sums of a one-hot cotangent), so its bits are the unfused sweep's; the sweep, the
+# compiled backward and gt.function's replay all call the primitive's VJP, so they share it. On a GPU
+# the sparse head is one launch of kernels/softmax_xent.cu.
+
+
+def head_grad(g: Any, logp: Any, labels: Any, picked: bool = False) -> Any:
+    """The cotangent of the logits of the sparse cross-entropy: ``g[..., None] * (softmax - onehot)``.
+
+    ``logp`` is the log-softmax of the logits (``softmax = exp(logp)``), ``labels`` integer class ids of
+    shape ``logp.shape[:-1]`` (negative ones count from the end, as numpy indexing does), ``g`` the
+    cotangent per row. With ``picked=True``, ``g`` is the cotangent of ``logp[rows, labels]`` (minus the
+    loss) instead, and the result is ``g[..., None] * (onehot - softmax)``, computed as the unfused sweep
+    computes it: ``(0 - softmax * g) + g`` at the label, ``0 - softmax * g`` elsewhere. numpy or cupy.
+
+    >>> import numpy as np
+    >>> logp = np.log(np.array([[0.25, 0.75]]))
+    >>> head_grad(np.array([2.0]), logp, np.array([1])).tolist()
+    [[0.5, -0.5]]
+    """
+    c = logp.shape[-1]
+    if type(logp) is not np.ndarray:  # one row-wise kernel: softmax of the log-softmax is the softmax
+        g = backend.xp_of(logp).asarray(g)
+        lab = backend.xp_of(labels).where(labels < 0, labels + c, labels)  # (numpy's wrap-around)
+        return sparse_softmax_xent(logp, lab, -g if picked else g, loss=False)[1]
+    if type(g) is not np.ndarray:
+        g = np.asarray(g)
+    e = _exp(logp)
+    gc = g[..., None]
+    t = _multiply(e, gc, e) if gc.dtype is e.dtype else e * gc
+    if picked:
+        _subtract(0, t, t)  # the unfused sweep's zeros minus softmax * g (+0.0 where that is 0)
+    if t.ndim == 2 and g.ndim <= 1:  # (the common case: rows of classes, no reshape)
+        rows = _row_cache.get(t.shape[0])
+        at = (rows if rows is not None else _rows(t.shape[0]), labels)
+    else:
+        t2 = t.reshape(-1, c)
+        at = (_rows(t2.shape[0]), labels.reshape(-1))
+        if g.ndim:
+            g = np.broadcast_to(g, logp.shape[:-1]).reshape(-1)
+        t2[at] = t2[at] + g if picked else t2[at] - g
+        return t
+    if picked:
+        t[at] += g
+    else:
+        t[at] -= g
+    return t
+
+
+def _rows(n: int) -> np.ndarray:
+    r = _row_cache.get(n)
+    if r is None:
+        if len(_row_cache) >= 16:
+            _row_cache.clear()
+        r = _row_cache[n] = np.arange(n)
+        r.flags.writeable = False
+    return r
+
+
+_row_cache: dict[int, np.ndarray] = {}
+
+
+def dense_head_grad(g: Any, logp: Any, labels: Any, picked: bool = False) -> Any:
+    """The cotangent of the logits of the cross-entropy ``-sum(labels * logp, -1)`` of probability (or
+    one-hot) ``labels``: ``g[..., None] * (softmax * sum(labels) - labels)``.
+
+    With ``picked=True``, ``g`` is the cotangent of ``sum(labels * logp, -1)`` (minus the loss), computed
+    as the unfused sweep computes it: ``gq - softmax * sum(gq)`` with ``gq = g * labels``. numpy or cupy.
+
+    >>> import numpy as np
+    >>> logp = np.log(np.array([[0.25, 0.75]]))
+    >>> dense_head_grad(np.array([1.0]), logp, np.array([[0.0, 1.0]])).tolist()
+    [[0.25, -0.25]]
+    """
+    xp = backend.xp_of(logp)
+    g = xp.asarray(g)
+    if not picked:
+        g = -g
+    gq = g[..., None] * labels
+    r = _row_sum(xp, gq, -1)
+    if xp is not np:
+        return gq - xp.exp(logp) * r
+    e = _exp(logp)
+    if gq.dtype is not e.dtype:
+        return gq - e * r
+    return _subtract(gq, _multiply(e, r, e), e)
 
 
 @primitive("sparse_softmax_cross_entropy_with_logits", save=True)
@@ -356,9 +453,43 @@ def _sparse_xent(xp, labels, logits):
 @_sparse_xent.defvjp
 def _(F, g, needs, nb, node, labels, logits):
     lab = labels._data if isinstance(labels, Tensor) else labels
-    if _gpu(F) and nb == 0:  # softmax - onehot, scaled, in the same fused kernel
+    xp = F.xp
+    if xp is None or nb:  # a recording tape (second order) or a jacobian's batch
+        return (None, _xent_grad(F, g, lab, logits))
+    p = node.params
+    if p:  # a fused head (gputape._loss_head): the residual is the user's log_softmax
+        if "mean" in p:  # a full mean joined the head: divided as mean's VJP divides (the same bits)
+            g = g / (p["mean"] or 1)
+        return (None, head_grad(g, logits, lab, picked=True))
+    if xp is not np:  # softmax - onehot, scaled, in the same fused kernel as the forward
         return (None, sparse_softmax_xent(logits, lab, g, loss=False)[1])
-    return (None, _xent_grad(F, g, lab, logits))
+    return (None, head_grad(g, _log_softmax_fwd(np, logits), lab))
+
+
+def _dense_xent_fwd(xp, labels, logits):
+    return -xp.sum(labels * _log_softmax_fwd(xp, logits), axis=-1)
+
+
+_dense_xent = primitive("softmax_cross_entropy_with_logits", save=True)(_dense_xent_fwd)
+
+
+@_dense_xent.defvjp
+def _(F, g, needs, nb, node, labels, logits):
+    if F.xp is None or nb:  # a recording tape (second order) or a jacobian's batch: F's ops
+        ge = F.expand_dims(g, -1)
+        dz = ge * (F.softmax(logits, -1) * F.sum(labels, axis=-1, keepdims=True) - labels) if needs[1] else None
+        dq = None
+        if needs[0]:
+            dq = -ge * (log_softmax(logits) if F.xp is None else _log_softmax_fwd(F.xp, logits))
+        return (dq, dz)
+    p = node.params
+    if p:  # a fused head: the residual is the user's log_softmax
+        if "mean" in p:
+            g = g / (p["mean"] or 1)
+        return (None, dense_head_grad(g, logits, labels, picked=True))
+    logp = _log_softmax_fwd(F.xp, logits)
+    dq = -(g[..., None] * logp) if needs[0] else None
+    return (dq, dense_head_grad(g, logp, labels) if needs[1] else None)
 
 
 def ref_sparse_softmax_xent(
@@ -385,7 +516,7 @@ def ref_sparse_softmax_xent(
     rows = logits.shape[:-1]
     g = np.ones(rows, logits.dtype) if g is None else np.broadcast_to(np.asarray(g, logits.dtype), rows)
     loss = _xent_loss(np, safe, logits)
-    d = _xent_grad(raw_namespace(np), g, safe, logits)
+    d = head_grad(g, _log_softmax_fwd(np, logits), safe)
     if not valid.all():
         loss = np.where(valid, loss, np.nan)
         d = np.where(valid[..., None], d, np.nan)
@@ -488,6 +619,10 @@ def sparse_softmax_cross_entropy_with_logits(labels: Any, logits: Any) -> Any:
 def softmax_cross_entropy_with_logits(labels: Any, logits: Any, axis: int = -1) -> Any:
     """Per-example cross-entropy of probability (or one-hot) ``labels`` against ``logits``.
 
+    One primitive (VJP ``g * (softmax * sum(labels) - labels)``, and ``-g * log_softmax`` for labels
+    a tape watches) when the classes are the last axis and labels and logits share shape and dtype;
+    otherwise composed from log_softmax, a product and a sum (numpy's promotion and broadcasting).
+
     >>> import gputape as gt
     >>> z = gt.constant([[0.0, 0.0]], "float64")
     >>> gt.nn.softmax_cross_entropy_with_logits([[0.5, 0.5]], z).numpy().round(4).tolist()
@@ -495,6 +630,10 @@ def softmax_cross_entropy_with_logits(labels: Any, logits: Any, axis: int = -1) 
     """
     logits = _real(logits, "softmax_cross_entropy_with_logits")
     labels = _real(labels, "softmax_cross_entropy_with_logits", labels=True)
+    zd, qd = logits._data, labels._data
+    if zd.ndim and qd.shape == zd.shape and qd.dtype == zd.dtype and zd.dtype.kind == "f":
+        if _neg_axis(logits, axis, "softmax_cross_entropy_with_logits") == -1:
+            return apply(_dense_xent, (labels, logits), _E)
     return negative(_sum(multiply(labels, log_softmax(logits, axis)), axis=axis))
 
 

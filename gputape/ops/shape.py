@@ -577,6 +577,8 @@ def _record_getitem(obs: Any, args: tuple, params: dict, res: Tensor, datas: lis
     d = res._data
     if obs.hooks or type(d) is not _ndarray or d.dtype not in FLOAT_DTYPES or not isinstance(x, Tensor):
         _record_any(obs, args, params, res, datas)
+        if len(args) == 3 and type(args[1]) is _ndarray and type(d) is not _ndarray and obs.tapes:
+            _mark_rows(obs, args[1], res)
         return
     node = None
     n = len(args)
@@ -597,6 +599,20 @@ def _record_getitem(obs: Any, args: tuple, params: dict, res: Tensor, datas: lis
             node.out = res._id
         tape._nodes.append(node)
         tt.add(res._id)
+
+
+def _mark_rows(obs: Any, rows: np.ndarray, res: Tensor) -> None:
+    """A device gather ``x[rows, labels]`` whose row index was a host arange (copied to the device
+    for the op): its node says so (``rows=True``), since the device copy it saved can only be
+    compared with an arange at the cost of a synchronisation. gputape._loss_head reads it; the
+    device scatter does not (it accumulates, as without the mark)."""
+    if rows.ndim == 1 and rows.dtype.kind in "iu" and _arange_like(rows) is not None:
+        for tape in obs.tapes:
+            nodes = tape._nodes
+            if nodes and type(nodes[-1]) is Node and nodes[-1].out == res._id:
+                node = nodes[-1]  # (one node, shared by every tape that recorded it)
+                if not node.params.get("rows"):
+                    node.params = dict(node.params, rows=True)
 
 
 def _getitem_node(obs: Any, args: tuple, params: dict, d: np.ndarray, datas: list) -> Node:
