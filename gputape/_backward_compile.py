@@ -449,7 +449,7 @@ def _node(w: _Writer, p: int, e: tuple, oslots: list, states: list, persistent: 
             if not needs[k]:
                 continue
             # literals typed by their partner's dtype (gputape.expr.python_typed): the same bits
-            text = decl.python_typed(k, names, tensors, w.literal) if _expr.TYPED_LITERALS else decl.python(k, names)
+            text = decl.python_typed(k, names, tensors, w.literal)
             if text is not None:
                 w.emit(f"t{k} = " + text)
                 temps.append(k)

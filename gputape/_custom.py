@@ -19,7 +19,7 @@ from ._nest import unflatten as _unflatten
 from ._state import tls as _tls
 from .ops import DIFF_NAMESPACE as _DIFF_F
 from .primitive import Node, Primitive
-from .recording import _record, _where
+from .recording import _where, recorder_n
 from .tensor import FLOAT_DTYPES, Tensor, Variable, _wrap, _wrap_op
 
 
@@ -123,6 +123,7 @@ def _custom_grad_array(x: Any, i: int, info: dict) -> Any:
 
 
 _CUSTOM.vjp = _custom_vjp
+_CUSTOM.record = recorder_n(_CUSTOM)
 
 
 def custom_gradient(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -193,7 +194,7 @@ def custom_gradient(f: Callable[..., Any]) -> Callable[..., Any]:
                         if v._trainable:
                             tape._watch_variable(v)
             prim = _CUSTOM if len(outs) == 1 else _custom_multi(len(outs))
-            _record(obs, prim, tensor_args, params, outs[0] if len(outs) == 1 else outs)
+            prim.record(obs, tensor_args, params, outs[0] if len(outs) == 1 else outs, None)
         return _unflatten(r_spec, outs)
 
     wrapped.__name__ = name
@@ -216,6 +217,7 @@ def _custom_multi(n: int) -> Primitive:
     if n not in _custom_multis:
         p = Primitive(f"custom_gradient[{n}]", _custom_fwd, nout=n, batchable=False)
         p.vjp = _custom_vjp
+        p.record = recorder_n(p)
         _custom_multis[n] = p
     return _custom_multis[n]
 

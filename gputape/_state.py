@@ -369,43 +369,63 @@ class Scope:
     _hooks = False  # set per subclass (__init_subclass__)
 
     def __enter__(self) -> Any:
+        global anywhere
         if self._hooks:
             self._opening()
         guard = self._guarded and _get_ident() == _MAIN_IDENT
         try:
-            if guard:
-                _Guard.install(self)
+            if guard:  # the guard (see _Guard): the outermost guarded scope installs it
+                h = _getsignal(_SIGINT)
+                if h is _GUARD:
+                    if tls.obs is None:  # the outermost scope: adopt a guard whose owner was cut short
+                        h.owner = self
+                # (_signal.getsignal gives SIG_DFL and SIG_IGN as plain ints: one type test before the value's)
+                elif not (h is None or type(h) is _Held or (type(h) is int and h == _SIG_IGN)):
+                    # (not set from Python, ignored, or held by defer_interrupts: nothing to guard)
+                    g = _GUARD
+                    g.old, g.owner, g.held = h, self, None
+                    _setsignal(_SIGINT, g)
             below = tls.obs
             above = Observers((below.stack if below is not None else ()) + (self,))
             self._undo = (above, below)
-            _mark()
+            _observing.add(_get_ident())  # this thread may observe (as _mark: the flag before the commit)
+            anywhere = True
             tls.obs = above  # the commit, last: an interrupt before it leaves nothing pushed
         except BaseException:
-            self._closed()
-            if guard:
-                _Guard.leave(self)
+            Scope.__exit__(self)  # removes what was pushed, undoes _opening, lets the guard go
             raise
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        undo = self._undo
-        if undo is not None and tls.obs is undo[0]:
-            tls.obs = undo[1]
-            _sync()
-        else:
-            try:
-                _without(self)
-            except BaseException:
-                _without(self)
+        global anywhere
+        try:
+            undo = self._undo
+            if undo is not None and tls.obs is undo[0]:
+                below = tls.obs = undo[1]
+                if below is None:  # (as _sync: no call between reading the set and storing the flag)
+                    _observing.discard(_get_ident())
+                    anywhere = True if (_observing or profiler is not None) else False
+            else:
+                try:
+                    _without(self)
+                except BaseException:
+                    _without(self)
+                    raise
+            self._undo = None
+        finally:
+            if self._hooks:
                 self._closed()
-                if self._guarded and _get_ident() == _MAIN_IDENT:
-                    _Guard.leave(self)
-                raise
-        self._undo = None
-        if self._hooks:
-            self._closed()
-        if self._guarded and _get_ident() == _MAIN_IDENT:
-            _Guard.leave(self)  # and an interrupt it held is delivered now that the pop is done
+            if self._guarded and _get_ident() == _MAIN_IDENT:
+                h = _getsignal(_SIGINT)
+                if h is _GUARD:  # (else none is on, or the block installed a handler of its own: it stays)
+                    if h.owner is self:
+                        # signal.signal first runs the handler for a signal pending now: this guard,
+                        # which holds it (the frame is this one's) until the old handler is back
+                        _setsignal(_SIGINT, h.old)
+                        h.owner = None
+                    held, h.held = h.held, None
+                    if held is not None:  # an interrupt the guard held is delivered now that the pop is done
+                        _deliver(h.old, held)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # a subclass that wraps __exit__ (and calls this one) is guarded on its first bytecode too
@@ -431,8 +451,9 @@ class _Guard:
     ``__exit__``, before any of its code ran, and would leave the entry on the stack. The
     guard sees the frame the signal landed in: inside a guarded ``Scope.__exit__`` it holds
     the signal (the exit delivers it once its pop and the guard's removal are done), anywhere
-    else it hands it on at once to the handler it replaced. Installed by the outermost guarded scope (its ``owner``) and
-    removed by it: two ``signal.signal`` calls per step, none per op. Whether a guard is on
+    else it hands it on at once to the handler it replaced. Installed by the outermost guarded
+    scope (its ``owner``) at the end of ``Scope.__enter__`` and removed by it at the end of
+    ``Scope.__exit__``: two ``signal.signal`` calls per step, none per op. Whether a guard is on
     is read from the handler itself, never from a flag that an interrupt could leave stale.
     """
 
@@ -449,42 +470,13 @@ class _Guard:
             if f is None:
                 break
             code = f.f_code
-            if code is _LEAVE_CODE or (code in _EXIT_CODES and getattr(f.f_locals.get("self"), "_guarded", False)):
+            if code in _EXIT_CODES and getattr(f.f_locals.get("self"), "_guarded", False):
                 self.held = frame  # (the scopes gputape opens itself mend an interrupted exit with finally)
                 return
             f = f.f_back
         _deliver(self.old, frame)
 
-    @staticmethod
-    def install(scope: Scope) -> None:
-        h = _getsignal(_SIGINT)
-        if h is _GUARD:
-            if tls.obs is None:  # the outermost scope: adopt a guard whose owner was cut short
-                h.owner = scope
-            return
-        # (_signal.getsignal gives SIG_DFL and SIG_IGN as plain ints: one type test before the value's)
-        if h is None or type(h) is _Held or (type(h) is int and h == _SIG_IGN):
-            return  # not set from Python, ignored, or held by defer_interrupts: nothing to guard
-        g = _GUARD
-        g.old, g.owner, g.held = h, scope, None
-        _setsignal(_SIGINT, g)
-
-    @staticmethod
-    def leave(scope: Scope) -> None:
-        h = _getsignal(_SIGINT)
-        if h is not _GUARD:
-            return  # none on, or the block installed a handler of its own: it stays
-        if h.owner is scope:
-            # signal.signal first runs the handler for a signal pending now: this guard,
-            # which holds it (the frame is this one's) until the old handler is back
-            _setsignal(_SIGINT, h.old)
-            h.owner = None
-        held, h.held = h.held, None
-        if held is not None:
-            _deliver(h.old, held)
-
 
 _GUARD = _Guard()  # one object, (re)installed by each outermost guarded scope
 _EXIT_CODE = Scope.__exit__.__code__
 _EXIT_CODES.add(_EXIT_CODE)
-_LEAVE_CODE = _Guard.leave.__code__

@@ -21,9 +21,11 @@ from . import expr as _expr
 from . import tensor as _tensor_mod
 from ._generate import generate
 from ._state import tls as _tls
+from .expr_forward import FORWARDS as _FORWARDS
+from .expr_forward import expand as _expand
 from .placement import gpu_operands as _gpu_operands
 from .primitive import _NOPARAMS, REGISTRY, Primitive
-from .recording import _record, recorder1, recorder2, recorder_n
+from .recording import recorder1, recorder2, recorder_n
 from .tensor import Tensor, _new, _next_id, _wrap_op
 
 _ndarray = np.ndarray
@@ -136,6 +138,8 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
                 xp = np if type(d) is _ndarray else backend.xp_of(d)
             elif xp is np and type(d) is not _ndarray:
                 xp = backend.xp_of(d)  # a GPU tensor after a host one: the op runs on the GPU
+        elif type(a) is _ndarray or type(a) is float or type(a) is int:
+            d = a  # (_const_array's first case, the usual constant: a label array, a number)
         else:
             d = _const_array(a, prim)
             if type(d) is Tensor:  # a list holding tensors, packed
@@ -172,19 +176,15 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
     except Exception as exc:
         raise _op_error(prim, args, params, exc) from exc
     if prim.nout == 1:
-        if type(out) is not _ndarray:
-            out = _fix_output(out)
+        if type(out) is not _ndarray and isinstance(out, np.generic):
+            out = np.asarray(out)  # (as _fix_output: a full reduction's numpy scalar)
         res = _new(Tensor)
         res._data = out
         res._id = _next_id()
     else:
         res = [_wrap_op(o if type(o) is _ndarray else _fix_output(o)) for o in out]
     if obs is not None:
-        rec = prim.record
-        if rec is not None:
-            rec(obs, args, params, res, datas)
-        else:
-            _record(obs, prim, args, params, res, datas)
+        prim.record(obs, args, params, res, datas)
     return res
 
 
@@ -197,16 +197,17 @@ def apply(prim: Primitive, args: tuple, params: dict) -> Any:
 # Anything off the fast shape (a list, an array, two numbers, a host and a GPU tensor) takes
 # apply(), so the semantics are apply()'s.
 
-# the end of both entry points: the result wrapped as a Tensor, recorded when observed
+# the end of both entry points: the result wrapped as a Tensor, then, when observed, the
+# recording (gputape.recording.recorder1/recorder2) written out: forward and record in one frame
 _RESULT = """\
     if type(out) is not ndarray:
         out = fix_output(out)
     res = new(Tensor)
     res._data = out
     res._id = next_id()
-    if obs is not None:
-        record(obs, {operands}, res)
-    return res
+    if obs is None:
+        return res
+{record}    return res
 """
 
 _UNARY = """
@@ -259,28 +260,37 @@ _TYPED = """
 {i}    t = LITERALS.get({n})
 {i}    {v} = (literal_miss({n}) if t is None else t).get(d.dtype, {n})"""
 
-# The primitives whose recorder saves a number operand as its typed 0-d array (recording.recorder2):
-# their VJPs pair it with an array alone (multiply's g * y, divide's g / y and -out / y), the same
-# bits under NEP 50; a VJP that combined a number with another number (1 / y) would change them.
-_TYPED_RESIDUALS = frozenset({"multiply", "divide"})
-
-
 def typed_path(prim: Primitive) -> bool:
     """Whether ``prim``'s generated entry point hands its ufunc typed numbers (:func:`typed_number`)."""
     return "LITERALS" in getattr(getattr(prim.public, "__code__", None), "co_names", ())
 
 
+def _inline_forward(prim: Primitive) -> str | None:
+    """The host forward of a one-operand ``prim`` as an expression over ``d`` when ``prim``'s forward
+    is a declared value (gputape.expr_forward) that numpy evaluates in one line (``np.maximum(d, 0)``
+    for relu): the entry point then computes it in its own frame. None for any other forward."""
+    decl = _FORWARDS.get(prim.name)
+    if decl is None or decl.fn is not prim.fwd or decl.params or not decl.array_native:
+        return None
+    defs, res = _expr.hoist(_expand(decl.expr))
+    return None if defs else _expr.python(res, {"x": "d"}, "np")
+
+
 def _entry(prim: Primitive, name: str, template: str, doc: str, **env: Any) -> Callable[..., Tensor]:
     cpu = prim.cpu is not None
     operands = "d" if template is _UNARY else "a, b"
+    inline = _inline_forward(prim) if template is _UNARY and not cpu else None
     if cpu:
         forward = f"out = cpu({operands}) if type(d) is ndarray else fwd(backend.xp_of(d), {operands})"
+    elif inline is not None:
+        forward = f"out = {inline} if type(d) is ndarray else fwd(backend.xp_of(d), d)"
     else:
         forward = f"out = fwd(np if type(d) is ndarray else backend.xp_of(d), {operands})"
     same = env.pop("same_src", "")
-    result = _RESULT.format(operands="x" if template is _UNARY else "x, y")
+    record, record_ns = env.pop("recorder")
+    result = _RESULT.format(record=record)
     typed = {"typed_a": "", "typed_b": ""}
-    if cpu and template is _BINARY and _expr.TYPED_LITERALS:
+    if cpu and template is _BINARY:
         # A Python number beside a host array: its same-dtype 0-d array (gputape.expr.literal), which
         # the ufunc takes in half the time it takes to convert the number, to the same bits (NEP 50).
         # Only the ufunc sees it: the recorder, the hooks and any error see the number.
@@ -288,6 +298,7 @@ def _entry(prim: Primitive, name: str, template: str, doc: str, **env: Any) -> C
             typed[side] = _TYPED.format(v=v, n="x" if v == "a" else "y", i=" " * (8 if v == "a" else 12))
     src = template.format(name=name, forward=forward, same=same, result=result, **typed)
     ns = {
+        **record_ns,
         "__name__": __name__,
         "Tensor": Tensor,
         "ndarray": _ndarray,
@@ -329,7 +340,7 @@ def unary_op(prim: Primitive, name: str, doc: str) -> Callable[[Any], Tensor]:
     >>> gt.tanh.__code__.co_filename.endswith("<generated tanh>")
     True
     """
-    return _entry(prim, name, _UNARY, doc, record=recorder1(prim))
+    return _entry(prim, name, _UNARY, doc, recorder=recorder1(prim))
 
 
 def binary_op(prim: Primitive, name: str, doc: str, same: Primitive | None = None) -> Callable[[Any, Any], Tensor]:
@@ -339,8 +350,7 @@ def binary_op(prim: Primitive, name: str, doc: str, same: Primitive | None = Non
     (lists, arrays, two numbers) takes :func:`apply`. With ``same``, ``op(x, x)`` runs that
     one-argument primitive instead (x * x as square: one VJP term instead of two summed).
     """
-    typed = prim.name in _TYPED_RESIDUALS and prim.cpu is not None and _expr.TYPED_LITERALS
-    env: dict[str, Any] = {"record": recorder2(prim, typed)}
+    env: dict[str, Any] = {"recorder": recorder2(prim)}
     if same is not None:
         if same.public is None:  # (declared after this op: its entry point is made here)
             unary_op(same, same.name, "")
@@ -381,8 +391,7 @@ def primitive(
             raise ValueError(f"primitive {name!r} is already registered")
         prim = Primitive(name, fwd, save, save_out, nout, batchable)
         prim.call = functools.partial(apply, prim)
-        if nout == 1:
-            prim.record = recorder_n(prim)
+        prim.record = recorder_n(prim)
         REGISTRY[name] = prim
         return prim
 

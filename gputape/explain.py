@@ -282,7 +282,7 @@ def summary(tape: Any) -> str:
         if type(n) is Swept:
             rows.append((str(k), n.prim.name, "-", "-", "released", n.info[0] if n.info and n.info[0] else "-"))
             continue
-        nbytes = sum(saved_nbytes(a) for a in n.saved)  # (a number's typed literal: none)
+        nbytes = sum(saved_nbytes(a) for a in n.saved)
         total += nbytes
         shapes = ", ".join(str(tuple(s)) if s is not None else "const" for s in n.shapes)
         info = getattr(n, "info", None)

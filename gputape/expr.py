@@ -323,9 +323,8 @@ def python(e: Expr, names: dict[str, str] | None = None, ns: str = "F") -> str:
     return _render(e, names or {}, False, ns)
 
 
-# numpy 2 converts a Python number to the other operand's dtype (NEP 50); numpy 1.x's value-based
-# casting may not (a numpy scalar times a Python float was float64 there): literals stay as written
-TYPED_LITERALS = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
+# numpy converts a Python number to the other operand's dtype (NEP 50, numpy >= 2): a literal may be
+# handed to a ufunc as that dtype's 0-d array, to the same bits
 _literals: dict[tuple, _Literal] = {}
 # Tables shared, at most: the declared derivatives' few literals, NUMBERS' numbers and the number
 # constants gt.function traces (one per distinct constant, each retrace with a new one adds one).
@@ -381,7 +380,7 @@ def typed_number(v: Any, d: Any) -> Any:
     >>> typed_number(0.5, np.zeros(2, np.float32)).dtype, typed_number(0.5, np.zeros(2, np.int64))
     (dtype('float32'), 0.5)
     """
-    if not TYPED_LITERALS or (type(v) is not float and type(v) is not int) or type(d) is not np.ndarray:
+    if (type(v) is not float and type(v) is not int) or type(d) is not np.ndarray:
         return v
     t = NUMBERS.get(v)
     return (number_miss(v) if t is None else t).get(d.dtype, v)

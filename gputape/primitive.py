@@ -77,7 +77,7 @@ class Primitive:
         # the primitive; this layer sits below the dispatch)
         self.call: Callable[[tuple, dict], Any] = _undispatched
         # ``record(obs, args, params, res, datas)``: the recorder generated for this primitive
-        # (gputape.recording.recorder_n, set with ``call``); None: the generic recorder
+        # (gputape.recording.recorder_n, set with ``call``); None: not dispatched
         self.record: Callable[..., None] | None = None
         # the public function (gt.nn.sigmoid), for VJPs that call the primitive by name on tensors
         # (``F.sigmoid`` in gputape.ops' namespace); None: the primitive itself, through ``call``

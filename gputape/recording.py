@@ -14,6 +14,7 @@ Tapes are reached through their fields (``_tensors``, ``_nodes``, ``_edges``, ``
 from __future__ import annotations
 
 import sys
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -22,8 +23,7 @@ import numpy as np
 from . import _state
 from ._generate import generate
 from ._state import tls as _tls
-from .expr import typed_number
-from .primitive import _NOPARAMS, _NOSAVED, Node, Primitive, _complex_node
+from .primitive import _NOPARAMS, _NOSAVED, DIFF_DTYPES, Node, Primitive, _complex_node
 from .tensor import FLOAT_DTYPES, Tensor, Variable, _new
 
 _ndarray = np.ndarray
@@ -37,45 +37,6 @@ def _where() -> str | None:
             return f"{f.f_code.co_filename}:{f.f_lineno}"
         f = f.f_back
     return None
-
-
-def _record(
-    obs: _state.Observers, prim: Primitive, args: tuple, params: dict, res: Any, datas: list | None = None
-) -> None:
-    if obs.hooks:
-        _hooks_n(obs, prim, args, params, res, datas)
-    tapes = obs.tapes
-    if not tapes:
-        return
-    single = prim.nout == 1
-    odt = res._data.dtype if single else res[0]._data.dtype
-    cplx = False
-    if odt not in FLOAT_DTYPES:
-        if odt.kind != "c":
-            _note_untracked(tapes, prim.name, args, res)  # integer and bool results carry no gradient
-            return
-        cplx = True
-    node = None
-    for tape in tapes:
-        tt = tape._tensors
-        hit = False
-        for a in args:
-            if isinstance(a, Tensor) and (a._id in tt or _watch_on_read(tape, a)):
-                hit = True
-        if tape._exports:
-            _note_exported_operands(tape, args, res)
-        if hit:
-            if node is None:
-                node = _make_node(prim, args, params, res, datas, obs)
-                if cplx or node.casts is not None:
-                    _complex_node(node, odt)
-            tape._nodes.append(node)
-            if single:
-                tt.add(res._id)
-            else:
-                tt.update(o._id for o in res)
-        else:
-            _note_edge(tape, prim.name, args, res)
 
 
 def _note_edge(tape: Any, name: str, args: tuple, res: Any) -> None:
@@ -174,6 +135,41 @@ def _watch_on_read(tape: Any, t: Tensor) -> bool:
     return type(t) is Variable and tape._auto and t._trainable and tape._watch_variable(t)
 
 
+# Watching a Variable: its id tracked, a leaf, and listed in first-watch order. GradientTape's
+# _watch_variable (watch(), reads outside ops) is generated from these statements, and the
+# recorders write them out for an operand {v} read while ``tape`` records (TensorFlow's rule:
+# a trainable Variable is watched on its first read), with ``tt``, the tape's set, in scope.
+_WATCH = """\
+tt.add({v}._id)
+tape._leaves.add({v}._id)
+tape._watched_vars.setdefault({v}._id, {v})
+"""
+_WATCH_ON_READ = """\
+if type({v}) is Variable and {v}._id not in tt and tape._auto and {v}._trainable and {v}._data.dtype in DIFF_DTYPES:
+{watch}"""
+
+watch_variable = generate(
+    "watch_variable",
+    f"""
+def watch_variable(tape, var):
+    if var._data.dtype not in DIFF_DTYPES:
+        return False
+    tt = tape._tensors
+    if tt is None:  # (watch() before the tape was entered)
+        tt = tape._store()
+    if var._id not in tt:
+{textwrap.indent(_WATCH.format(v="var"), " " * 8)}    return True
+""",
+    {"DIFF_DTYPES": DIFF_DTYPES},
+)
+
+
+def _watch_text(v: str, indent: int) -> str:
+    """The recorders' :data:`_WATCH_ON_READ` for operand ``v``, indented ``indent`` spaces."""
+    text = _WATCH_ON_READ.format(v=v, watch=textwrap.indent(_WATCH.format(v=v), "    "))
+    return textwrap.indent(text, " " * indent)
+
+
 def _hooks(obs: _state.Observers, prim: Primitive, args: tuple, res: Tensor) -> None:
     """The observers besides the tapes, for the generated recorders (only while one is on)."""
     if obs.trace is not None:
@@ -184,9 +180,10 @@ def _hooks(obs: _state.Observers, prim: Primitive, args: tuple, res: Tensor) -> 
         _note_reads(obs, args)
 
 
-# The generated recorders (gputape.dispatch): _record specialised to one or two operands
-# without parameters, or to any operands of a one-output primitive, written out per primitive
-# with its saved residuals baked in. One node layout (Node) for all of them and for _make_node.
+# The recorders, generated per primitive from one head and one tail with its saved residuals
+# baked in: for any operands (recorder_n: apply() and custom_gradient call it), and written out
+# inside the generated entry points of one or two operands without parameters (recorder1,
+# recorder2). One node layout (Node) for all of them.
 
 # the start of every recorder: the other observers, then only floating and complex results
 _HEAD = """\
@@ -194,27 +191,35 @@ _HEAD = """\
         {hooks}
     tapes = obs.tapes
     if not tapes:
-        return
-    d = res._data
+        return{ret}
+    d = {first}._data
     dt = d.dtype
     cplx = dt not in FLOAT_DTYPES  # (one set lookup; complex is the rare case)
     if cplx and dt.kind != "c":
         note_untracked(tapes, NAME, {args}, res)  # integer and bool results carry no gradient
-        return
+        return{ret}
 """
 
 # the end of every recorder: the node's residuals, output and location, then on the tape
 _TAIL = """\
             node.casts = casts
             node.saved = {saved}
-            node.out = res._id
-            node.meta = ({shape}, dt)
+            node.out = {out}
+            node.meta = {meta}
             node.info = (where(), {shape}, dt) if obs.locations else None
             if casts is not None or cplx:
                 complex_node(node, dt)
         tape._nodes.append(node)
-        tt.add(res._id)
+        {track}
 """
+# a primitive's outputs as the tail records them: one Tensor, or a list of them (nout > 1)
+_ONE_OUT = {"first": "res", "out": "res._id", "meta": "({shape}, dt)", "track": "tt.add(res._id)"}
+_OUTS = {
+    "first": "res[0]",
+    "out": "tuple([o._id for o in res])",
+    "meta": "tuple([(o._data.shape, o._data.dtype) for o in res])",
+    "track": "tt.update([o._id for o in res])",
+}
 
 _RECORD1 = """
 def record(obs, x, res):
@@ -222,7 +227,7 @@ def record(obs, x, res):
     xid = x._id
     for tape in tapes:
         tt = tape._tensors
-        if xid not in tt and not watch_on_read(tape, x):
+{watch_x}        if xid not in tt:
             tape._edges[res._id] = (NAME, (xid,))
             continue
         if node is None:
@@ -243,9 +248,9 @@ def record(obs, x, y, res):
     node = None
     for tape in tapes:
         tt = tape._tensors
-        # no short-circuit between x and y: a trainable Variable on either side is watched
-        hx = xt and (x._id in tt or watch_on_read(tape, x))
-        hy = yt and (y._id in tt or watch_on_read(tape, y))
+        # (a trainable Variable on either side is watched, whatever the other side)
+{watch_x}{watch_y}        hx = xt and x._id in tt
+        hy = yt and y._id in tt
         if not (hx or hy):
             note_edge(tape, NAME, (x, y), res)
             continue
@@ -265,12 +270,12 @@ def record(obs, x, y, res):
                     node.ids = (x._id, y._id)
                     node.shapes = (xd.shape, yd.shape)
                 else:
-                    yd = {number_y}
+                    yd = y
                     node.ids = (x._id, 0)
                     node.shapes = (xd.shape, None)
             else:
                 yd = y._data
-                xd = {number_x}
+                xd = x
                 if yd.dtype is not dt:
                     casts = [None, yd.dtype]
                 node.ids = (0, y._id)
@@ -285,7 +290,7 @@ def record(obs, args, params, res, datas):
         tt = tape._tensors
         hit = False
         for a in args:  # no short-circuit: every trainable Variable read here is watched
-            if isinstance(a, Tensor) and (a._id in tt or watch_on_read(tape, a)):
+{watch_a}            if isinstance(a, Tensor) and a._id in tt:
                 hit = True
         if tape._exports:
             note_exported_operands(tape, args, res)
@@ -320,7 +325,7 @@ def record(obs, args, params, res, datas):
 
 
 def _hooks_n(obs: _state.Observers, prim: Primitive, args: tuple, params: dict, res: Any, datas: Any) -> None:
-    """The observers besides the tapes, for :func:`_record` and the recorders of :func:`recorder_n`."""
+    """The observers besides the tapes, for the recorders of :func:`recorder_n`."""
     if obs.trace is not None:
         obs.trace.forward(prim, args, params, datas, res)
     if obs.debug:
@@ -330,20 +335,21 @@ def _hooks_n(obs: _state.Observers, prim: Primitive, args: tuple, params: dict, 
 
 
 def _saved_n(prim: Primitive) -> dict[str, str]:
-    """:func:`_make_node`'s residual list for ``prim``, as source (Tensor data; constants owned).
+    """The residual list ``prim`` declares, as source (Tensor data; constants owned; ``outs``: the
+    outputs' arrays).
 
     Every operand (``save=True``) is collected in the loop over the operands, without a second
     pass; a slice or positions are picked after it.
     """
     s = prim.save
-    out = "d" if prim.save_out else None
+    out = ("[d]" if prim.nout == 1 else "[o._data for o in res]") if prim.save_out else None
     if s is True:
         parts = {
             "saved0": "            saved = []\n",
             "save_t": "\n                    saved.append(x)",
             "save_c": "\n                    saved.append(own(consts[k]))",
         }
-        parts["saved"] = "saved + [d]" if out else "saved"
+        parts["saved"] = f"saved + {out}" if out else "saved"
         return parts
     parts = {"saved0": "", "save_t": "", "save_c": ""}
     if type(s) is slice:
@@ -354,18 +360,16 @@ def _saved_n(prim: Primitive) -> dict[str, str]:
     else:
         picked = None
     if picked is None:
-        parts["saved"] = "[d]" if out else "NOSAVED"
+        parts["saved"] = out or "NOSAVED"
     else:
-        parts["saved"] = f"{picked} + [d]" if out else picked
+        parts["saved"] = f"{picked} + {out}" if out else picked
     return parts
 
 
 def recorder_n(prim: Primitive) -> Callable[..., None]:
-    """``record(obs, args, params, res, datas)`` for :func:`gputape.dispatch.apply` of a one-output
-    ``prim``: :func:`_record` and :func:`_make_node` written out with the declared residuals baked in.
-    """
-    if prim.nout != 1:
-        raise ValueError(f"recorder_n: {prim.name} has {prim.nout} outputs; those take _record")
+    """``record(obs, args, params, res, datas)`` for :func:`gputape.dispatch.apply` of ``prim`` (``res``:
+    its output, or the list of its outputs), with the declared residuals baked in; ``datas``: the
+    operands as the forward took them (None: ``args``)."""
     parts = _saved_n(prim)
     hooks = "hooks(obs, prim, args, params, res, datas)"
     return _generate(prim, _RECORDN, "args", "d.shape", hooks, _hooks_n, parts.pop("saved"), **parts)
@@ -393,21 +397,24 @@ def _generate(
     hooks: str,
     hooks_fn: Any,
     saved: str,
-    extra: dict[str, Any] | None = None,
+    inline: bool = False,
     **parts: str,
-) -> Callable[..., None]:
+) -> Any:
     """One recorder of ``prim`` from ``template`` with its head and tail filled in.
 
     ``args``: the source of the operand tuple; ``shape``: of the output's shape; ``hooks``: the
-    call of ``hooks_fn`` for the other observers; ``saved``: of the residual list; ``extra``:
-    more names for its namespace.
+    call of ``hooks_fn`` for the other observers; ``saved``: of the residual list. With ``inline``,
+    the recorder's body and namespace, for an entry point that records where it computed ``res``
+    (its early exits return ``res``).
     """
     ns = {
         "prim": prim,
         "NAME": prim.name,
         "Node": Node,
         "Tensor": Tensor,
+        "Variable": Variable,
         "FLOAT_DTYPES": FLOAT_DTYPES,
+        "DIFF_DTYPES": DIFF_DTYPES,
         "NOPARAMS": _NOPARAMS,
         "NOSAVED": _NOSAVED,
         "SAVE": prim.save,
@@ -417,53 +424,34 @@ def _generate(
         "note_untracked": _note_untracked,
         "note_edge": _note_edge,
         "note_exported_operands": _note_exported_operands,
-        "watch_on_read": _watch_on_read,
         "where": _where,
         "complex_node": _complex_node,
-        **(extra or {}),
     }
-    head = _HEAD.format(hooks=hooks, args=args)
-    tail = _TAIL.format(saved=saved, shape=shape)
-    return generate("record", template.format(head=head, tail=tail, **parts), ns)
+    outs = _ONE_OUT if prim.nout == 1 else _OUTS
+    head = _HEAD.format(hooks=hooks, args=args, ret=" res" if inline else "", first=outs["first"])
+    meta = outs["meta"].format(shape=shape)
+    tail = _TAIL.format(saved=saved, shape=shape, out=outs["out"], meta=meta, track=outs["track"])
+    watched = {"watch_x": _watch_text("x", 8), "watch_y": _watch_text("y", 8), "watch_a": _watch_text("a", 12)}
+    src = template.format(head=head, tail=tail, **watched, **parts)
+    if inline:
+        return src.split("\n", 2)[2], ns  # (after the blank line and the def line)
+    return generate("record", src, ns)
 
 
-def recorder1(prim: Primitive) -> Callable[[Any, Tensor, Tensor], None]:
-    """``record(obs, x, res)`` for a generated one-operand entry point of ``prim``."""
-    py = _generate(prim, _RECORD1, "(x,)", "shape", "hooks(obs, prim, (x,), res)", _hooks, _saved_text(prim, ("xd",)))
-    return py
+def recorder1(prim: Primitive) -> tuple[str, dict[str, Any]]:
+    """The recording of a generated one-operand entry point of ``prim``: the body of ``record(obs,
+    x, res)`` and its namespace, which the entry point writes out after its forward."""
+    hooks = "hooks(obs, prim, (x,), res)"
+    return _generate(prim, _RECORD1, "(x,)", "shape", hooks, _hooks, _saved_text(prim, ("xd",)), inline=True)
 
 
-# A Python-number operand saved beside a float32/float64 host result, as the typed 0-d array its
-# ufunc got (gputape.expr.typed_number), where a recorder is asked to: the VJP's ``g * number``
-# then skips numpy's conversion of the number, to the same bits. Not while gt.function traces: its
-# replay writes a number residual as a typed literal itself, and its fused kernels take numbers,
-# not array constants.
-_TYPED_SAVE = """typed({v}, {arr}, dt) if obs.trace is None else {v}"""
-
-_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
-
-
-def _typed_save(v: Any, arr: Any, dt: Any) -> Any:
-    return typed_number(v, arr) if dt is _F32 or dt is _F64 else v
-
-
-def recorder2(prim: Primitive, typed: bool = False) -> Callable[[Any, Any, Any, Tensor], None]:
-    """``record(obs, x, y, res)`` for a generated two-operand entry point of ``prim``.
-
-    With ``typed``, a saved Python-number operand beside a float32/float64 host result is saved as
-    the typed 0-d array the ufunc got (:func:`gputape.expr.typed_number`); only for a VJP that
-    pairs that residual with arrays alone (``g * number``: NEP 50 gives the same bits), never with
-    another number. ``node.saved`` holds it; hooks, errors and explain see the number.
-    """
+def recorder2(prim: Primitive) -> tuple[str, dict[str, Any]]:
+    """The recording of a generated two-operand entry point of ``prim`` (:func:`recorder1`'s form:
+    the body of ``record(obs, x, y, res)`` and its namespace); a Python-number operand is saved
+    as the number."""
     saved = _saved_text(prim, ("xd", "yd"))
-    numbers = {"number_x": "x", "number_y": "y"}
-    if typed:
-        numbers = {"number_x": _TYPED_SAVE.format(v="x", arr="yd"), "number_y": _TYPED_SAVE.format(v="y", arr="xd")}
-    extra = {"typed": _typed_save} if typed else {}
-    py = _generate(
-        prim, _RECORD2, "(x, y)", "d.shape", "hooks(obs, prim, (x, y), res)", _hooks, saved, extra, **numbers
-    )
-    return py
+    hooks = "hooks(obs, prim, (x, y), res)"
+    return _generate(prim, _RECORD2, "(x, y)", "d.shape", hooks, _hooks, saved, inline=True)
 
 
 def _note_exported_operands(tape: Any, args: tuple, res: Any) -> None:
@@ -488,7 +476,9 @@ def _own(a: Any) -> Any:
     before gradient() runs, and the gradient must use the value the op saw."""
     if type(a) is _ndarray or (hasattr(a, "copy") and hasattr(a, "shape") and not isinstance(a, np.generic)):
         b = a.copy()
-        traced(_copy, (a,), b, True)
+        obs = _tls.obs
+        if obs is not None and obs.trace is not None:  # (as traced(): a replay copies it too)
+            obs.trace.call(_copy, (a,), b, True)
         return b
     return a
 
@@ -497,75 +487,13 @@ def _copy(a: Any) -> Any:
     return a.copy()
 
 
-def _make_node(prim: Primitive, args: tuple, params: dict, res: Any, datas: list | None, obs: _state.Observers) -> Node:
-    node = _new(Node)
-    node.prim = prim
-    node.params = params
-    single = prim.nout == 1
-    odt = res._data.dtype if single else res[0]._data.dtype
-    casts = None
-    ids = []
-    shapes = []
-    for a in args:
-        if isinstance(a, Tensor):
-            d = a._data
-            ids.append(a._id)
-            shapes.append(d.shape)
-            if d.dtype is not odt:
-                if casts is None:
-                    casts = [None] * len(args)
-                casts[len(ids) - 1] = d.dtype
-        else:
-            ids.append(0)  # ids start at 1: 0 is never tracked
-            shapes.append(None)
-    node.ids = tuple(ids)
-    node.shapes = tuple(shapes)
-    node.casts = casts
-    # Residuals are raw arrays (for a Variable, the array it holds now: a later
-    # assign swaps or copies it, never mutates what is saved here).
-    # Constants are saved as the forward used them (lists as arrays, host arrays
-    # moved to the op's GPU), so the VJP sees the same operands.
-    consts = datas if datas is not None else args
-    s = prim.save
-    if s is True:
-        saved = [a._data if isinstance(a, Tensor) else _own(c) for a, c in zip(args, consts)]
-    elif s:
-        # a slice: the operands from some position on (getitem's variable number of index arrays)
-        for_i = range(len(args))[s] if type(s) is slice else s
-        saved = [args[i]._data if isinstance(args[i], Tensor) else _own(consts[i]) for i in for_i]
-    else:
-        saved = []
-    if single:
-        node.out = res._id
-        d = res._data
-        node.meta = (d.shape, odt)
-        if prim.save_out:
-            saved.append(d)
-    else:
-        node.out = tuple(o._id for o in res)
-        node.meta = tuple((o._data.shape, o._data.dtype) for o in res)
-        if prim.save_out:
-            saved.extend(o._data for o in res)
-    node.saved = saved
-    if obs.locations:
-        first = res if single else res[0]
-        node.info = (_where(), first._data.shape, first._data.dtype)
-    else:
-        node.info = None
-    return node
-
-
 def saved_nbytes(d: Any) -> int:
-    """The bytes a residual keeps alive: a number's typed 0-d array (read-only, owned by its table in
-    gputape.expr, see recorder2) none, an array its nbytes.
+    """The bytes a residual keeps alive: an array its nbytes, a number none.
 
     >>> import numpy as np
-    >>> from gputape import expr
-    >>> saved_nbytes(np.zeros(3, np.float32)), saved_nbytes(expr.literal(0.5)[np.dtype(np.float32)]), saved_nbytes(0.5)
-    (12, 0, 0)
+    >>> saved_nbytes(np.zeros(3, np.float32)), saved_nbytes(0.5)
+    (12, 0)
     """
-    if type(d) is _ndarray and d.ndim == 0 and not d.flags.writeable:
-        return 0
     return int(getattr(d, "nbytes", 0))
 
 

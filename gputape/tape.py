@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 import functools
 import logging
+import operator
 import warnings
 import weakref
 from collections.abc import Callable
@@ -38,10 +39,13 @@ from .ops import DIFF_NAMESPACE as _DIFF_F
 from .ops import raw_namespace as _raw_namespace
 from .primitive import DIFF_DTYPES, Node
 from .recording import _nbytes_saved, _where, traced
-from .tensor import Tensor, Variable, _new, _to_array, _wrap
+from .recording import watch_variable as _watch_variable
+from .tensor import Tensor, Variable, _new, _next_const_id, _to_array, _wrap
 
 _log = logging.getLogger("gputape")
 _ndarray = np.ndarray
+_NP_F = _raw_namespace(np)  # the sweep's namespace on host arrays
+_id_of = operator.attrgetter("_id")
 
 
 _weakref = weakref.ref
@@ -75,7 +79,7 @@ class _LiveTapes:
         if len(refs) > self._bound:
             for k, r in list(refs.items()):
                 if r() is None and refs.get(k) is r:  # (not an entry another thread just stored there)
-                    del refs[k]
+                    refs.pop(k, None)  # (another thread sweeping may have dropped it already)
             self._bound = max(64, 2 * len(refs))
 
     def _alive(self) -> list:
@@ -144,12 +148,6 @@ def _parse_unconnected(value: Any) -> UnconnectedGradients:
 # GradientTape
 
 
-def _numerics_on() -> bool:
-    """check_numerics observes the sweep (it names the op where a value went bad: no fused nodes then)."""
-    obs = _tls.obs
-    return obs is not None and obs.numerics is not None
-
-
 def _any_tape() -> bool:
     """Whether a tape records in this thread (a gradient computed now is then recorded too)."""
     obs = _tls.obs
@@ -161,7 +159,7 @@ def _namespace(diff: bool, seeds: dict[int, Any]) -> Any:
     if diff:
         return _DIFF_F
     first = next(iter(seeds.values()))
-    return _raw_namespace(np if type(first) is _ndarray else backend.xp_of(first))
+    return _NP_F if type(first) is _ndarray else _raw_namespace(backend.xp_of(first))
 
 
 def _flag(value: Any, name: str) -> bool:
@@ -171,8 +169,6 @@ def _flag(value: Any, name: str) -> bool:
     >>> _flag(np.True_, "persistent"), _flag(None, "persistent")
     (True, False)
     """
-    if value is False or value is True:  # (the defaults: once per tape, three times)
-        return value
     if value is None or isinstance(value, (bool, int, np.bool_, np.integer)):
         return bool(value)
     raise TypeError(
@@ -224,9 +220,11 @@ class GradientTape(_state.Scope):
         watch_accessed_variables: bool = True,
         compile: bool = True,  # noqa: A002 (the option's name: GradientTape(compile=False))
     ) -> None:
-        self._compile = _flag(compile, "compile")
-        self._persistent = _flag(persistent, "persistent")
-        self._auto = _flag(watch_accessed_variables, "watch_accessed_variables")
+        # (the defaults, True/False, are taken as they are: a tape per step)
+        self._compile = compile if compile is True or compile is False else _flag(compile, "compile")
+        self._persistent = persistent if persistent is False or persistent is True else _flag(persistent, "persistent")
+        auto = watch_accessed_variables
+        self._auto = auto if auto is True or auto is False else _flag(auto, "watch_accessed_variables")
         self._tensors: set[int] | None = None  # ids this tape tracks (watched or recorded); None: not entered
         self._used = False  # a non-persistent tape that already computed its gradients
 
@@ -287,15 +285,9 @@ class GradientTape(_state.Scope):
             self._fresh()
         return self._tensors
 
-    def _watch_variable(self, var: Variable) -> bool:
-        if var._data.dtype not in DIFF_DTYPES:
-            return False
-        tt = self._store()
-        if var._id not in tt:
-            tt.add(var._id)
-            self._leaves.add(var._id)
-        self._watched_vars.setdefault(var._id, var)
-        return True
+    # (var) -> whether it is watched now (False for a dtype without gradients); generated from the
+    # statements the recorders write out for a variable read (gputape.recording._WATCH)
+    _watch_variable = _watch_variable
 
     def watch(self, tensor: Any) -> None:
         """Ensure ``tensor`` (a Tensor, Variable, or nested list/tuple/dict of them) is traced.
@@ -508,7 +500,7 @@ class GradientTape(_state.Scope):
                 for p, n in enumerate(nodes):
                     if type(n) is Node:
                         nodes[p] = n.swept()
-            self._drop()
+            self._nodes = []  # (as _drop)
             self._tensors = None  # watched_variables() still answers, as in TensorFlow
             self._retired = retired
             self._used = True
@@ -548,10 +540,15 @@ class GradientTape(_state.Scope):
                 "GradientTape.gradient: target is None; pass the tensor (or nested structure of "
                 "tensors) to differentiate"
             )
-        unconnected = _parse_unconnected(unconnected_gradients)
-        self._begin_backprop("gradient")
+        unconnected = unconnected_gradients
+        if type(unconnected) is not UnconnectedGradients:
+            unconnected = _parse_unconnected(unconnected)
+        obs = _tls.obs
+        if self._tensors is None or (obs is not None and not self._persistent and self in obs.stack):
+            self._begin_backprop("gradient")  # (refuses a spent tape; a non-persistent one stops recording)
+            obs = _tls.obs
         # Argument errors leave the tape usable (as in TensorFlow): only a sweep consumes it.
-        flat_t, _ = _leaves(target)
+        flat_t = [target] if isinstance(target, Tensor) else _leaves(target)[0]
         flat_s, s_spec = _leaves(sources)
         # (_leaves checked a tensor and a flat list or tuple of them; None is also the spec of any other leaf)
         if not (s_spec is list or s_spec is tuple or (s_spec is None and isinstance(sources, Tensor))):
@@ -565,32 +562,49 @@ class GradientTape(_state.Scope):
                     f"GradientTape.gradient: got {len(flat_og)} output_gradients for {len(flat_t)} "
                     "targets; pass one per target (None for the default of ones)"
                 )
-        diff = _any_tape()
+        diff = obs is not None and bool(obs.tapes)  # (a tape records the gradient computation too)
         seeds = _seeds(flat_t, flat_og, diff, lead=None)
         try:
-            token = _hush()  # (with _quiet(), its two calls written out: once per step)
-            try:
+            # (np.errstate as _quiet() makes it, without the call: once per step)
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 # the sweep, or code compiled for a structure seen before (gputape._backward_compile):
                 # a gradient or None per source
                 if seeds:
-                    sids = [s._id for s in flat_s]
-                    # the loss head a user wrote, fused into one cross-entropy node (gputape._loss_head)
-                    fused = None if (diff or self._persistent or _numerics_on()) else _fuse_head(self, seeds, sids)
+                    sids = list(map(_id_of, flat_s))
+                    if diff:
+                        F = _DIFF_F
+                    else:
+                        first = next(iter(seeds.values()))
+                        F = _NP_F if type(first) is _ndarray else _raw_namespace(backend.xp_of(first))
+                    # the loss head a user wrote, fused into one cross-entropy node (gputape._loss_head); not
+                    # while check_numerics observes the sweep (it names the op where a value went bad)
+                    numerics = obs is not None and obs.numerics is not None
+                    fused = None if (diff or self._persistent or numerics) else _fuse_head(self, seeds, sids)
                     try:
-                        grads = _compiled_gradients(self, seeds, sids, diff, _namespace(diff, seeds))
+                        grads = _compiled_gradients(self, seeds, sids, diff, F)
                     finally:
                         if fused is not None:
                             _restore_head(self, fused)
                 else:
                     grads = [None] * len(flat_s)
-            finally:
-                _unhush(token)
-            out = _results(grads, flat_s, unconnected, diff)
+            # gradient()'s _result per source, its common case (a contiguous host gradient of a
+            # floating source, no tape recording the gradient) written out: once per parameter per step
+            out = []
+            for s, g in zip(flat_s, grads):
+                if type(g) is _ndarray and not diff and g.flags.c_contiguous and s._data.dtype in DIFF_DTYPES:
+                    t = _new(Tensor)  # (as _wrap)
+                    t._data = g
+                    t._id = _next_const_id()
+                    out.append(t)
+                else:
+                    out.append(_result(g, s, unconnected, diff, None))
             if unconnected is UnconnectedGradients.RAISE:
                 self._raise_unconnected(flat_t, flat_s, out)
         finally:
             self._finish_backprop()
-        return _rebuild(s_spec, out)
+        if s_spec is list:
+            return out
+        return tuple(out) if s_spec is tuple else _unflatten(s_spec, out)
 
     def _raise_unconnected(self, flat_t: list, flat_s: list, out: list) -> None:
         for s, g in zip(flat_s, out):
@@ -725,77 +739,10 @@ def _rebuild(spec: Any, flat: list) -> Any:
     return _unflatten(spec, flat)
 
 
-try:  # numpy's error state: a context variable holding an extobj (what np.errstate sets and resets)
-    from numpy._core.umath import _extobj_contextvar as _errvar
-    from numpy._core.umath import _make_extobj
-except ImportError:  # (a numpy that moved them: np.errstate itself)
-    _errvar = None
-_hushed: tuple[Any, Any] = (None, None)  # (an error state, the same with divide/invalid/over ignored)
-
-
-def _private_errstate_works() -> bool:
-    """Whether numpy's private pieces above still do what np.errstate does with them: the caller's
-    state with divide/invalid/over ignored (its ``under`` and the rest kept), restored after. They
-    are private, so a numpy that changed them must cost speed, never a wrong error state."""
-    if _errvar is None:
-        return False
-    try:
-        with np.errstate(all="raise", under="warn"):
-            before = np.geterr()
-            token = _errvar.set(_make_extobj(divide="ignore", invalid="ignore", over="ignore"))
-            try:
-                inside = np.geterr()
-            finally:
-                _errvar.reset(token)
-            ok = inside == {"divide": "ignore", "over": "ignore", "under": "warn", "invalid": "ignore"}
-            return ok and np.geterr() == before
-    except Exception:
-        return False
-
-
-if not _private_errstate_works():
-    _errvar = None
-
-
-def _hush() -> Any:
-    """Enter ``np.errstate(divide="ignore", invalid="ignore", over="ignore")``: infinite and NaN
-    gradients are results (sqrt at 0 is inf), not numpy warnings. Returns the token :func:`_unhush`
-    takes. The quiet state made from the caller's is kept for the next gradient (np.errstate makes
-    it again at each entry: ~2 us of every step).
-
-    >>> token = _hush(); float(np.float32(1) / np.float32(0)); _unhush(token)
-    inf
-    """
-    global _hushed
-    if _errvar is None:
-        state = np.errstate(divide="ignore", invalid="ignore", over="ignore")
-        state.__enter__()
-        return state
-    base = _errvar.get()
-    pair = _hushed
-    if pair[0] is not base:  # (held: the state compared by identity cannot be another's reused)
-        pair = _hushed = (base, _make_extobj(divide="ignore", invalid="ignore", over="ignore"))
-    return _errvar.set(pair[1])
-
-
-def _unhush(token: Any) -> None:
-    """Leave the error state :func:`_hush` entered."""
-    if _errvar is None:
-        token.__exit__(None, None, None)
-    else:
-        _errvar.reset(token)
-
-
-class _quiet:  # noqa: N801 - used as np.errstate is
-    """``with _quiet():`` -- :func:`_hush` and :func:`_unhush` around the block."""
-
-    __slots__ = ("_token",)
-
-    def __enter__(self) -> None:
-        self._token = _hush()
-
-    def __exit__(self, *exc: Any) -> None:
-        _unhush(self._token)
+def _quiet() -> Any:
+    """``np.errstate(divide="ignore", invalid="ignore", over="ignore")``: infinite and NaN gradients
+    are results (sqrt at 0 is inf), not numpy warnings; the caller's other settings are kept."""
+    return np.errstate(divide="ignore", invalid="ignore", over="ignore")
 
 
 def _check_sources(flat_s: list, what: str) -> None:
@@ -879,20 +826,6 @@ def _og_dtype_error(og: Any, d: Any, k: int | None) -> TypeError:
         f"{d.dtype} and shape {d.shape}; an output gradient must have its target's dtype (TensorFlow refuses "
         f"another: its gradient ops do not mix dtypes). Pass {fix}"
     )
-
-
-def _results(grads: Any, flat_s: list, unconnected: UnconnectedGradients, diff: bool) -> list:
-    """``gradient()``'s :func:`_result` per source (``grads``: the raw gradient of each, in order), with its
-    common case (a contiguous host gradient of a floating source, no tape recording the gradient) tested
-    inline: once per parameter per step."""
-    out = []
-    add = out.append
-    for s, g in zip(flat_s, grads):
-        if type(g) is _ndarray and not diff and g.flags.c_contiguous and s._data.dtype in DIFF_DTYPES:
-            add(_wrap(g))
-        else:
-            add(_result(g, s, unconnected, diff, None))
-    return out
 
 
 def _result(g: Any, s: Tensor, unconnected: UnconnectedGradients, diff: bool, tshape: Any, batch: bool = False) -> Any:

@@ -101,7 +101,6 @@ def test_the_cases_cover_the_registry():
     assert set(gt.REGISTRY) <= {n for n, _, _, _ in ALL}
 
 
-@pytest.mark.skipif(not expr.TYPED_LITERALS, reason="literals are typed on numpy 2 only (NEP 50)")
 @pytest.mark.parametrize("name", sorted(expr.DERIVATIVES))
 def test_typed_literals_are_bitwise_the_python_numbers(name):
     """Each declared cotangent with its literals typed (the compiled backward's text) gives the
@@ -154,8 +153,8 @@ def test_declared_vjps_are_written_inline():
 
     check_compiled(record)
     (fn,) = bc._cache.values()
-    # tanh's derivative, over its saved output (its literal typed by the partner's dtype on numpy 2)
-    assert ("[(_k1 := a0 * a0).dtype] - _k1)" if expr.TYPED_LITERALS else "(1 - a0 * a0)") in fn.source
+    # tanh's derivative, over its saved output (its literal typed by the partner's dtype)
+    assert "[(_k1 := a0 * a0).dtype] - _k1)" in fn.source
     assert "V" not in fn.source.split("V", 1)[0] and " = V" in fn.source  # sum's VJP is called
     assert fn.source.count(" = V") == 1
 

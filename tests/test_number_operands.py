@@ -58,7 +58,6 @@ def _arrays():
     yield np.array([True, False])
 
 
-@pytest.mark.skipif(not expr.TYPED_LITERALS, reason="numbers are typed on numpy 2 only (NEP 50)")
 def test_the_arithmetic_operators_take_the_typed_path():
     assert {"add", "subtract", "multiply", "divide"} <= set(TYPED)
 
@@ -114,11 +113,8 @@ def test_recorded_nodes_and_hooks_see_the_number_itself():
         tape.watch(x)
         y = x * 1.25
     (node,) = tape._nodes
-    r = node.saved[1]  # multiply saves the typed 0-d array its ufunc got (its VJP's g * a1 skips the conversion)
-    if expr.TYPED_LITERALS:
-        assert type(r) is np.ndarray and r.dtype == np.float32 and r.shape == () and r == 1.25
-    else:
-        assert type(r) is float and r == 1.25
+    r = node.saved[1]  # the number, as the op was called (its ufunc got the typed 0-d array)
+    assert type(r) is float and r == 1.25
     g = tape.gradient(y, x)
     same_bits(g.numpy(), np.full(2, np.float32(1.25)))
 
@@ -134,7 +130,6 @@ def test_the_table_is_bounded_and_keeps_zeros_signs(monkeypatch):
     assert len(expr.NUMBERS) <= 3
 
 
-@pytest.mark.skipif(not expr.TYPED_LITERALS, reason="literals are typed on numpy 2 only (NEP 50)")
 def test_literal_tables_are_read_only_and_typed():
     t = expr.literal(0.1)
     a = t[np.dtype(np.float32)]
@@ -145,7 +140,6 @@ def test_literal_tables_are_read_only_and_typed():
     assert expr.literal(-0.0) is not expr.literal(0.0) and expr.literal(1) is not expr.literal(1.0)
 
 
-@pytest.mark.skipif(not expr.TYPED_LITERALS, reason="literals are typed on numpy 2 only (NEP 50)")
 def test_the_shared_literal_tables_are_bounded(monkeypatch):
     # every distinct number gt.function traces as a constant gets a table: past the cap a caller
     # gets a table of its own (as correct, just not shared) and the shared ones stay as they were
@@ -214,12 +208,9 @@ def test_gt_function_replay_code_holds_typed_numbers():
     # the constants the replay's arithmetic reads (not a call's arguments such as a VJP's nb)
     operands = re.findall(r"[-+*/] (c[0-9]+)\b|\b(c[0-9]+) [-+*/]", concrete.source)
     forward = re.search(r"= f[0-9]+\(s0, (c[0-9]+)\)", concrete.source).group(1)  # x * 1.01
-    if expr.TYPED_LITERALS:
-        # the forward's 1.01 is a float32 0-d array; the VJPs' 1.01 and tanh's 1 are typed lookups
-        assert ns[forward].dtype == np.float32 and ns[forward].shape == ()
-        assert operands == [] and "(1 - " not in concrete.source, concrete.source
-    else:
-        assert ns[forward] == 1.01 and operands and "(1 - " in concrete.source
+    # the forward's 1.01 is a float32 0-d array; the VJPs' 1.01 and tanh's 1 are typed lookups
+    assert ns[forward].dtype == np.float32 and ns[forward].shape == ()
+    assert operands == [] and "(1 - " not in concrete.source, concrete.source
 
 
 def test_number_subclasses_follow_numpys_rule():

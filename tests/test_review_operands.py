@@ -16,9 +16,7 @@ import numpy as np
 import pytest
 
 import gputape as gt
-from gputape import _state, expr
-
-typed = pytest.mark.skipif(not expr.TYPED_LITERALS, reason="literals are typed on numpy 2 only (NEP 50)")
+from gputape import _state
 
 BINARY = ["add", "subtract", "multiply", "divide", "power", "maximum", "floor_divide", "mod", "arctan2"]
 UNARY = ["tanh", "log", "sqrt", "negative", "square", "reciprocal", "abs"]
@@ -71,7 +69,6 @@ def test_a_failed_forward_under_a_tape_leaves_it_recording_and_the_gradient_righ
     assert _state.tls.obs is None
 
 
-@typed
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
 def test_numbers_that_share_a_table_by_equality_give_numpys_bits(dtype):
     # 16777217 == 16777217.0 and 3 == 3.0 share one dict entry of the literal table: whichever

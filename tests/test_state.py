@@ -289,3 +289,42 @@ def test_observers_of_one_tape_are_the_general_loops_views():
     assert Observers((Role("numerics"),)).debug is True  # other single entries take the loop
     with pytest.raises(ValueError, match="unknown observer role"):
         Observers((Role("nonsense"),))
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals go to the main thread")
+def test_a_ctrl_c_on_the_first_bytecode_of_a_tapes_exit_waits_for_the_pop():
+    # The moment no code of __exit__ can defend: the interrupt is handled at the exit's first
+    # bytecode (here raised from a profile hook as the exit's frame starts). The guard holds it until
+    # the tape has left the stack; without the guard the tape would stay on it, recording forever.
+    exit_code = _state.Scope.__exit__.__code__
+    fired = []
+
+    def hook(frame, event, arg):
+        if event == "call" and frame.f_code is exit_code and not fired:
+            fired.append(True)
+            signal.raise_signal(signal.SIGINT)
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with gt.GradientTape():
+                sys.setprofile(hook)
+    finally:
+        sys.setprofile(None)
+    assert fired
+    assert _state.tls.obs is None and not _state.anywhere
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_the_private_signal_functions_are_signals_own():
+    # the guards call _signal's getsignal/signal directly (signal.signal wraps them in enum
+    # conversions that cost several percent of a small step); they must stay what signal calls
+    import _signal
+
+    assert _state._getsignal is _signal.getsignal and _state._setsignal is _signal.signal
+    old = signal.getsignal(signal.SIGINT)
+    try:
+        for h in (int(signal.SIG_IGN), int(signal.SIG_DFL), signal.default_int_handler):  # (ints: as _state passes)
+            _state._setsignal(_state._SIGINT, h)
+            assert signal.getsignal(signal.SIGINT) == h and _state._getsignal(_state._SIGINT) == h
+    finally:
+        signal.signal(signal.SIGINT, old)

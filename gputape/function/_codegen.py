@@ -155,10 +155,7 @@ def _inline_vjp(step: _Step, consts: list, ns: dict[str, Any]) -> list[str] | No
     lines = []
     for k, o in enumerate(step.outs):
         if o is not None:
-            if _expr.TYPED_LITERALS:
-                text = decl.python_typed(k, names, tensors, lambda t: _literal_name(ns, t), numbers)
-            else:
-                text = decl.python(k, names)
+            text = decl.python_typed(k, names, tensors, lambda t: _literal_name(ns, t), numbers)
             lines.append(f"s{o} = " + text)
             temps = sorted(set(_expr.TEMPORARIES.findall(text)))
             if temps:

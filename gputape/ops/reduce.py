@@ -20,13 +20,14 @@ import numpy as np
 
 from .. import backend
 from ..dispatch import apply, primitive
-from ..tensor import as_tensor
+from ..tensor import Tensor, as_tensor
 from ._compat import check_out
 from ._util import norm_axes, norm_flag, norm_real
 
 
 def _reduction_params(x: Any, axis: Any, keepdims: bool, op: str) -> tuple[Any, dict]:
-    x = as_tensor(x)
+    if not isinstance(x, Tensor):
+        x = as_tensor(x)
     shape = x._data.shape
     if axis is None:  # a loss's full reduction: every axis, every one kept as 1
         n = len(shape)
@@ -139,9 +140,9 @@ def _(F, g, needs, nb, node):
     count = 1
     for a in node.params["axis"]:
         count *= shape[a]
-    if type(g) in _NP_FLOAT_SCALARS and not nb:
-        # a loss's mean: its scalar cotangent divided as a scalar (the same IEEE division as on
-        # the one-element array _expand makes, ~0.7 us less), then widened
+    if not nb and (type(g) in _NP_FLOAT_SCALARS or (type(g) is np.ndarray and g.ndim == 0)):
+        # a loss's mean: its scalar (or 0-d: gradient()'s seed) cotangent divided as a scalar (the
+        # same IEEE division as on the one-element array _expand makes), then widened
         return (_widen(F, g / (count or 1), shape),)
     g = _expand(F, g, nb, node) / (count or 1)
     return (_widen(F, g, g.shape[:nb] + shape),)
