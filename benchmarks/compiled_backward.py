@@ -20,7 +20,7 @@ import numpy as np
 
 import gputape as gt
 from benchmarks import workloads
-from gputape import _backward_compile
+from gputape.core.backward import compiled as _backward_compile
 
 
 def chain_recorder() -> Callable[[bool], tuple]:

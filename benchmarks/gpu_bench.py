@@ -1,7 +1,7 @@
 """GPU benchmarks, peers side by side in one run (called by ``benchmarks/gpu_check.sh``).
 
 1. Bandwidth: the device-to-device copy (the ceiling), then cupy's elementwise
-   multiply, every fused kernel of ``gputape.kernels`` and, beside each, the
+   multiply, every fused kernel of ``gputape.kernels.registry`` and, beside each, the
    unfused cupy expressions it replaces, at 2**25 (32M) float32 elements. Each
    is reported in GB/s (bytes that must move, read + written) and as a fraction
    of the copy's bandwidth.
@@ -42,8 +42,8 @@ if str(ROOT) not in sys.path:
 
 import gputape as gt  # noqa: E402
 from benchmarks.workloads import numpy_mlp_loss_and_grads  # noqa: E402 - the anchor's step, shared
-from gputape import backend  # noqa: E402
-from gputape import kernels as K  # noqa: E402, N812
+from gputape.devices import backend  # noqa: E402
+from gputape.kernels import registry as K  # noqa: E402, N812
 
 D, H, C = 784, 256, 10
 LR = 1e-3

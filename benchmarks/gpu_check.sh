@@ -51,7 +51,7 @@ command -v nvidia-smi >/dev/null && run nvidia-smi -L
 say "== environment: python -m gputape info"
 run timeout 30 "$PY" -m gputape info || say "(python -m gputape info failed: see above)"
 
-WHY=$("$PY" -c 'from gputape import backend; print(backend.cuda_unavailable_reason(0) or "")' 2>&1) \
+WHY=$("$PY" -c 'from gputape.devices import backend; print(backend.cuda_unavailable_reason(0) or "")' 2>&1) \
   || fail "gputape does not import: $WHY"
 if [ -n "$WHY" ]; then
   say "gpu_check: FAILED: no usable GPU: $WHY"

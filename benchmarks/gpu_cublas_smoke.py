@@ -1,4 +1,4 @@
-"""Smoke test of gputape.cublas (direct cuBLAS through ctypes) in a process of its own.
+"""Smoke test of gputape.devices.cublas (direct cuBLAS through ctypes) in a process of its own.
 
 ``gpu_check.sh`` runs it before the GPU tests: a wrong ctypes signature would crash
 the process rather than fail a test, so it is tried here first; when it fails, the
@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from gputape import backend, cublas
+from gputape.devices import backend, cublas
 
 
 def main() -> int:

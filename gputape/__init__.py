@@ -11,15 +11,10 @@ on CuPy arrays on NVIDIA GPUs and numpy arrays everywhere else.
 
 from importlib import import_module as _import_module
 
-from . import config, data, debug, distributed, nn, optim, profiler, random, testing
+from . import config, data, debug, distributed, nn, optim, random, testing
 from .checkpoint import load, save
-from .device import current_device, device, empty_cache, from_dlpack, memory_info, reset_peak_memory, set_memory_limit
-from .function import Function, TracingError, function
-from .module import Module
-from .ops import *  # the op library is the public namespace
-from .ops import __all__ as _ops_all
-from .optim import clip_by_global_norm, clip_by_norm, global_norm
-from .tape import (
+from .core.module import Module
+from .core.tape import (
     REGISTRY,
     GputapeWarning,
     GradientTape,
@@ -29,7 +24,7 @@ from .tape import (
     primitive,
     stop_gradient,
 )
-from .tensor import (
+from .core.tensor import (
     Tensor,
     TensorShape,
     Variable,
@@ -45,9 +40,23 @@ from .tensor import (
     int64,
     uint8,
 )
+from .debug import profiler
+from .devices.memory import (
+    current_device,
+    device,
+    empty_cache,
+    from_dlpack,
+    memory_info,
+    reset_peak_memory,
+    set_memory_limit,
+)
+from .function import Function, TracingError, function
+from .ops import *  # the op library is the public namespace
+from .ops import __all__ as _ops_all
+from .optim import clip_by_global_norm, clip_by_norm, global_norm
 
 # gt.linalg is this package's linalg (inv, solve, ...). The star import above bound the name to
-# gputape.ops.linalg (matmul's module), and `from . import linalg` would return that binding.
+# gputape.ops.matmul (matmul's module), and `from . import linalg` would return that binding.
 linalg = _import_module(".linalg", __name__)
 fft = _import_module(".fft", __name__)  # numpy.fft's transforms (gt.fft.fft is the module, as np.fft)
 

@@ -18,7 +18,8 @@ from typing import Any
 def info() -> dict[str, Any]:
     """Everything ``python -m gputape info`` prints, as a dict."""
     import gputape
-    from gputape import backend, kernels
+    from gputape.devices import backend
+    from gputape.kernels import registry as kernels
 
     out: dict[str, Any] = {
         "gputape": gputape.__version__,

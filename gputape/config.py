@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from typing import Any, NamedTuple
 
-from . import backend
+from .devices import backend
 
 __all__ = [
     "LogicalDevice",
@@ -82,7 +82,7 @@ def get_soft_device_placement() -> bool:
     return _soft_placement
 
 
-# The compiled backward (gputape._backward_compile): GradientTape.gradient on a tape whose structure
+# The compiled backward (gputape.core.backward.compiled): GradientTape.gradient on a tape whose structure
 # was seen before runs generated straight-line code instead of the per-node sweep (same bits).
 _compile_backward = _env_switch("GPUTAPE_COMPILE_BACKWARD", True)
 
@@ -116,7 +116,7 @@ def get_backward_compilation() -> bool:
     return _compile_backward
 
 
-# The compiled backward of a GPU tape replayed as one CUDA graph (gputape._backward_graph): off
+# The compiled backward of a GPU tape replayed as one CUDA graph (gputape.core.backward.cuda_graph): off
 # by default until a GPU run has checked it (its tests and benchmarks run it on explicitly).
 _backward_graphs = _env_switch("GPUTAPE_BACKWARD_GRAPHS", False)
 
@@ -207,7 +207,7 @@ def _listed(cls: type, prefix: str, device_type: str | None, fn: str) -> list:
     return out if device_type is None else [d for d in out if d.device_type == device_type.upper()]
 
 
-# The vectorised backward kernels (gputape.expr.Derivative.vector_source): off until a GPU run
+# The vectorised backward kernels (gputape.core.expr.Derivative.vector_source): off until a GPU run
 # has measured them against cupy's ElementwiseKernel (benchmarks/gpu_bench.py shows both).
 _vector_kernels = _env_switch("GPUTAPE_VECTOR_KERNELS", False)
 

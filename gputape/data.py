@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from . import backend
 from . import distributed as _distributed
-from .device import current_device
-from .tensor import Tensor, _wrap
+from .core.tensor import Tensor, _wrap
+from .devices import backend
+from .devices.memory import current_device
 
 __all__ = ["DataLoader"]
 

@@ -16,14 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from . import _errors, backend
+from .core import _errors
+from .core.recording import traced
+from .core.tensor import Tensor, _wrap
+from .devices import backend
+from .devices.placement import current_device
 from .ops._util import is_index as _is_index
 from .ops._util import norm_dtype as _norm_dtype
 from .ops._util import norm_real as _norm_real
 from .ops._util import norm_shape as _norm_shape
-from .placement import current_device
-from .recording import traced
-from .tensor import Tensor, _wrap
 
 _rng = np.random.default_rng()
 

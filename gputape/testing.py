@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from .tape import GradientTape
-from .tensor import Tensor, _wrap
+from .core.tape import GradientTape
+from .core.tensor import Tensor, _wrap
 
 
 def _flat_out(y: Any) -> Tensor:
@@ -40,7 +40,7 @@ def _vjp(f: Callable[..., Any], xs: list[Tensor], v: Tensor) -> list[Tensor]:
 
 def _real64(a: Any) -> np.ndarray:
     """An argument as float64 (gputape's conversion rules and errors; complex refused: the check is real)."""
-    from .tensor import _to_array
+    from .core.tensor import _to_array
 
     arr = a._data if isinstance(a, Tensor) else _to_array(a)
     if arr.dtype.kind == "c":

@@ -24,9 +24,9 @@
 // weight_decay != 0 (any kind; AdamW is Adam with it): p -= lr*weight_decay*p first,
 // decoupled, as gputape.optim does.
 //
-// Declared in gputape/_optim_fused.py (OPTIMIZERS), next to FusedOptimizer. Its numpy
+// Declared in gputape/optim/fused.py (OPTIMIZERS), next to FusedOptimizer. Its numpy
 // reference, ref_optimizer_update, applies the update rules gt.optim's CPU step computes
-// with (gputape/_optim_rules.py): one numpy statement of the math, and this kernel.
+// with (gputape/optim/rules.py): one numpy statement of the math, and this kernel.
 
 template <typename T>
 __device__ __forceinline__ void gt_multi_tensor_update(const unsigned long long* __restrict__ ptrs,

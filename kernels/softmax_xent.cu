@@ -9,7 +9,7 @@
 // null (forward only, or backward only); g null means a cotangent of 1. A label outside
 // [0, C) gives NaN in both outputs rather than reading out of bounds.
 //
-// gputape.kernels prepends gputape.expr's generated prelude (for gt_exp/gt_log); the numpy
+// gputape.kernels.registry prepends gputape.core.expr's generated prelude (for gt_exp/gt_log); the numpy
 // reference (ref_sparse_softmax_xent) is the CPU path of the primitive.
 
 template <typename T> __device__ __forceinline__ T gt_neg_inf();

@@ -1,7 +1,7 @@
 import pytest
 
-import gputape._state
-import gputape.tape
+import gputape.core.state
+import gputape.core.tape
 
 
 @pytest.fixture(autouse=True)
@@ -9,7 +9,7 @@ def _no_leaked_tapes():
     """Every test must leave this thread's observer stack (tapes, paused tapes, watchers,
     traces, debug modes) and device scope as it found them: a leak would slow down every
     later op, or change what it does."""
-    tls = gputape._state.tls
+    tls = gputape.core.state.tls
     obs, dev = tls.obs, tls.device
     yield
     assert tls.obs is obs
@@ -19,11 +19,11 @@ def _no_leaked_tapes():
 @pytest.fixture
 def fresh_warnings():
     """gputape warns once per process per dtype key; forget what was already warned."""
-    saved = set(gputape.tape._warned)
-    gputape.tape._warned.clear()
+    saved = set(gputape.core.tape._warned)
+    gputape.core.tape._warned.clear()
     yield
-    gputape.tape._warned.clear()
-    gputape.tape._warned.update(saved)
+    gputape.core.tape._warned.clear()
+    gputape.core.tape._warned.update(saved)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -31,7 +31,7 @@ def pytest_collection_modifyitems(config, items):
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items:
         return
-    from gputape import backend
+    from gputape.devices import backend
 
     why = backend.cuda_unavailable_reason(0)
     if why is not None:

@@ -3,7 +3,7 @@
 ``FakeCupy`` plays cupy with one GPU, ``cuda:0``, whose arrays are ``FakeArray``: an ndarray
 subclass that computes with numpy but keeps cupy's manners: it refuses host numpy arrays in
 its ufuncs (cupy raises TypeError), refuses implicit conversion to numpy, and copies to the
-host only through ``.get()``. Installed as ``gputape.backend._cupy`` (the one cupy seam),
+host only through ``.get()``. Installed as ``gputape.devices.backend._cupy`` (the one cupy seam),
 it makes the backend's real code paths place, copy and count. It runs no CUDA kernels, so
 tests using it turn gputape's fused-kernel paths off (see ``tests/test_placement.py``).
 """

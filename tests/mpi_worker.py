@@ -81,9 +81,9 @@ def gpu(outdir: str) -> None:
     """cupy arrays through whichever backend gt.distributed picks for the GPU, then training on it."""
     gt.distributed.init()
     r, w = gt.distributed.rank(), gt.distributed.world_size()
-    cp = gt.backend.cupy_module()
+    cp = gt.devices.backend.cupy_module()
     with gt.device("cuda:0"):
-        expected = "nccl" if os.environ.get("GPUTAPE_NCCL") != "0" and gt.backend.nccl_module() else "mpi"
+        expected = "nccl" if os.environ.get("GPUTAPE_NCCL") != "0" and gt.devices.backend.nccl_module() else "mpi"
         assert gt.distributed.backend() == expected, gt.distributed.backend()
         a = cp.arange(6, dtype=cp.float32).reshape(2, 3) * (r + 1)
         t = gt.constant(np.full(4, float(r)), device="cuda:0")

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 import gputape as gt
-from gputape import backend
+from gputape.devices import backend
 
-dm = sys.modules["gputape.device"]  # the module (the package attribute is the function)
+dm = sys.modules["gputape.devices.memory"]  # the module (the package attribute is the function)
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -1,4 +1,4 @@
-"""The compiled backward (gputape._backward_compile) equals the sweep, bit for bit, and is really taken.
+"""The compiled backward (gputape.core.backward.compiled) equals the sweep, bit for bit, and is really taken.
 
 Every comparison runs the same recording twice: with ``GradientTape(compile=False)`` (the sweep)
 and with compilation on, three times (first sight: the sweep; second: compile and run; third: a
@@ -21,10 +21,10 @@ from hypothesis.extra.numpy import mutually_broadcastable_shapes
 from test_grad_registry import ALL, COMPOSITES, _flat
 
 import gputape as gt
-from gputape import _backward_compile as bc
-from gputape import expr
-from gputape.primitive import Swept, records
-from gputape.tensor import _wrap
+from gputape.core import expr
+from gputape.core.backward import compiled as bc
+from gputape.core.primitive import Swept, records
+from gputape.core.tensor import _wrap
 
 report = gt.debug.backward_cache_report
 
@@ -144,7 +144,7 @@ def test_typed_literals_are_bitwise_the_python_numbers(name):
 
 
 def test_declared_vjps_are_written_inline():
-    """Elementwise primitives declared in gputape.expr do not call their VJP: their text is inline."""
+    """Elementwise primitives declared in gputape.core.expr do not call their VJP: their text is inline."""
     x = gt.constant(np.linspace(-1, 1, 5))
 
     def record(tape):
@@ -326,7 +326,7 @@ def test_known_broadcasts_are_reduced_inline():
 def test_sum_to_and_its_plan_undo_broadcasting(shapes, batch):
     """sum_to (the sweep's and, through its plan, the compiled code's reduction) sums a cotangent
     over exactly the axes broadcasting added, for any shapes and a jacobian's batch of cotangents."""
-    from gputape.backward import sum_to
+    from gputape.core.backward.sweep import sum_to
     from gputape.ops import raw_namespace
 
     small, big = shapes.input_shapes[0], shapes.result_shape
@@ -517,7 +517,8 @@ def test_consumed_cotangents_are_freed_during_the_backward():
 def test_on_a_fake_gpu_the_vjps_are_called_not_inlined(monkeypatch):
     from fake_gpu import FakeArray, FakeCupy
 
-    from gputape import backend, expr
+    from gputape.core import expr
+    from gputape.devices import backend
 
     def record_on(x):
         def record(tape):
@@ -646,7 +647,7 @@ def test_the_retired_snapshot_keeps_the_whole_recording(comp):
             if k not in ("_undo", "_retired"):
                 assert kept[k] is v or kept[k] == v, k
         assert kept["_retired"] is None
-        # no residuals kept (plain records, made Swept for the readers: gputape.primitive.records)
+        # no residuals kept (plain records, made Swept for the readers: gputape.core.primitive.records)
         assert [type(n).__name__ for n in tape._retired._nodes] == ["tuple"] * 3
         assert [n.prim.name for n in records(tape._retired._nodes)] == ["exp", "multiply", "sum"]
         assert {type(n) for n in tape._retired._nodes} == {Swept}

@@ -1,7 +1,7 @@
 """The compiled backward returns the sweep's bits or raises the sweep's error, on random programs.
 
 A program is one to three registry primitives (their cases in ``test_grad_registry``, which walks
-``gputape.primitive.REGISTRY``) chained through a broadcast link, then a broadcasting product with
+``gputape.core.primitive.REGISTRY``) chained through a broadcast link, then a broadcasting product with
 an operand of a drawn shape, each operand a watched source, a constant or an integer array, in
 float16/32/64 or complex64/128; targets (one or several, gradient of the sum), ``output_gradients``
 of every dtype and shape (right and wrong, arrays, Tensors and Python numbers), persistent and
@@ -31,7 +31,9 @@ from hypothesis import strategies as st
 from test_grad_registry import ALL, COMPOSITES, _flat
 
 import gputape as gt
-from gputape import backend, config, expr
+from gputape import config
+from gputape.core import expr
+from gputape.devices import backend
 
 report = gt.debug.backward_cache_report
 

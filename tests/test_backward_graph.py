@@ -1,6 +1,6 @@
-"""The compiled backward replayed as one CUDA graph (gputape._backward_graph).
+"""The compiled backward replayed as one CUDA graph (gputape.core.backward.cuda_graph).
 
-On the CPU the graph backend is :class:`gputape._backward_graph.EmulatedGraphs`: numpy tapes take
+On the CPU the graph backend is :class:`gputape.core.backward.cuda_graph.EmulatedGraphs`: numpy tapes take
 the GPU path, an array's pointer is its numpy address, a capture poisons its outputs (a result no
 launch wrote is NaN) and a launch asserts that every array it reads sits where it sat at capture,
 then runs the function into the captured buffers. Every result is compared, bit for bit, with
@@ -22,10 +22,10 @@ from test_backward_compile import _case_record, numpy_of, run
 from test_grad_registry import ALL, COMPOSITES
 
 import gputape as gt
-from gputape import _backward_graph as bg
-from gputape import cublas
-from gputape.primitive import records
-from gputape.tensor import _wrap
+from gputape.core.backward import cuda_graph as bg
+from gputape.core.primitive import records
+from gputape.core.tensor import _wrap
+from gputape.devices import cublas
 
 report = gt.debug.backward_cache_report
 
@@ -517,13 +517,13 @@ def test_numpy_tapes_without_the_emulation_never_take_the_path():
 
 
 def test_the_graph_form_routes_matrix_products_through_the_capturable_gemm():
-    """On a GPU the capture runs the compiled function with ``F.matmul`` rebound to gputape.cublas's
+    """On a GPU the capture runs the compiled function with ``F.matmul`` rebound to gputape.devices.cublas's
     GEMM (CuPy's matmul refuses a capture); checked here with a counting stand-in for the GEMM."""
     record = mlp()
     want = grads(record, comp=False)
     for _ in range(2):
         grads(record)
-    (fn,) = gt._backward_compile._cache.values()
+    (fn,) = gt.core.backward.compiled._cache.values()
     calls = []
     cuda = bg._CudaGraphs.__new__(bg._CudaGraphs)
     cuda.gemm = types.SimpleNamespace(matmul=lambda a, b: calls.append(a.shape) or np.matmul(a, b))
@@ -533,8 +533,8 @@ def test_the_graph_form_routes_matrix_products_through_the_capturable_gemm():
     with gt.GradientTape() as tape:
         target, sources = record(tape)
     seeds = [np.ones((), target.dtype)]
-    # the nodes as gradient() hands them to the compiled code: with the loss head fused (gputape._loss_head)
-    assert gt._loss_head.fuse(tape, {target._id: seeds[0]}, [s._id for s in sources]) is not None
+    # the nodes as gradient() hands them to the compiled code: with the loss head fused (gputape.core.loss_head)
+    assert gt.core.loss_head.fuse(tape, {target._id: seeds[0]}, [s._id for s in sources]) is not None
     got = form(tape._nodes, seeds)
     assert len(calls) == 3  # dW1 = x^T g, dh = g W2^T, dW2 = h^T g (x needs no gradient)
     for a, w in zip(got, want):
@@ -607,7 +607,7 @@ def test_the_cuda_backend_fences_streams_around_capture_and_launch(monkeypatch):
     it reads, the caller waits for it before the outputs are copied out, capture under the pool."""
     log = _Log()
     cp = _mock_cupy(log)
-    monkeypatch.setattr(gt.backend, "cupy_module", lambda: cp)
+    monkeypatch.setattr(gt.devices.backend, "cupy_module", lambda: cp)
     monkeypatch.setattr(cublas, "gemm_for", lambda i: None)
     b = bg._CudaGraphs(0)
     assert log == ["enter device 0", "exit device 0"]  # (the private stream made on the device)

@@ -18,8 +18,8 @@ from checkpoint_helpers import assert_same, make_model, snapshot
 from numpy.testing import assert_array_equal
 
 import gputape as gt
-from gputape import _checkpoint_read
-from gputape.tape import GputapeWarning
+from gputape.checkpoint import read as _checkpoint_read
+from gputape.core.tape import GputapeWarning
 
 MARKER_KEY, FORMAT = "__gputape_checkpoint__", "gputape-checkpoint/1"
 

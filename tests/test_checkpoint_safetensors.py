@@ -11,7 +11,7 @@ from checkpoint_helpers import assert_same, make_model, snapshot, train
 from numpy.testing import assert_allclose, assert_array_equal
 
 import gputape as gt
-from gputape import _checkpoint_read
+from gputape.checkpoint import read as _checkpoint_read
 
 
 def block_safetensors(monkeypatch):

@@ -13,7 +13,7 @@ import pytest
 from numpy.testing import assert_array_equal
 
 import gputape as gt
-from gputape import _checkpoint_write
+from gputape.checkpoint import write as _checkpoint_write
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX file semantics (umask, symlinks, signals)")
 

@@ -227,7 +227,7 @@ def test_np_functions_dispatch_to_the_parts():
 @pytest.mark.parametrize("name", ["abs-squared", "abs", "exp", "angle", "log-divide", "matmul", "var", "mean-prod"])
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
 def test_cupy_matches_numpy_through_complex_values(name, dtype):
-    from gputape import backend
+    from gputape.devices import backend
 
     cp = backend.cupy_module()
     f = LOSSES[name][0]

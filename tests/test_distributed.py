@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 import gputape as gt
-from gputape import backend, distributed
+from gputape import distributed
+from gputape.devices import backend
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).resolve().parent / "mpi_worker.py"

@@ -7,7 +7,7 @@ import pytest
 from numpy.testing import assert_allclose
 
 import gputape as gt
-from gputape import backend
+from gputape.devices import backend
 
 
 def c(v, dtype=np.float64):

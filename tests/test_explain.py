@@ -240,7 +240,7 @@ def test_check_numerics_backward_names_the_forward_line():
 
 
 def test_check_numerics_off_costs_nothing_and_restores_state():
-    from gputape import _state
+    from gputape.core import state as _state
 
     assert _state.tls.obs is None
     with gt.debug.check_numerics():
@@ -399,7 +399,7 @@ def test_custom_gradient_collects_a_variable_read_by_a_comparison():
 
 
 def test_comparisons_outside_every_tape_do_not_reach_the_tape(monkeypatch):
-    from gputape import recording
+    from gputape.core import recording
 
     def boom(*args):
         raise RuntimeError("note_nondiff called")

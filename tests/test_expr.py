@@ -1,4 +1,4 @@
-"""gputape.expr, the derivative language: rendering keeps the tree, declarations infer their
+"""gputape.core.expr, the derivative language: rendering keeps the tree, declarations infer their
 residuals, and the guards hold at the domain edges of the ops declared with it."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gputape as gt
-from gputape import expr as X  # noqa: N812
+from gputape.core import expr as X  # noqa: N812
 from gputape.ops import raw_namespace
 
 a, b, c, g = X.var("a"), X.var("b"), X.var("c"), X.var("g")
@@ -131,7 +131,7 @@ def test_declaration_errors_are_clear():
 def test_every_declared_primitive_saves_what_its_expression_reads():
     """The registry and the declarations agree: the residual a node keeps is the one the VJP reads."""
     for name, d in X.DERIVATIVES.items():
-        prim = gt.tape.REGISTRY.get(name)
+        prim = gt.core.tape.REGISTRY.get(name)
         if prim is None:
             continue  # gelu's kernels: gelu itself is composed from primitives
         assert prim.vjp is d.vjp, name
@@ -204,7 +204,7 @@ def test_the_vectorised_kernels_take_only_same_shape_contiguous_aligned_large_op
     on stand-ins with a device array's attributes (the kernels themselves are tests/test_gpu.py's)."""
     import types
 
-    from gputape.expr import VECTOR_MIN, _vectorisable
+    from gputape.core.expr import VECTOR_MIN, _vectorisable
 
     def arr(shape, ptr=4096, contiguous=True):
         size = int(np.prod(shape))
@@ -225,7 +225,7 @@ def test_the_vectorised_kernels_take_only_same_shape_contiguous_aligned_large_op
 
 
 def test_every_vectorised_kernel_runs_its_derivative_body_on_every_lane_and_the_tail():
-    from gputape.expr import DERIVATIVES, cuda
+    from gputape.core.expr import DERIVATIVES, cuda
 
     for d in DERIVATIVES.values():
         if not d.gpu_kernel:

@@ -171,7 +171,7 @@ GPU_CASES = [("fft", {"n": 8}), ("ifft2", {"norm": "ortho"}), ("rfftn", {"s": (4
 @pytest.mark.gpu
 @pytest.mark.parametrize("name,kw", GPU_CASES)
 def test_cupy_matches_numpy_forward_and_gradient(name, kw):
-    from gputape import backend
+    from gputape.devices import backend
 
     cp = backend.cupy_module()
     z0 = _input(name)

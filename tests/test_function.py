@@ -14,7 +14,7 @@ import pytest
 
 import gputape as gt
 import gputape.tf as tf
-from gputape.tape import GputapeWarning
+from gputape.core.tape import GputapeWarning
 
 
 def _mlp_params(seed: int, sizes=(12, 16, 16, 5), dtype=np.float32) -> list[np.ndarray]:
@@ -290,7 +290,7 @@ def test_an_error_while_tracing_propagates_and_caches_nothing():
         f(gt.constant([1.0]))
     state["fail"] = False
     assert f(gt.constant([1.0])).numpy().tolist() == [2.0]
-    assert gt._state.tls.obs is None  # the failed trace left this thread's observer stack
+    assert gt.core.state.tls.obs is None  # the failed trace left this thread's observer stack
 
 
 def test_methods_trace_per_instance():
@@ -428,7 +428,7 @@ def test_graph_replay_sees_variables_assigned_outside_the_function():
 
 
 def test_fused_optimizer_updates_replay():
-    from gputape import kernels
+    from gputape.kernels import registry as kernels
 
     w = gt.Variable(np.ones(3, np.float32))
     opt = kernels.FusedOptimizer("adam", 0.1)
@@ -453,8 +453,8 @@ def test_fused_optimizer_updates_replay():
 @pytest.mark.parametrize("layout_b", ["C", "F", "strided"])
 @pytest.mark.parametrize("shape", [(5, 3, 4), (1, 7, 2), (6, 1, 5), (4, 4, 1)])
 def test_direct_cublas_plan_matches_a_column_major_gemm(layout_a, layout_b, shape):
-    """The layout logic of gputape.cublas (what a wrong leading dimension would break), on the CPU."""
-    from gputape import cublas
+    """The layout logic of gputape.devices.cublas (what a wrong leading dimension would break), on the CPU."""
+    from gputape.devices import cublas
 
     m, k, n = shape
     r = np.random.default_rng(m * 100 + k * 10 + n)
@@ -529,11 +529,11 @@ _INLINE_DOMAIN = {"arccosh": lambda a: 1.1 + np.abs(a)}
 
 
 def _inline_cases():
-    """Every primitive whose derivative is declared in gputape.expr (the replay inlines them all)."""
-    from gputape.expr import DERIVATIVES
+    """Every primitive whose derivative is declared in gputape.core.expr (the replay inlines them all)."""
+    from gputape.core.expr import DERIVATIVES
 
     cases = []
-    for name in sorted(n for n in DERIVATIVES if n in gt.tape.REGISTRY):
+    for name in sorted(n for n in DERIVATIVES if n in gt.core.tape.REGISTRY):
         if name == "where":
             cases.append((name, lambda x, y: gt.where(np.arange(12).reshape(3, 4) % 3 == 0, x, y), ((3, 4), (4,))))
             continue
@@ -569,12 +569,12 @@ def test_inlined_vjps_are_bitwise_the_eager_ones(name, op, shapes):
             for a, b in zip(grad(*xs), f(*xs)):
                 assert np.array_equal(a.numpy(), b.numpy(), equal_nan=True), name
     # and it was inlined: the replay's code does not call that primitive's VJP function
-    vjp = gt.tape.REGISTRY[name].vjp
+    vjp = gt.core.tape.REGISTRY[name].vjp
     called = f._cache[f._keys[-1]].replay.__globals__.values()
     assert all(fn is not vjp for fn in called), f"{name}'s VJP is still called by the replay"
 
 
-# -- nested structures: one nest implementation (gputape._nest) for the tape and gt.function
+# -- nested structures: one nest implementation (gputape.core._nest) for the tape and gt.function
 
 
 def test_namedtuple_results_and_arguments_survive_replays():
@@ -622,7 +622,7 @@ def test_fused_backward_keeps_the_nan_guard_of_log():
 # -- the positional fast key (Function.__call__ skips flattening for plain positional calls) --
 
 
-@pytest.mark.filterwarnings("ignore:gt.function.*has been traced:gputape.tape.GputapeWarning")
+@pytest.mark.filterwarnings("ignore:gt.function.*has been traced:gputape.core.tape.GputapeWarning")
 def test_fast_key_keeps_every_distinction_of_the_full_key():
     calls = []
 
@@ -692,7 +692,7 @@ def test_bias_gradients_are_reduced_inline_in_the_replay_and_equal_eager_bitwise
 
 def test_an_inlined_reduction_takes_the_recorded_call_for_another_shape():
     # the inline form is guarded by the traced shape; any other shape runs backward._fit as recorded
-    from gputape.backward import _fit, sum_to
+    from gputape.core.backward.sweep import _fit, sum_to
     from gputape.function._codegen import _Fit, _Slot, _Step, compile_replay
     from gputape.ops import raw_namespace
 

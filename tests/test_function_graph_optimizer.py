@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import gputape as gt
-from gputape import backend
+from gputape.devices import backend
 
 gfn = sys.modules["gputape.function"]
 

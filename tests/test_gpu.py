@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 
 import gputape as gt
-from gputape import backend
-from gputape import kernels as K  # noqa: N812
+from gputape.devices import backend
+from gputape.kernels import registry as K  # noqa: N812
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[1]
-dm = sys.modules["gputape.device"]
+dm = sys.modules["gputape.devices.memory"]
 
 
 @pytest.fixture(scope="module")
@@ -494,7 +494,7 @@ def test_compiled_gpu_graphs_follow_variables_and_fresh_inputs(cp):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("layouts", [("C", "C"), ("F", "C"), ("C", "F"), ("F", "F"), ("S", "C")])
 def test_direct_cublas_gemm_eager_and_captured_matches_cupy(cp, dtype, layouts):
-    from gputape import cublas
+    from gputape.devices import cublas
 
     gemm = cublas.gemm_for(0)
     assert gemm is not None, "direct cuBLAS is unavailable here (see the gputape debug log)"
@@ -528,7 +528,7 @@ def test_fused_backward_chain_on_the_gpu_matches_eager(cp):
         assert (sum(rep["fused_chains"]) == 250) if fuse else not rep["fused_chains"], rep
 
 
-# -- the backward kernels generated from the derivative declarations (gputape.expr) -------------
+# -- the backward kernels generated from the derivative declarations (gputape.core.expr) -------------
 
 
 def _domain(name):
@@ -541,11 +541,11 @@ def _domain(name):
 
 def _operands(d, x):
     """The residuals a declared derivative reads, from input x (the output by the primitive's forward)."""
-    return [gt.tape.REGISTRY[d.name].fwd(np, x) if n == "out" else x for n in d.operands]
+    return [gt.core.tape.REGISTRY[d.name].fwd(np, x) if n == "out" else x for n in d.operands]
 
 
 def _declared(unary):
-    from gputape.expr import DERIVATIVES
+    from gputape.core.expr import DERIVATIVES
 
     return sorted(n for n, d in DERIVATIVES.items() if (len(d.inputs) == 1) == unary)
 
@@ -556,12 +556,12 @@ def test_declared_backward_kernel_matches_its_numpy_vjp(cp, name, dtype):
     """Each unary primitive's generated kernel (what its VJP launches on cupy) against the same VJP on numpy."""
     import types
 
-    from gputape.expr import DERIVATIVES
+    from gputape.core.expr import DERIVATIVES
     from gputape.ops import raw_namespace
 
     d = DERIVATIVES[name]
     x = rng.uniform(*_domain(name), (64, 33)).astype(dtype)
-    ops = _operands(d, x) if name in gt.tape.REGISTRY else [x]
+    ops = _operands(d, x) if name in gt.core.tape.REGISTRY else [x]
     g = rng.standard_normal((5, 64, 33)).astype(dtype)  # a batch of cotangents broadcasts too
     node = types.SimpleNamespace(params={p: 0.3 for p in d.params})
     (want,) = d.vjp(raw_namespace(np), g, (True,), 0, node, *ops)
@@ -573,7 +573,7 @@ def test_declared_backward_kernel_matches_its_numpy_vjp(cp, name, dtype):
 
 
 def _fusable_cases():
-    from gputape.expr import DERIVATIVES
+    from gputape.core.expr import DERIVATIVES
 
     return [(n, k) for n, d in sorted(DERIVATIVES.items()) for k in range(len(d.inputs)) if d.fusable(k)]
 
@@ -583,7 +583,7 @@ def _fusable_cases():
 def test_fused_backward_kernel_matches_numpy(cp, name, k, dtype):
     """gt.function's fused kernel of each declared VJP (tanh's after it, to make a chain) on cupy
     against the emulated replay's numpy evaluation of the same expression."""
-    from gputape.expr import DERIVATIVES
+    from gputape.core.expr import DERIVATIVES
     from gputape.function import _CudaGraphs, _EmulatedGraphs, compose
 
     expr, n = compose([DERIVATIVES[name].fusable(k), DERIVATIVES["tanh"].fusable(0)])
@@ -595,7 +595,7 @@ def test_fused_backward_kernel_matches_numpy(cp, name, k, dtype):
 
 
 def _vector_kernel_names():
-    from gputape.expr import DERIVATIVES
+    from gputape.core.expr import DERIVATIVES
 
     return sorted(n for n, d in DERIVATIVES.items() if d.gpu_kernel)
 
@@ -609,7 +609,7 @@ def test_vectorised_backward_kernel_matches_the_elementwise_kernel(cp, name, dty
     import types
 
     from gputape import config
-    from gputape.expr import DERIVATIVES, VECTOR_MIN, Derivative
+    from gputape.core.expr import DERIVATIVES, VECTOR_MIN, Derivative
     from gputape.ops import raw_namespace
 
     launches = []
@@ -623,7 +623,7 @@ def test_vectorised_backward_kernel_matches_the_elementwise_kernel(cp, name, dty
     d = DERIVATIVES[name]
     n = 4 * VECTOR_MIN + 3
     x = rng.uniform(*_domain(name), n).astype(dtype)
-    ops = _operands(d, x) if name in gt.tape.REGISTRY else [x]
+    ops = _operands(d, x) if name in gt.core.tape.REGISTRY else [x]
     g = rng.standard_normal(n).astype(dtype)
     node = types.SimpleNamespace(params={p: 0.3 for p in d.params})
     (want,) = d.vjp(raw_namespace(np), g, (True,), 0, node, *ops)

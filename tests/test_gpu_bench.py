@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gputape import backend
+from gputape.devices import backend
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -178,7 +178,7 @@ COMPOSITES = [
     ("gelu", gt.nn.gelu, (r(3, 4),)),
     ("gelu-tanh", lambda x: gt.nn.gelu(x, approximate=True), (r(3, 4),)),
     ("softmax_xent-axis0", lambda z: gt.nn.softmax_cross_entropy_with_logits(np.eye(4)[[1, 3, 0]].T, z, 0), (r(4, 3),)),
-    # the loss heads gputape._loss_head fuses at gradient time (first order fused, second order unfused)
+    # the loss heads gputape.core.loss_head fuses at gradient time (first order fused, second order unfused)
     ("head-gather", lambda z: -gt.mean(gt.nn.log_softmax(z)[np.arange(3), np.array([2, 0, 1])]), (r(3, 4),)),
     ("head-gt-arange", lambda z: -gt.mean(gt.nn.log_softmax(z)[gt.arange(3), np.array([2, -1, 1])]), (r(3, 4),)),
     ("head-onehot", lambda z: -gt.mean(gt.sum(np.eye(4)[[1, 3, 0]] * gt.nn.log_softmax(z), axis=1)), (r(3, 4),)),
@@ -239,7 +239,7 @@ def test_vectorised_jacobian_matches_row_by_row(name, i, f, args):
 
 def test_check_grads_catches_a_wrong_vjp():
     """The checker must fail on a primitive whose VJP is wrong (a check that can fail)."""
-    from gputape.tape import REGISTRY, primitive
+    from gputape.core.tape import REGISTRY, primitive
 
     @primitive("test_bad_square", save=True)
     def bad(xp, x):
@@ -258,7 +258,7 @@ def test_check_grads_catches_a_wrong_vjp():
 
 def test_check_grads_catches_a_wrong_second_order():
     """A VJP right at first order but written with raw (non-differentiable) math fails order 2."""
-    from gputape.tape import REGISTRY, primitive
+    from gputape.core.tape import REGISTRY, primitive
 
     @primitive("test_flat_sin", save=True)
     def fsin(xp, x):

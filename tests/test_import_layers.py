@@ -19,35 +19,35 @@ PKG = Path(__file__).resolve().parent.parent / "gputape"
 
 # Bottom up; patterns are fnmatch patterns (``gputape.nn*``: the package and its submodules).
 LAYERS: list[tuple[str, list[str]]] = [
-    ("thread state and leaf helpers", ["gputape._state", "gputape._errors", "gputape._nest", "gputape._generate"]),
-    ("backend: the only cupy importer", ["gputape.backend", "gputape.config", "gputape.cublas"]),
-    ("device placement", ["gputape.placement"]),
-    ("tensor", ["gputape.tensor"]),
-    ("primitive registry and expression language", ["gputape.primitive", "gputape.expr", "gputape.expr_forward"]),
-    ("recording", ["gputape.recording"]),
-    ("dispatch", ["gputape.dispatch"]),
+    ("thread state and leaf helpers", ["gputape.core.state", "gputape.core._errors", "gputape.core._nest", "gputape.core._generate"]),
+    ("backend: the only cupy importer", ["gputape.devices.backend", "gputape.config", "gputape.devices.cublas"]),
+    ("device placement", ["gputape.devices.placement"]),
+    ("tensor", ["gputape.core.tensor"]),
+    ("primitive registry and expression language", ["gputape.core.primitive", "gputape.core.expr", "gputape.core.expr.forward"]),
+    ("recording", ["gputape.core.recording"]),
+    ("dispatch", ["gputape.core.dispatch"]),
     (
         "backward sweep, its compiled form and its explanations",
-        ["gputape.backward", "gputape._backward_compile", "gputape._backward_graph", "gputape.explain"],
+        ["gputape.core.backward.sweep", "gputape.core.backward.compiled", "gputape.core.backward.cuda_graph", "gputape.core.explain"],
     ),
     ("ops", ["gputape.ops*", "gputape.random", "gputape.linalg*", "gputape.fft"]),
-    ("tape", ["gputape.tape", "gputape._custom", "gputape._loss_head"]),
+    ("tape", ["gputape.core.tape", "gputape.core.custom_gradient", "gputape.core.loss_head"]),
     (
         "consumers",
         [
             "gputape.function*",
             "gputape.debug*",
-            "gputape.profiler",
-            "gputape.device",
-            "gputape.kernels*",
-            "gputape._kernel_build",
+            "gputape.debug.profiler",
+            "gputape.devices.memory",
+            "gputape.kernels.registry*",
+            "gputape.kernels.build",
             "gputape.optim*",
             "gputape._optim_*",
-            "gputape.module",
+            "gputape.core.module",
             "gputape.nn*",
             "gputape.checkpoint",
-            "gputape._checkpoint_read",
-            "gputape._checkpoint_write",
+            "gputape.checkpoint.read",
+            "gputape.checkpoint.write",
             "gputape.testing",
             "gputape.data",
             "gputape.distributed*",
@@ -253,7 +253,7 @@ def _assigned_module_attributes(src: str, mod: str, is_pkg: bool) -> list[tuple[
 
 
 def _is_module_path(alias: str, t: ast.Attribute) -> bool:
-    """``gputape.tape.x = ...`` (a dotted module path) rebinds a module's attribute too."""
+    """``gputape.core.tape.x = ...`` (a dotted module path) rebinds a module's attribute too."""
     return alias == "gputape"
 
 
@@ -273,7 +273,7 @@ def test_no_module_assigns_another_modules_attributes():
     [
         ("from . import tape as _tape\n_tape._DIFF_F = 1\n", ["_tape._DIFF_F"]),
         ("from . import tape\ndef f():\n    setattr(tape, 'x', 1)\n", ["tape.?"]),
-        ("import gputape.tape\ngputape.tape.x += 1\n", ["gputape.tape"]),
+        ("import gputape.core.tape\ngputape.core.tape.x += 1\n", ["gputape.core.tape"]),
         ("from . import tape\ntape.state.cache['k'] = 1\ntape.state.n = 2\n", []),  # objects the module holds
         ("from .tensor import Tensor\nTensor.T = 1\n", []),  # a class's attribute: the ops install operators
     ],
@@ -289,4 +289,4 @@ def test_the_layer_rule_sees_function_local_imports():
     tree = ast.parse(src)
     imports = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     assert imports and imports[0].module == "debug.explain" and imports[0].level == 1
-    assert layer_of("gputape.debug.explain") > layer_of("gputape.tape")
+    assert layer_of("gputape.debug.explain") > layer_of("gputape.core.tape")

@@ -170,7 +170,7 @@ def test_new_initializer_names():
 
 @pytest.mark.gpu
 def test_new_layers_on_the_gpu_match_the_cpu():
-    from gputape import backend
+    from gputape.devices import backend
 
     cp = backend.cupy_module()
     x = rng.normal(size=(8, 4)).astype("float32")

@@ -4,8 +4,8 @@ NVRTC is a compiler library: it needs no driver and no device. The test loads
 ``libnvrtc`` from the PyPI wheel ``nvidia-cuda-nvrtc`` (in the ``test`` and
 ``dev`` extras; CUDA 13, as cupy-cuda13x uses) with ctypes, so CI needs neither
 cupy nor a CUDA toolkit, and compiles exactly the translation units that
-``gputape.kernels`` hands to cupy: each ``.cu`` module (after the generated
-prelude of :mod:`gputape.expr`) and each ElementwiseKernel body wrapped in a harness
+``gputape.kernels.registry`` hands to cupy: each ``.cu`` module (after the generated
+prelude of :mod:`gputape.core.expr`) and each ElementwiseKernel body wrapped in a harness
 that declares its parameters the way cupy does, after the generated preamble (which
 holds every activation's ``gt_<name>_fwd``, generated from its forward expression). A compile error, a warning, or a
 kernel missing from the compiled module fails the test.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from gputape import kernels
+from gputape.kernels import registry as kernels
 
 ARCHS = ("sm_80", "sm_90")
 CTYPES = ("float", "double")
@@ -131,8 +131,8 @@ def test_elementwise_body_compiles(nvrtc, name, ctype, arch):
 
 def test_the_bias_activation_kernels_compile_the_generated_forwards():
     """The forward functions the gt_bias_* bodies above call are the ones generated from the
-    activations' expressions (gputape.expr_forward.FORWARDS), each in its harness's preamble."""
-    from gputape.expr_forward import FORWARDS
+    activations' expressions (gputape.core.expr.forward.FORWARDS), each in its harness's preamble."""
+    from gputape.core.expr.forward import FORWARDS
 
     for act in kernels.FORWARD_ACTIVATIONS:
         src = kernels.elementwise_harness(f"gt_bias_{act}", "float")
@@ -148,7 +148,7 @@ def test_a_broken_kernel_fails_the_check(nvrtc):
 
 
 def test_every_cu_file_is_checked():
-    """A new .cu file in kernels/ must be listed in gputape.kernels.MODULES (and so compiled above)."""
+    """A new .cu file in kernels/ must be listed in gputape.kernels.registry.MODULES (and so compiled above)."""
     on_disk = {p.stem for p in Path(kernels.kernel_dir()).glob("*.cu")}
     assert on_disk == set(kernels.MODULES), f"kernels/*.cu {sorted(on_disk)} != MODULES {sorted(kernels.MODULES)}"
 
@@ -161,11 +161,11 @@ def test_nvrtc_is_the_pip_wheel(nvrtc):
     assert nvrtc.version[0] >= 12
 
 
-# The backward kernels generated from the registry's derivative expressions (gputape.expr):
+# The backward kernels generated from the registry's derivative expressions (gputape.core.expr):
 # every primitive's standalone kernel (what its VJP launches on a GPU), all in one
 # translation unit per type and architecture, as cupy compiles each with the same prelude.
 def _declared_kernels():
-    from gputape.expr import DERIVATIVES
+    from gputape.core.expr import DERIVATIVES
 
     return [
         (d.kernel_name(k), *d.kernel(k))
@@ -180,7 +180,7 @@ DECL_CASES = [(t, a) for t in CTYPES for a in ARCHS]
 
 @pytest.mark.parametrize(("ctype", "arch"), DECL_CASES, ids=[f"{t}-{a}" for t, a in DECL_CASES])
 def test_every_declared_backward_kernel_compiles(nvrtc, ctype, arch):
-    from gputape.expr import CUDA_PRELUDE, DERIVATIVES
+    from gputape.core.expr import CUDA_PRELUDE, DERIVATIVES
 
     specs = _declared_kernels()
     assert len(specs) >= len(DERIVATIVES)
@@ -195,7 +195,7 @@ def test_every_declared_backward_kernel_compiles(nvrtc, ctype, arch):
 # them composed into one chain (the longest expression a fused kernel can hold), in one
 # translation unit per type and architecture.
 def _fused_cases():
-    from gputape.expr import DERIVATIVES
+    from gputape.core.expr import DERIVATIVES
     from gputape.function import compose
 
     out, chain = [], []
@@ -211,7 +211,7 @@ def _fused_cases():
 
 @pytest.mark.parametrize(("ctype", "arch"), DECL_CASES, ids=[f"{t}-{a}" for t, a in DECL_CASES])
 def test_generated_backward_kernels_compile(nvrtc, ctype, arch):
-    from gputape.expr import CUDA_PRELUDE
+    from gputape.core.expr import CUDA_PRELUDE
     from gputape.function import fused_kernel_source
 
     cases = _fused_cases()
@@ -231,7 +231,7 @@ def test_generated_backward_kernels_compile(nvrtc, ctype, arch):
 # all in one translation unit per type and architecture (the prelude is include-guarded).
 @pytest.mark.parametrize(("ctype", "arch"), DECL_CASES, ids=[f"{t}-{a}" for t, a in DECL_CASES])
 def test_vectorised_backward_kernels_compile(nvrtc, ctype, arch):
-    from gputape.expr import DERIVATIVES
+    from gputape.core.expr import DERIVATIVES
 
     ds = [d for d in DERIVATIVES.values() if d.gpu_kernel]
     assert len(ds) >= 20  # every activation and most unary math functions

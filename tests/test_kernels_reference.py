@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import gputape as gt
-from gputape import kernels as K  # noqa: N812  (short: it is on every line)
+from gputape.kernels import registry as K  # noqa: N812  (short: it is on every line)
 
 rng = np.random.default_rng(7)
 
@@ -95,8 +95,8 @@ def test_forward_is_one_declaration():
     """The CPU forward, the numpy reference and the CUDA gt_<name>_fwd are all generated from
     one expression per activation: the primitives' forwards ARE the generated functions, and
     the kernels' preamble is the generated CUDA (no hand-kept .cuh copy left)."""
-    from gputape import expr_forward as expr
-    from gputape.tape import REGISTRY
+    from gputape.core.expr import forward as expr
+    from gputape.core.tape import REGISTRY
 
     for name in ("relu", "leaky_relu", "elu", "sigmoid", "softplus"):
         f = expr.FORWARDS[name]
@@ -109,7 +109,8 @@ def test_forward_is_one_declaration():
 
 
 def test_forward_expression_refuses_what_it_cannot_render():
-    from gputape import expr, expr_forward
+    from gputape.core import expr
+    from gputape.core.expr import forward as expr_forward
 
     with pytest.raises(ValueError, match="unknown variables"):
         expr_forward.forward("bad_forward", lambda x: x * expr.var("y"))
@@ -429,7 +430,7 @@ def test_sources_are_found_and_complete():
 
 def test_kernel_and_optimizer_modules_import_one_way():
     """No function-local imports in the kernel and optimizer modules, and nn.functional (which
-    declares softmax_xent.cu) never imports gputape.kernels, which re-exports it."""
+    declares softmax_xent.cu) never imports gputape.kernels.registry, which re-exports it."""
     import ast
     from pathlib import Path
 
@@ -446,4 +447,4 @@ def test_kernel_and_optimizer_modules_import_one_way():
             for n in ast.walk(tree):
                 if isinstance(n, ast.ImportFrom):
                     names = [a.name for a in n.names]
-                    assert n.module != "kernels" and "kernels" not in names, f"{name} imports gputape.kernels"
+                    assert n.module != "kernels" and "kernels" not in names, f"{name} imports gputape.kernels.registry"

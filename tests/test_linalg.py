@@ -383,7 +383,7 @@ def test_compiled_step_through_linalg_equals_eager_bitwise():
 
 def test_per_matrix_fallback_equals_the_batched_routine():
     """The loop used where cupy.linalg.qr takes one matrix at a time gives numpy's batched result."""
-    from gputape.linalg._core import per_matrix
+    from gputape.ops.linalg._core import per_matrix
 
     a = rng.standard_normal((2, 3, 5, 4))
     q, r = per_matrix(np, np.linalg.qr, a, mode="reduced")
@@ -414,7 +414,7 @@ GPU_CASES = {
 @pytest.mark.parametrize("name", sorted(GPU_CASES))
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_cupy_matches_numpy_forward_and_gradient(name, dtype):
-    from gputape import backend
+    from gputape.devices import backend
 
     cp = backend.cupy_module()
     f, args = GPU_CASES[name]

@@ -1,4 +1,4 @@
-"""The loss head fused at gradient time (gputape._loss_head) and the cross-entropy primitives.
+"""The loss head fused at gradient time (gputape.core.loss_head) and the cross-entropy primitives.
 
 What a user writes -- ``log_softmax`` then a one-per-row gather, or a product with one-hot labels and
 a class-axis sum -- becomes one node of the cross-entropy primitive when ``tape.gradient`` runs. These
@@ -16,7 +16,7 @@ import pytest
 from bitwise_helpers import same_bits
 
 import gputape as gt
-from gputape import _loss_head
+from gputape.core import loss_head as _loss_head
 from gputape.nn import functional as fn
 
 N, C = 12, 5
@@ -392,7 +392,7 @@ def test_head_grad_on_a_fake_gpu_launches_the_kernel_with_the_signed_cotangent(m
     cotangent and labels wrapped into [0, C); the dense head runs the array module's ops."""
     from fake_gpu import FakeArray, FakeCupy
 
-    from gputape import backend
+    from gputape.devices import backend
 
     fake = FakeCupy()
     monkeypatch.setattr(backend, "_cupy", fake)
@@ -424,7 +424,8 @@ def test_the_gather_form_fuses_on_a_fake_gpu(monkeypatch):
     (``rows``), so the head fuses there too, one kernel launch with the picked cotangent negated."""
     from fake_gpu import FakeArray, FakeCupy
 
-    from gputape import backend, expr
+    from gputape.core import expr
+    from gputape.devices import backend
 
     fake = FakeCupy()
     monkeypatch.setattr(backend, "_cupy", fake)

@@ -1,5 +1,5 @@
 """A Python number beside a tensor: the generated entry points hand the ufunc the number's
-same-dtype 0-d array (gputape.dispatch, gputape.expr.literal) instead of the number, which numpy
+same-dtype 0-d array (gputape.core.dispatch, gputape.core.expr.literal) instead of the number, which numpy
 converts on every call. These tests hold it to numpy's own result, bit for bit and dtype for
 dtype, on the values where a conversion could differ: signed zeros, NaN, infinities, numbers
 past float32's range, large integers, subnormals, and integer and bool tensors (where the number
@@ -15,8 +15,8 @@ import pytest
 from bitwise_helpers import same_bits
 
 import gputape as gt
-from gputape import expr
-from gputape.primitive import REGISTRY
+from gputape.core import expr
+from gputape.core.primitive import REGISTRY
 
 NUMBERS = [
     1.01,

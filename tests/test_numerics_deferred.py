@@ -148,7 +148,7 @@ def test_a_long_forward_without_gradient_is_read_now_and_then(monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", KINDS)
 def test_gpu_deferred_check_agrees_with_the_host(kind):
-    from gputape import backend
+    from gputape.devices import backend
 
     cp = backend.cupy_module()
     _, _, _, run_gpu = _program(kind, cp)

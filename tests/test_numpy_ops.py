@@ -514,7 +514,7 @@ def test_mean_of_a_list_of_tensors_is_differentiable():
 def test_packing_promotes_like_numpy_with_weak_python_numbers():
     x32 = gt.constant([1.0, 2.0])
     assert gt.stack([x32]).dtype == np.float32
-    from gputape.tensor import packed
+    from gputape.core.tensor import packed
 
     p = packed([x32, [3.0, 4.0]])
     assert p.dtype == np.float32 and p.numpy().tolist() == [[1.0, 2.0], [3.0, 4.0]]
@@ -604,7 +604,7 @@ def test_sort_inside_gt_function_recomputes_the_order_on_each_call():
 @pytest.mark.gpu
 @pytest.mark.parametrize(("name", "shape", "kw"), UNARY_FLAT, ids=UNARY_IDS)
 def test_unary_on_gpu_matches_numpy(name, shape, kw):
-    from gputape import backend
+    from gputape.devices import backend
 
     cp = backend.cupy_module()
     a = rng.permutation(int(np.prod(shape))).reshape(shape).astype("float64") * 0.5 - 1.0
@@ -619,7 +619,7 @@ def test_unary_on_gpu_matches_numpy(name, shape, kw):
 @pytest.mark.gpu
 @pytest.mark.parametrize(("name", "sa", "sb", "kw"), BINARY_FLAT, ids=BINARY_IDS)
 def test_binary_on_gpu_matches_numpy(name, sa, sb, kw):
-    from gputape import backend
+    from gputape.devices import backend
 
     cp = backend.cupy_module()
     a, b = r(*sa), r(*sb)
@@ -629,7 +629,7 @@ def test_binary_on_gpu_matches_numpy(name, sa, sb, kw):
 @pytest.mark.gpu
 @pytest.mark.parametrize(("name", "f", "args"), COMPOSITES, ids=COMPOSITE_IDS)
 def test_gradients_on_gpu_match_numpy(name, f, args):
-    from gputape import backend
+    from gputape.devices import backend
 
     cp = backend.cupy_module()
     w = [None]
@@ -653,7 +653,7 @@ def test_gradients_on_gpu_match_numpy(name, f, args):
 
 @pytest.mark.gpu
 def test_cumprod_zeros_and_sort_on_gpu():
-    from gputape import backend
+    from gputape.devices import backend
 
     cp = backend.cupy_module()
     v = np.array([[2.0, 0.0, 3.0, 4.0], [0.0, 1.0, 0.0, 2.0]])

@@ -1,6 +1,6 @@
 """gt.optim's one-launch path (kernels.FusedOptimizer) against its per-variable path.
 
-There is one numpy statement of each update (gputape._optim_rules): the optimizers'
+There is one numpy statement of each update (gputape.optim.rules): the optimizers'
 CPU step computes with it, and the fused kernel's reference applies the same
 functions in place, so the two paths agree bit for bit.
 
@@ -63,7 +63,9 @@ def test_fused_path_equals_per_variable_path(name):
 def test_the_kernel_reference_runs_the_optimizers_own_update_rules():
     """ref_optimizer_update (the fused kernel's numpy reference) and gt.optim's CPU step call
     the same functions; a random run of each kind agrees bitwise with gt.optim."""
-    from gputape import _optim_fused, _optim_rules, kernels
+    from gputape.kernels import registry as kernels
+    from gputape.optim import fused as _optim_fused
+    from gputape.optim import rules as _optim_rules
 
     assert kernels.ref_optimizer_update is _optim_fused.ref_optimizer_update
     assert _optim_fused.RULES["sgd"] is gt.optim.SGD.update_rule is _optim_rules.sgd

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 import gputape as gt
-import gputape._optim_base as optim_base
-from gputape import _state
-from gputape._state import defer_interrupts
+import gputape.optim.base as optim_base
+from gputape.core import state as _state
+from gputape.core.state import defer_interrupts
 
 
 def _params(dtype=np.float32, seed=0):

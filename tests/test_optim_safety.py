@@ -24,9 +24,9 @@ import numpy as np
 import pytest
 
 import gputape as gt
-import gputape._optim_base as optim_base  # where Optimizer commits a step
 import gputape.optim as optim
-from gputape._state import defer_interrupts
+import gputape.optim.base as optim_base  # where Optimizer commits a step
+from gputape.core.state import defer_interrupts
 
 NAN, INF = float("nan"), float("inf")
 
@@ -664,7 +664,7 @@ ON_GPU = sorted(name for name in MAKERS if "fused" not in name)
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ON_GPU)
 def test_on_the_gpu_steps_match_the_cpu_and_a_bad_step_changes_nothing(name):
-    from gputape import backend
+    from gputape.devices import backend
 
     cp = backend.cupy_module()
     params, grads = _model()

@@ -16,7 +16,7 @@ import pytest
 from test_optim_safety import interrupt_trials
 
 import gputape as gt
-import gputape._optim_base as optim_base
+import gputape.optim.base as optim_base
 
 
 @pytest.fixture(params=["fast", "general"])

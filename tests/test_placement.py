@@ -18,9 +18,12 @@ from fake_gpu import FakeArray, FakeCupy
 
 import gputape as gt
 import gputape.tf as tf
-from gputape import _state, backend, config, expr
+from gputape import config
+from gputape.core import expr
+from gputape.core import state as _state
+from gputape.devices import backend
 
-dm = sys.modules["gputape.device"]
+dm = sys.modules["gputape.devices.memory"]
 
 
 @pytest.fixture
@@ -312,7 +315,7 @@ def test_graph_report_lists_transfers_per_call():
 
 
 def test_log_device_placement_logs_each_op_once_per_call_site(caplog):
-    caplog.set_level(logging.INFO, logger="gputape.placement")
+    caplog.set_level(logging.INFO, logger="gputape.devices.placement")
     x = gt.constant([1.0, 2.0], device="cpu")
     with gt.debug.log_device_placement(True):
         assert _state.tls.obs.placement is not None  # an observer entry, this thread only
@@ -320,7 +323,7 @@ def test_log_device_placement_logs_each_op_once_per_call_site(caplog):
             y = x * 2.0
             z = gt.exp(y)
         gt.exp(y)  # another call site
-    lines = [r.getMessage() for r in caplog.records if r.name == "gputape.placement"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "gputape.devices.placement"]
     assert [line.split(" (")[0] for line in lines] == ["gt.multiply on cpu", "gt.exp on cpu", "gt.exp on cpu"]
     assert all("test_placement.py:" in line for line in lines)
     caplog.clear()
@@ -330,7 +333,7 @@ def test_log_device_placement_logs_each_op_once_per_call_site(caplog):
 
 
 def test_log_device_placement_switch_and_tf_names(caplog):
-    caplog.set_level(logging.INFO, logger="gputape.placement")
+    caplog.set_level(logging.INFO, logger="gputape.devices.placement")
     tf.debugging.set_log_device_placement(True)
     try:
         gt.constant([1.0], device="cpu") + 1.0
@@ -342,7 +345,7 @@ def test_log_device_placement_switch_and_tf_names(caplog):
 
 
 def test_log_device_placement_names_the_gpu(fake_gpu, caplog):
-    caplog.set_level(logging.INFO, logger="gputape.placement")
+    caplog.set_level(logging.INFO, logger="gputape.devices.placement")
     with gt.debug.log_device_placement():
         gt.constant([1.0]) * 3.0
     assert any("gt.multiply on cuda:0" in r.getMessage() for r in caplog.records)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gputape as gt
-from gputape.tape import REGISTRY, GradientTape
+from gputape.core.tape import REGISTRY, GradientTape
 
 
 @pytest.fixture(autouse=True)
@@ -87,7 +87,7 @@ def test_cpu_fast_path_and_generic_path_both_counted(tmp_path):
 
 
 def test_nothing_is_swapped_and_the_entry_is_removed_after_stop(tmp_path):
-    from gputape import _state
+    from gputape.core import state as _state
 
     before, methods = _snapshot()
     gt.profiler.start(tmp_path)
@@ -103,7 +103,7 @@ def test_nothing_is_swapped_and_the_entry_is_removed_after_stop(tmp_path):
 
 
 def test_a_primitive_registered_while_profiling_is_profiled_too():
-    from gputape.dispatch import primitive
+    from gputape.core.dispatch import primitive
 
     @primitive("demo_profiled_cube", save=True)
     def cube(xp, x):
@@ -127,7 +127,7 @@ def test_a_primitive_registered_while_profiling_is_profiled_too():
 
 
 def test_stopped_even_when_the_profiled_code_raises(tmp_path):
-    from gputape import _state
+    from gputape.core import state as _state
 
     with pytest.raises(ZeroDivisionError), gt.profiler.profile(tmp_path):
         gt.exp(gt.constant([1.0]))
@@ -202,7 +202,7 @@ def test_a_ctrl_c_while_starting_leaves_no_session(monkeypatch):
     import signal
     import time
 
-    from gputape import _state
+    from gputape.core import state as _state
 
     real = _state.set_profiler
     calls = []
@@ -236,7 +236,7 @@ def _scaled_exp(x):
 
 
 def test_custom_gradient_ops_are_profiled_forward_and_backward():
-    from gputape import _custom as tape_mod
+    from gputape.core import custom_gradient as tape_mod
 
     originals = (tape_mod._custom_forward, tape_mod._custom_vjp, tape_mod._CUSTOM.vjp)
     x = gt.constant(np.array([0.0, 1.0], "float32"))
@@ -330,7 +330,7 @@ def test_device_timing_off_and_bad_arguments():
     with pytest.raises(TypeError, match="device_timing"):
         gt.profiler.start(None, device_timing="cuda")
     assert not gt.profiler.is_active()
-    from gputape import backend
+    from gputape.devices import backend
 
     if backend.cuda_unavailable_reason() is not None:
         with pytest.raises(RuntimeError, match="no CUDA device"):
@@ -342,7 +342,7 @@ def test_device_timing_off_and_bad_arguments():
 
 
 def test_cuda_events_apply_only_to_gpu_arrays():
-    from gputape import backend
+    from gputape.devices import backend
 
     if backend.cupy_module() is None:
         with pytest.raises(RuntimeError, match="CuPy"):
@@ -356,7 +356,7 @@ def test_cuda_events_apply_only_to_gpu_arrays():
 @pytest.mark.gpu
 def test_cuda_event_timing_on_the_gpu(tmp_path):
     """Device times from CUDA events: every op call on the GPU is timed, forward and VJP."""
-    from gputape import backend
+    from gputape.devices import backend
 
     cp = backend.cupy_module()
     w = gt.Variable(cp.full((256, 256), 0.01, "float32"), name="w")

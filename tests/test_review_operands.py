@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import gputape as gt
-from gputape import _state
+from gputape.core import state as _state
 
 BINARY = ["add", "subtract", "multiply", "divide", "power", "maximum", "floor_divide", "mod", "arctan2"]
 UNARY = ["tanh", "log", "sqrt", "negative", "square", "reciprocal", "abs"]

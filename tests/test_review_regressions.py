@@ -188,10 +188,10 @@ def test_masked_arrays_with_masked_elements_are_refused_and_subclasses_become_pl
 
 def test_the_generated_entry_points_pickle_by_name():
     """pickle finds a function by its module and name: the generated entry points (and their C twins)
-    name the module that declares them, not gputape.dispatch, which has no such attribute."""
+    name the module that declares them, not gputape.core.dispatch, which has no such attribute."""
     import pickle
 
-    from gputape.primitive import REGISTRY
+    from gputape.core.primitive import REGISTRY
 
     entries = [p.public for p in REGISTRY.values() if p.public is not None]
     assert len(entries) >= 50

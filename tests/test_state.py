@@ -1,4 +1,4 @@
-"""gputape._state: interrupt deferral, the per-thread observer stack, and state that survives Ctrl-C."""
+"""gputape.core.state: interrupt deferral, the per-thread observer stack, and state that survives Ctrl-C."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from gputape._state import defer_interrupts
+from gputape.core.state import defer_interrupts
 
 
 def _sigint_soon(delay: float) -> threading.Timer:
@@ -80,7 +80,7 @@ def test_no_interrupt_no_effect_and_other_threads_are_untouched():
 import numpy as np  # noqa: E402
 
 import gputape as gt  # noqa: E402
-from gputape import _state  # noqa: E402
+from gputape.core import state as _state  # noqa: E402
 
 
 def test_views_are_derived_from_the_stack():
@@ -272,7 +272,7 @@ def test_interrupt_at_any_moment_many_trials(name):
 def test_observers_of_one_tape_are_the_general_loops_views():
     # Observers((tape,)) takes a shortcut; every view must be what the loop computes for that stack
     # (here computed from a two-entry stack whose second entry the loop ignores but for "locations")
-    from gputape._state import Observers
+    from gputape.core.state import Observers
 
     class Role:
         def __init__(self, observes):

@@ -1667,7 +1667,7 @@ def test_a_tape_never_entered_answers_from_empty_defaults_and_entering_gives_it_
 
 
 def test_the_live_tape_registry_finds_live_tapes_and_stays_bounded():
-    from gputape import tape as tp
+    from gputape.core import tape as tp
 
     x = gt.constant([1.0, 2.0])
     kept = []
@@ -1709,7 +1709,7 @@ def test_a_gradient_that_raises_leaves_the_callers_error_state_whole():
 def test_the_live_tape_sweep_tolerates_an_entry_another_thread_dropped():
     # two threads entering tapes may sweep the live-tape table at once: the entry one found dead
     # can be gone when it deletes it (a KeyError out of `with GradientTape()` in a user's thread)
-    from gputape.tape import _LiveTapes
+    from gputape.core.tape import _LiveTapes
 
     class Racy(dict):
         def get(self, k, default=None):

@@ -401,7 +401,7 @@ def test_profiler_without_a_backend_warns_and_records_nothing(monkeypatch, tmp_p
 def test_profiler_uses_gputape_profiler_when_present(tmp_path):
     prof = tf.profiler._backend()
     if prof is None:
-        pytest.skip("gputape.profiler is not part of this installation")
+        pytest.skip("gputape.debug.profiler is not part of this installation")
     logdir = tmp_path / "logs"
     with tf.profiler.experimental.Profile(str(logdir)):
         with tf.GradientTape() as tape:

@@ -131,7 +131,7 @@ def test_two_functions_traced_at_the_same_time_both_train(busy_switching):
     f = gt.function(lambda a: a * 2.0 + 1.0)
     outs = [float(f(gt.constant(float(k)))) for k in range(5)]
     assert outs == [1.0, 3.0, 5.0, 7.0, 9.0] and f.tracing_count == 1
-    assert gt._state.tls.obs is None
+    assert gt.core.state.tls.obs is None
 
 
 def test_one_compiled_function_called_from_several_threads_serialises_its_replays(busy_switching):

@@ -27,8 +27,9 @@ from fake_gpu import FakeArray
 from test_placement import fake_gpu  # noqa: F401  (the fixture: a numpy-backed cuda:0)
 
 import gputape as gt
-from gputape import backend, optim
-from gputape._optim_fused import FusedOptimizer, ref_optimizer_update
+from gputape import optim
+from gputape.devices import backend
+from gputape.optim.fused import FusedOptimizer, ref_optimizer_update
 
 
 def _run_isolated(body: str, timeout: float = 120.0) -> str:

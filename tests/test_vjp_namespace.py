@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import gputape as gt
+from gputape.core.primitive import REGISTRY
 from gputape.ops import DIFF_NAMESPACE, raw_namespace
-from gputape.primitive import REGISTRY
 
 
 def test_a_primitive_declared_above_the_ops_is_found_by_name_in_both_namespaces():
@@ -66,7 +66,7 @@ def test_every_registered_primitive_resolves_in_the_raw_namespace():
 
 
 def test_a_primitive_without_a_public_function_is_named_as_such_on_tensors():
-    from gputape.dispatch import primitive
+    from gputape.core.dispatch import primitive
 
     @primitive("demo_no_public")
     def fwd(xp, x):

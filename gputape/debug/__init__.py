@@ -8,7 +8,7 @@
 'not_watched'
 """
 
-from .._backward_compile import backward_cache_report, clear_backward_cache
+from ..core.backward.compiled import backward_cache_report, clear_backward_cache
 from .explain import REASONS, Explanation
 from .health import GradientMonitor, grad_report
 from .numerics import check_numerics, disable_check_numerics, enable_check_numerics, record_locations

@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import backend
-from ..tensor import Tensor
+from ..core.tensor import Tensor
+from ..devices import backend
 
 __all__ = ["GradReport", "GradStats", "GradientMonitor", "grad_report"]
 

@@ -5,7 +5,7 @@ While on, every op's output (forward) and every cotangent a VJP produces
 naming the op, the phase, whether the op created the value from finite inputs
 or propagated it, the user's file:line of the forward op, and its inputs.
 
-It is an entry on the thread's observer stack (:mod:`gputape._state`), so it
+It is an entry on the thread's observer stack (:mod:`gputape.core.state`), so it
 rides the recording slow path: with it off ops pay nothing, and it checks the
 ops of the thread that turned it on (as TensorFlow's).
 
@@ -32,8 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import _state, backend, tape
-from ..tensor import Tensor
+from ..core import state as _state
+from ..core import tape
+from ..core.tensor import Tensor
+from ..devices import backend
 
 
 def _finite(a: Any) -> bool:
@@ -249,7 +251,7 @@ def flush() -> None:
 
 
 class _Checks:
-    """What an observer of role ``"numerics"`` offers the op path and the sweep (gputape._state)."""
+    """What an observer of role ``"numerics"`` offers the op path and the sweep (gputape.core.state)."""
 
     observes = "numerics"
     check_forward = staticmethod(check_forward)

@@ -1,7 +1,7 @@
 """Where values live and what crosses the bus: the placement log and the transfer counters.
 
 ``log_device_placement(True)`` (TensorFlow's ``tf.debugging.set_log_device_placement``)
-logs, through the ``logging`` module (logger ``gputape.placement``, level INFO), the device
+logs, through the ``logging`` module (logger ``gputape.devices.placement``, level INFO), the device
 of each op the first time it runs at a call site: once per (op, file:line, device), so a
 training loop logs its first step and then stays quiet. It is an entry on this thread's
 observer stack, like ``check_numerics``: it sees this thread's ops only, and costs nothing
@@ -11,7 +11,7 @@ handler that prints to stderr, so the lines show as TensorFlow's do.
 ``transfer_stats()`` counts the host->device and device->host copies gputape made (and
 their bytes) since ``reset_transfer_stats()``, in every thread; ``gt.memory_info()``
 reports the same numbers under ``"transfers"``. Every copy goes through
-``gputape.backend``, which counts it (two integer adds on a per-thread list).
+``gputape.devices.backend``, which counts it (two integer adds on a per-thread list).
 
 >>> import gputape as gt
 >>> gt.debug.reset_transfer_stats()
@@ -25,12 +25,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .. import _state, backend
-from ..tape import _where
+from ..core import state as _state
+from ..core.tape import _where
+from ..devices import backend
 
 __all__ = ["log_device_placement", "reset_transfer_stats", "transfer_stats"]
 
-log = logging.getLogger("gputape.placement")
+log = logging.getLogger("gputape.devices.placement")
 _handler: logging.Handler | None = None
 
 
@@ -102,7 +103,7 @@ def log_device_placement(enabled: bool = True) -> _Restore:
 
     A call switches the log for the calling thread until the next call; used in a
     ``with`` block it is switched back when the block ends. The lines go to the logger
-    ``gputape.placement`` at INFO: ``gt.matmul on cuda:0 (train.py:12)``.
+    ``gputape.devices.placement`` at INFO: ``gt.matmul on cuda:0 (train.py:12)``.
 
     >>> import gputape as gt, logging
     >>> with gt.debug.log_device_placement(True):

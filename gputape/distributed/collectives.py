@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import _state as _thread_state
-from .. import backend as _backend
-from ..module import Module
-from ..tensor import Tensor, Variable, _wrap
+from ..core import state as _thread_state
+from ..core.module import Module
+from ..core.tensor import Tensor, Variable, _wrap
+from ..devices import backend as _backend
 from . import world as _world
 from .world import _NCCL_OPS, _NCCL_TYPES, _OPS, _ensure, _nccl_enabled
 

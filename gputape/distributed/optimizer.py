@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ..core.tape import GradientTape
+from ..core.tensor import Variable
 from ..optim import Optimizer
-from ..tape import GradientTape
-from ..tensor import Variable
 from .collectives import all_reduce
 
 

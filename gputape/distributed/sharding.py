@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import backend as _backend
-from ..tensor import Tensor, _wrap
+from ..core.tensor import Tensor, _wrap
+from ..devices import backend as _backend
 from . import world as _world
 from .world import _UNEVEN
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import backend as _backend
-from ..device import current_device
+from ..devices import backend as _backend
+from ..devices.memory import current_device
 
 _OPS = ("mean", "sum", "max", "min")
 _UNEVEN = ("drop", "split")

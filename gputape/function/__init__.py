@@ -91,10 +91,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import _state, backend, config
-from .._nest import flatten, unflatten
-from ..tape import GputapeWarning
-from ..tensor import Tensor, Variable, _wrap
+from .. import config
+from ..core import state as _state
+from ..core._nest import flatten, unflatten
+from ..core.tape import GputapeWarning
+from ..core.tensor import Tensor, Variable, _wrap
+from ..devices import backend
 
 # Every name of the former single module stays reachable as gputape.function.<name> (tests and
 # other modules use private ones too). The switches Function reads (FUSE_BACKWARD, CAPTURE_GEMM)
@@ -156,7 +158,7 @@ from ._trace import (
 __all__ = ["Function", "InputSignatureError", "TensorSpec", "TracingError", "function"]
 
 _RETRACE_WARN_AT = 5
-# Matrix products inside the CUDA graphs through gputape.cublas (direct cuBLAS) by default;
+# Matrix products inside the CUDA graphs through gputape.devices.cublas (direct cuBLAS) by default;
 # gt.function(..., capture_gemm=False), or GPUTAPE_CAPTURE_GEMM=0 in the environment, keeps
 # them as ordinary launches between graphs.
 CAPTURE_GEMM = os.environ.get("GPUTAPE_CAPTURE_GEMM", "1") != "0"
@@ -512,7 +514,7 @@ def function(func: Callable[..., Any] | None = None, **kwargs: Any) -> Any:
       steps as ordinary launches.
     * ``capture_gemm`` (default on, ``GPUTAPE_CAPTURE_GEMM=0`` turns it off):
       matrix products join the graphs through direct cuBLAS calls
-      (:mod:`gputape.cublas`) instead of running between them.
+      (:mod:`gputape.devices.cublas`) instead of running between them.
     * ``fuse`` (default on, ``GPUTAPE_FUSE=0``): chains of elementwise VJPs in
       the backward pass become one generated kernel each (up to 16 ops).
     * ``optimizer_in_graph`` (default off, ``GPUTAPE_GRAPH_OPTIMIZER=1`` turns it

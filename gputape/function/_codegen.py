@@ -1,7 +1,7 @@
 """Code generation for ``gt.function``: the CPU replay's Python source and the fused backward kernels.
 
 A record's steps become one straight-line function (VJPs of primitives declared in
-:mod:`gputape.expr` written inline); chains of such VJPs become one expression that
+:mod:`gputape.core.expr` written inline); chains of such VJPs become one expression that
 the CUDA-graph runner turns into a generated kernel.
 """
 
@@ -13,11 +13,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import expr as _expr
-from .._backward_compile import _inline_sum_to
-from ..backward import sum_to_plan
-from ..primitive import Node
-from ..tensor import Variable
+from ..core import expr as _expr
+from ..core.backward.compiled import _inline_sum_to
+from ..core.backward.sweep import sum_to_plan
+from ..core.primitive import Node
+from ..core.tensor import Variable
 
 
 class _Slot:
@@ -93,10 +93,10 @@ def _last_reads(steps: list[_Step]) -> dict[int, int]:
 
 
 class _DeclaredVjp(NamedTuple):
-    """A recorded VJP step of a primitive declared in gputape.expr, unbatched: its call is
+    """A recorded VJP step of a primitive declared in gputape.core.expr, unbatched: its call is
     ``vjp(F, g, needs, 0, node, *saved)`` (the layout ``_Trace._vjp`` records), decoded once here."""
 
-    decl: Any  # the primitive's gputape.expr declaration
+    decl: Any  # the primitive's gputape.core.expr declaration
     node: Node  # the node, without its residuals
     F: Any  # refs: the VJP's namespace, the cotangent, needs, the node, the residuals
     g: Any
@@ -122,7 +122,7 @@ def _declared_vjp(step: _Step, consts: list) -> _DeclaredVjp | None:
     return _DeclaredVjp(decl, node, F, g, needs, node_ref, saved)
 
 
-# The CPU replay writes the VJPs of primitives declared in gputape.expr as expressions in its
+# The CPU replay writes the VJPs of primitives declared in gputape.core.expr as expressions in its
 # own code instead of calling them: per output, the very text the generated VJP evaluates on
 # numpy arrays (same operations in the same order, so the same bits), over g the cotangent,
 # a0/a1 the saved operands, F the VJP's namespace and node its node. A Python call per
@@ -130,9 +130,9 @@ def _declared_vjp(step: _Step, consts: list) -> _DeclaredVjp | None:
 
 
 def _inline_vjp(step: _Step, consts: list, ns: dict[str, Any]) -> list[str] | None:
-    """Source lines for a VJP step of a primitive declared in gputape.expr on numpy arrays, else None.
+    """Source lines for a VJP step of a primitive declared in gputape.core.expr on numpy arrays, else None.
 
-    On numpy 2 the literals are typed by their partner's dtype (:func:`gputape.expr.python_typed`,
+    On numpy 2 the literals are typed by their partner's dtype (:func:`gputape.core.expr.python_typed`,
     tables put in ``ns``), and a constant operand that is a Python number (``y * 1.01``'s 1.01)
     is written as such a literal: the same bits as the VJP's text, without numpy converting the
     number on every call.
@@ -212,7 +212,7 @@ def _inline_fit(step: _Step, i: int, ns: dict[str, Any]) -> str | None:
     """``s<out> = ...``: a :class:`_Fit` step on numpy arrays as the numpy calls ``F.sum_to`` makes for
     the traced shape, behind a test of that shape (else the call, as recorded), or None.
 
-    The same steps as the call (:func:`~gputape.backward.sum_to_plan`'s, written out as the compiled
+    The same steps as the call (:func:`~gputape.core.backward.sweep.sum_to_plan`'s, written out as the compiled
     backward writes them), so the same bits; a cast or a broadcast back keeps the call.
     """
     fn, refs, outs, _kind = step
@@ -271,7 +271,7 @@ def compile_replay(
 
 def fused_kernel_source(expr: _expr.Expr, nparams: int, serial: int = 0) -> tuple[str, str, str, str]:
     """``cupy.ElementwiseKernel`` arguments for ``out = expr`` over ``g`` and ``p0..p{n-1}``
-    (with :data:`gputape.expr.CUDA_PRELUDE` as the preamble)."""
+    (with :data:`gputape.core.expr.CUDA_PRELUDE` as the preamble)."""
     return _expr.kernel_source(expr, nparams, f"gputape_fused_vjp_{serial}")
 
 
@@ -286,14 +286,14 @@ def _template(name: str, needs: Any) -> tuple | None:
 class _Link(NamedTuple):
     """A VJP step that can join a fused chain: ``out = template(g, *operands)``."""
 
-    template: tuple  # (expression over g and a0.., the operand names it reads), gputape.expr's
+    template: tuple  # (expression over g and a0.., the operand names it reads), gputape.core.expr's
     g: int  # the cotangent's slot
     operands: list  # refs of the operands, in the template's order
     out: int  # the slot of the one cotangent it computes
 
 
 def _fusable(step: _Step, consts: list) -> _Link | None:
-    """The step as a :class:`_Link` of a fused chain (a VJP declared in gputape.expr), else None."""
+    """The step as a :class:`_Link` of a fused chain (a VJP declared in gputape.core.expr), else None."""
     v = _declared_vjp(step, consts)
     if v is None or step.kind != "device" or type(v.needs) is not _Const or type(v.g) is not _Slot:
         return None

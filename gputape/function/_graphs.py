@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import backend
-from .. import expr as _expr
-from .._state import defer_interrupts
+from ..core import expr as _expr
+from ..core.state import defer_interrupts
+from ..core.tensor import Variable
+from ..devices import backend
 from ..ops import raw_namespace
-from ..tensor import Variable
 from ._codegen import (
     _Const,
     _fusable,
@@ -142,7 +142,7 @@ class _GraphRunner:
     """Replays a record on the GPU as CUDA graphs between the steps a graph cannot hold.
 
     CuPy refuses cuBLAS calls during stream capture (matrix products join the
-    graphs through gputape.cublas), and host work (random draws, Python steps)
+    graphs through gputape.devices.cublas), and host work (random draws, Python steps)
     cannot be captured, so the record is cut into segments: runs of device-only
     steps become one graph each; the rest run as ordinary launches in between.
     Variable reads and the host half of an optimizer update the fused kernel can
@@ -253,8 +253,8 @@ class _GraphRunner:
         self.steps = out
 
     def _capturable_gemms(self, gemm: Any) -> None:
-        """Matrix products through a capturable GEMM (gputape.cublas): they join the graphs."""
-        from ..ops.linalg import _matmul
+        """Matrix products through a capturable GEMM (gputape.devices.cublas): they join the graphs."""
+        from ..ops.matmul import _matmul
 
         F_gemm: dict[int, Any] = {}
         for i, (fn, refs, outs, kind) in enumerate(self.steps):
@@ -276,7 +276,7 @@ class _GraphRunner:
 
         A chain is cut where a cotangent has a second reader, where a reduction or
         cast to an input's shape follows, or at a primitive without a derivative
-        expression (gputape.expr). The fused step sits where the chain's last step was; every
+        expression (gputape.core.expr). The fused step sits where the chain's last step was; every
         input it reads is made earlier, so moving the first steps later is safe.
         """
         steps = self.steps
@@ -605,7 +605,7 @@ class _CudaGraphs:
         self.device = device
         self.gemm = None
         if capture_gemm:
-            from .. import cublas
+            from ..devices import cublas
 
             self.gemm = cublas.gemm_for(backend.device_index(device))
         self.fuse = fuse

@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import backend
-from .._nest import flatten, unflatten
-from ..device import current_device
-from ..tensor import Tensor, Variable, constant
+from ..core._nest import flatten, unflatten
+from ..core.tensor import Tensor, Variable, constant
+from ..devices import backend
+from ..devices.memory import current_device
 from ._trace import _is_array
 
 

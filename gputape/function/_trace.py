@@ -8,14 +8,15 @@ from typing import Any
 
 import numpy as np
 
-from .. import _state, backend
-from ..backward import _fit, _fit_all, _unbatched_vjp, _vjp_raw
-from ..dispatch import typed_path
-from ..expr import typed_number
-from ..primitive import Node
-from ..recording import _where
-from ..tape import _custom_fwd
-from ..tensor import Tensor, Variable, _new, _wrap
+from ..core import state as _state
+from ..core.backward.sweep import _fit, _fit_all, _unbatched_vjp, _vjp_raw
+from ..core.dispatch import typed_path
+from ..core.expr import typed_number
+from ..core.primitive import Node
+from ..core.recording import _where
+from ..core.tape import _custom_fwd
+from ..core.tensor import Tensor, Variable, _new, _wrap
+from ..devices import backend
 from ._codegen import _Const, _Fit, _List, _Slot, _Step, compile_replay
 
 
@@ -231,7 +232,7 @@ def _kind(prim: Any) -> str:
     if prim.fwd is _custom_fwd:
         return "host"  # custom gradients run user Python
     if prim.name in _HOST_PRIMS:
-        return f"host:{prim.name}"  # (matmul: capturable through gputape.cublas, see _GraphRunner)
+        return f"host:{prim.name}"  # (matmul: capturable through gputape.devices.cublas, see _GraphRunner)
     return "device"
 
 

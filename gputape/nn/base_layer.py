@@ -21,12 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import backend
-from ..device import current_device
-from ..module import _SKIP as _SKIP_ATTRS
-from ..module import Module, _leaves, _snake
+from ..core.module import _SKIP as _SKIP_ATTRS
+from ..core.module import Module, _leaves, _snake
+from ..core.tensor import FLOAT_DTYPES, Tensor, Variable, constant
+from ..devices import backend
+from ..devices.memory import current_device
 from ..ops import cast
-from ..tensor import FLOAT_DTYPES, Tensor, Variable, constant
 from . import initializers
 from .keras_tensor import _is_symbolic, _shape_of, _symbolic_call
 from .summary import _fn_name, _summary_text

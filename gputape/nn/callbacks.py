@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..tape import GputapeWarning
+from ..core.tape import GputapeWarning
 
 __all__ = ["Callback", "EarlyStopping", "History", "LambdaCallback", "ModelCheckpoint"]
 

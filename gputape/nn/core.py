@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import backend
 from .. import random as _random
+from ..core.recording import traced
+from ..core.tensor import FLOAT_DTYPES, Tensor, _wrap, as_tensor
+from ..devices import backend
 from ..ops import concatenate, matmul, reshape, take
-from ..recording import traced
-from ..tensor import FLOAT_DTYPES, Tensor, _wrap, as_tensor
 from . import activations, initializers
 from .base_layer import Layer
 from .keras_tensor import _shape_of

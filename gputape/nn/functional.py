@@ -13,17 +13,18 @@ from typing import Any
 
 import numpy as np
 
-from .. import _errors, backend
-from .. import _kernel_build as _kb
-from .. import expr as _x
-from .. import expr_forward as _xf
-from ..dispatch import apply, primitive, unary_op
+from ..core import _errors
+from ..core import expr as _x
+from ..core.dispatch import apply, primitive, unary_op
+from ..core.expr import forward as _xf
+from ..core.tensor import Tensor, _to_array, as_tensor
+from ..devices import backend
+from ..kernels import build as _kb
 from ..ops import _util, erf, log1p, maximum, mean, multiply, negative, tanh
 from ..ops import abs as _abs
 from ..ops import elementwise as _el
 from ..ops import sum as _sum
 from ..ops.elementwise import declared
-from ..tensor import Tensor, _to_array, as_tensor
 
 
 def _real(x: Any, op: str, labels: bool = False) -> Tensor:
@@ -63,9 +64,9 @@ def _gpu(F: Any) -> bool:
     return F.xp is not None and F.xp is not np
 
 
-# Each activation's value is one expression (gputape.expr_forward.forward): the numpy/cupy forward
+# Each activation's value is one expression (gputape.core.expr.forward.forward): the numpy/cupy forward
 # below, the CUDA gt_<name>_fwd the fused bias+activation kernels call and the numpy
-# reference of those kernels (gputape.kernels.ref_activation_forward) are all generated from it.
+# reference of those kernels (gputape.kernels.registry.ref_activation_forward) are all generated from it.
 _relu_fwd = _xf.forward("relu", lambda x: _x.maximum(x, 0)).fn
 _relu = declared("relu", _relu_fwd, lambda x, out, g: g * (out > 0))  # 0 at x == 0, as in TensorFlow
 
@@ -82,7 +83,7 @@ def relu(x: Any) -> Any:
     return apply(_relu, (_real(x, "relu"),), _E)
 
 
-# relu's generated entry point (gputape.dispatch.unary_op: apply() written out for one tensor),
+# relu's generated entry point (gputape.core.dispatch.unary_op: apply() written out for one tensor),
 # behind the complex test above: cheaper than apply() on the MLP's activations.
 # What F.relu is in a VJP stays the checked function.
 _relu_entry = unary_op(_relu, "relu", relu.__doc__ or "")
@@ -123,7 +124,7 @@ def elu(x: Any, alpha: float = 1.0) -> Any:
     return apply(_elu, (_real(x, "elu"),), {"alpha": alpha})
 
 
-_sigmoid_fwd = _xf.forward("sigmoid", _x.sigmoid).fn  # the language's stable sigmoid (gputape.expr)
+_sigmoid_fwd = _xf.forward("sigmoid", _x.sigmoid).fn  # the language's stable sigmoid (gputape.core.expr)
 _sigmoid = declared("sigmoid", _sigmoid_fwd, lambda x, out, g: g * (out * (1 - out)))
 
 
@@ -153,7 +154,7 @@ def softplus(x: Any) -> Any:
 
 # gelu is composed from primitives (its gradient is theirs): its forward expression runs
 # on gputape's ops (_OPS_F); the derivatives declare only the fused GPU backward kernels
-# gputape.kernels offers for it (activation_backward).
+# gputape.kernels.registry offers for it (activation_backward).
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _SQRT_2_PI = math.sqrt(2.0 / math.pi)
@@ -351,7 +352,7 @@ def _xent_grad(F, g, labels, logits):
 #
 # The cross-entropy's VJP is declared once, here, on raw arrays: ``head_grad`` (integer labels) and
 # ``dense_head_grad`` (probability or one-hot labels). The two primitives below run it, and so do the
-# nodes gputape._loss_head fuses at gradient time out of what a user writes by hand
+# nodes gputape.core.loss_head fuses at gradient time out of what a user writes by hand
 # (``log_softmax(z)[arange(n), y]``, ``sum(onehot * log_softmax(z), -1)``): such a node is a node of the
 # same primitive, with ``fused`` set in its parameters, whose residual is the log-softmax the user's
 # log_softmax already computed and whose output is the picked log-probability, minus the loss. The
@@ -457,7 +458,7 @@ def _(F, g, needs, nb, node, labels, logits):
     if xp is None or nb:  # a recording tape (second order) or a jacobian's batch
         return (None, _xent_grad(F, g, lab, logits))
     p = node.params
-    if p:  # a fused head (gputape._loss_head): the residual is the user's log_softmax
+    if p:  # a fused head (gputape.core.loss_head): the residual is the user's log_softmax
         if "mean" in p:  # a full mean joined the head: divided as mean's VJP divides (the same bits)
             g = g / (p["mean"] or 1)
         return (None, head_grad(g, logits, lab, picked=True))

@@ -318,7 +318,7 @@ def get(identifier: str | Callable[..., Any]) -> Callable[..., Any]:
     if callable(identifier):
         return identifier
     if isinstance(identifier, str):
-        from ..module import _snake
+        from ..core.module import _snake
 
         key = _snake(identifier)
         if key in _BY_NAME:

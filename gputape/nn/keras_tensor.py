@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ..device import current_device
-from ..tensor import TensorShape, constant
+from ..core.tensor import TensorShape, constant
+from ..devices.memory import current_device
 from .training import _flatten, _map
 
 

@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from ..core.tensor import FLOAT_DTYPES, Tensor, constant
 from ..ops import abs as _abs
 from ..ops import broadcast_to, cast, clip, expand_dims, log, mean, squeeze, where
 from ..ops import sum as _sum
-from ..tensor import FLOAT_DTYPES, Tensor, constant
 from . import functional as fn
 
 __all__ = [
@@ -279,7 +279,7 @@ class Loss:
     def __init__(self, name: str | None = None, reduction: str | None = "sum_over_batch_size", dtype: Any = None):
         if reduction not in _REDUCTIONS:
             raise ValueError(f"{type(self).__name__}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
-        from ..module import _snake
+        from ..core.module import _snake
 
         self.reduction = reduction
         self.name = name or _snake(type(self).__name__)

@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import _state
-from ..backend import to_host
-from ..module import _snake
-from ..tensor import Tensor, constant
+from ..core import state as _state
+from ..core.module import _snake
+from ..core.tensor import Tensor, constant
+from ..devices.backend import to_host
 
 __all__ = [
     "Accuracy",

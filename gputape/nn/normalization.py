@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import tape as _tape
+from ..core import tape as _tape
+from ..core.tensor import as_tensor
 from ..ops import mean as _mean
 from ..ops import reshape, sqrt, square
-from ..tensor import as_tensor
 from . import initializers
 from .base_layer import Layer
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import backend
-from ..device import current_device
-from ..module import Module
-from ..tensor import _wrap
+from ..core.module import Module
+from ..core.tensor import _wrap
+from ..devices import backend
+from ..devices.memory import current_device
 from .base_layer import Layer, _call_layer
 from .summary import _fn_name
 from .training import Trainer

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..tensor import Variable
+from ..core.tensor import Variable
 
 
 def _fn_name(fn: Any) -> str:

@@ -56,11 +56,11 @@ import numpy as np
 
 from .. import optim as _optim
 from .. import random as _random
-from ..backend import to_host
-from ..device import current_device
+from ..core.tape import GradientTape
+from ..core.tensor import Tensor, constant
+from ..devices.backend import to_host
+from ..devices.memory import current_device
 from ..ops import mean as _mean
-from ..tape import GradientTape
-from ..tensor import Tensor, constant
 from . import callbacks as _callbacks
 from . import losses as _losses
 from . import metrics as _metrics

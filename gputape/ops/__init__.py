@@ -1,6 +1,6 @@
 """The op library: numpy-named functions over gputape tensors.
 
-Importing this package registers every primitive in ``gputape.tape.REGISTRY``,
+Importing this package registers every primitive in ``gputape.core.tape.REGISTRY``,
 attaches the operators and methods to :class:`~gputape.Tensor`, and builds
 the two namespaces the backward sweep hands to VJPs: the raw array module
 (numpy or cupy, plus a few helpers) and gputape's own differentiable ops.
@@ -16,11 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from .. import _errors, config
-from .. import backend as _backend
-from ..primitive import REGISTRY
-from ..tensor import Tensor, Variable, _wrap
-from . import _methods, _protocols, creation, elementwise, linalg, reduce, shape
+from .. import config
+from ..core import _errors
+from ..core.primitive import REGISTRY
+from ..core.tensor import Tensor, Variable, _wrap
+from ..devices import backend as _backend
+from . import _methods, _protocols, creation, elementwise, reduce, shape
+from . import matmul as linalg
 from ._util import norm_dtype as _norm_dtype
 from ._util import sum_to as _sum_to_impl
 from .aliases import around, fabs, nan_to_num
@@ -123,7 +125,7 @@ from .joining import (
     vsplit,
     vstack,
 )
-from .linalg import dot, einsum, matmul
+from .matmul import dot, einsum, matmul
 from .products import cross, diag, diagonal, inner, kron, outer, tensordot, trace, tril, triu
 from .reduce import logsumexp, max, mean, min, prod, std, sum, var
 from .reorder import (
@@ -177,8 +179,8 @@ _F_NAMES = (
     "broadcast_to concatenate cos cosh einsum exp expand_dims floor_divide log matmul moveaxis "
     "multiply_no_nan "
     "prod reshape sign sin sinh split squeeze stack sum swapaxes transpose where zeros zeros_like "
-    "abs expm1 log1p maximum minimum sqrt tan tanh"  # (functions derivative expressions call: gputape.expr)
-    " conj real"  # (complex VJPs: gputape.tape's complex nodes)
+    "abs expm1 log1p maximum minimum sqrt tan tanh"  # (functions derivative expressions call: gputape.core.expr)
+    " conj real"  # (complex VJPs: gputape.core.tape's complex nodes)
 ).split()
 
 

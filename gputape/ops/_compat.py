@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import backend
-from ..dispatch import apply
-from ..primitive import Primitive
-from ..tensor import Tensor, Variable, _to_array, _wrap
+from ..core.dispatch import apply
+from ..core.primitive import Primitive
+from ..core.tensor import Tensor, Variable, _to_array, _wrap
+from ..devices import backend
 
 NOVALUE: Any = np._NoValue  # numpy's own "argument not given" marker (diff's prepend/append)
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import backend
-from ..tensor import Tensor, _export_hook
+from ..core.tensor import Tensor, _export_hook
+from ..devices import backend
 from . import aliases as _aliases
 from . import creation as _creation
 from . import elementwise as _elementwise
-from . import linalg as _linalg
+from . import matmul as _linalg
 from . import reduce as _reduce
 from . import scan as _scan
 from . import shape as _shape

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import backend
-from ..tensor import Tensor, as_tensor
+from ..core.tensor import Tensor, as_tensor
+from ..devices import backend
 
 _P = inspect.Parameter
 _NOVALUE = np._NoValue

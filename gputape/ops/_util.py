@@ -1,7 +1,7 @@
-"""Helpers shared by the op modules: argument normalisation (axes, shapes, sizes, dtypes); sum_to (gputape.backward).
+"""Helpers shared by the op modules: argument normalisation (axes, shapes, sizes, dtypes); sum_to (gputape.core.backward.sweep).
 
 The normalisers are the boundary where arguments enter the ops: each runs what it always
-ran and only when that fails builds, through ``gputape._errors``, an error that names the
+ran and only when that fails builds, through ``gputape.core._errors``, an error that names the
 public function and the argument.
 """
 
@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import _errors
-from ..backward import sum_to  # noqa: F401 (the ops' name for it; broadcasting is undone in the sweep's module)
-from ..tensor import NUMERIC_KINDS, Tensor
+from ..core import _errors
+from ..core.backward.sweep import sum_to  # noqa: F401 (the ops' name for it; broadcasting is undone in the sweep's module)
+from ..core.tensor import NUMERIC_KINDS, Tensor
 
 NOPARAMS: dict[str, Any] = {}  # shared, never mutated: most ops take no parameters
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..tensor import as_tensor
+from ..core.tensor import as_tensor
 from ._compat import check_out
 from ._util import norm_real, norm_size
 from .elementwise import abs, cast, identity, round

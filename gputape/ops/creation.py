@@ -10,11 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import _errors, backend
-from ..dispatch import _const_array
-from ..placement import current_device
-from ..recording import integer_result
-from ..tensor import Tensor, _py_dtype, _to_array, _wrap, _wrap_op, as_tensor
+from ..core import _errors
+from ..core.dispatch import _const_array
+from ..core.recording import integer_result
+from ..core.tensor import Tensor, _py_dtype, _to_array, _wrap, _wrap_op, as_tensor
+from ..devices import backend
+from ..devices.placement import current_device
 from ._util import norm_axis, norm_dtype, norm_flag, norm_shape, norm_size
 
 

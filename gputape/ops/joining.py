@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import _errors
-from ..tensor import Tensor, _py_dtype, as_tensor, register_list_packer
+from ..core import _errors
+from ..core.tensor import Tensor, _py_dtype, as_tensor, register_list_packer
 from ._compat import const_like, snapshot
 from ._util import is_index, norm_axis, norm_dtype, norm_ints, norm_list, norm_size
 from .elementwise import cast, where

@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import _errors
-from ..tensor import as_tensor
+from ..core import _errors
+from ..core.tensor import as_tensor
 from ._compat import check_out, on_device
 from ._util import is_index, norm_axis, norm_axis_seq, norm_dtype, norm_list, norm_size
 from .elementwise import cast, multiply, subtract, where
-from .linalg import matmul
+from .matmul import matmul
 from .shape import getitem, moveaxis, pad, reshape, scatter, stack, transpose
 
 

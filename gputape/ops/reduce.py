@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import backend
-from ..dispatch import apply, primitive
-from ..tensor import Tensor, as_tensor
+from ..core.dispatch import apply, primitive
+from ..core.tensor import Tensor, as_tensor
+from ..devices import backend
 from ._compat import check_out
 from ._util import norm_axes, norm_flag, norm_real
 

@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import _errors
-from ..dispatch import primitive
-from ..recording import integer_result
-from ..tensor import Tensor, _to_array, _wrap, _wrap_op, as_tensor
+from ..core import _errors
+from ..core.dispatch import primitive
+from ..core.recording import integer_result
+from ..core.tensor import Tensor, _to_array, _wrap, _wrap_op, as_tensor
 from ._compat import axis_index, on_device, run, xp_of
 from ._util import is_index, norm_axes, norm_axis, norm_axis_seq, norm_ints, norm_shape, norm_size
 from .elementwise import identity

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ..dispatch import primitive
-from ..tensor import as_tensor
+from ..core.dispatch import primitive
+from ..core.tensor import as_tensor
 from ._compat import NOVALUE, axis_index, check_out, const_like, run, snapshot, xp_of
 from ._util import norm_axis, norm_dtype, norm_size
 

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import expr as _x
-from .. import tensor as _tensor
-from ..dispatch import apply, binary_op, primitive
-from ..primitive import REGISTRY, Primitive
-from ..tensor import as_tensor
+from ..core import expr as _x
+from ..core import tensor as _tensor
+from ..core.dispatch import apply, binary_op, primitive
+from ..core.primitive import REGISTRY, Primitive
+from ..core.tensor import as_tensor
 from ._util import NOPARAMS
 from .arithmetic import _doc, _doctests, _unary, declared
 

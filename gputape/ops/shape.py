@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import _errors
-from .. import expr as _expr
-from ..dispatch import apply, primitive
-from ..primitive import Node
-from ..recording import _note_edge, _note_exported_operands, _own, _watch_on_read, _where
-from ..tensor import FLOAT_DTYPES, Tensor, _new, _to_array, as_tensor
+from ..core import _errors
+from ..core import expr as _expr
+from ..core.dispatch import apply, primitive
+from ..core.primitive import Node
+from ..core.recording import _note_edge, _note_exported_operands, _own, _watch_on_read, _where
+from ..core.tensor import FLOAT_DTYPES, Tensor, _new, _to_array, as_tensor
 from ._util import is_index, norm_axis, norm_shape, norm_size
 
 _ndarray = np.ndarray
@@ -556,7 +556,7 @@ def _(F, g, needs, nb, node, *arrays):
     return (F.scatter(g, key, shape, nb + nlead, p["adv"]),) + (None,) * len(arrays)
 
 
-# getitem's recorder: the generated one's rules (gputape.recording.recorder_n) written for this op,
+# getitem's recorder: the generated one's rules (gputape.core.recording.recorder_n) written for this op,
 # deciding at record time what its VJP needs (the proof costs about what the copy of a raw arange did)
 _record_any = _getitem.record
 _UNIQUE_PARAMS = {"idx": None, "nlead": 0, "adv": UNIQUE}  # (node parameters are never mutated)
@@ -604,7 +604,7 @@ def _record_getitem(obs: Any, args: tuple, params: dict, res: Tensor, datas: lis
 def _mark_rows(obs: Any, rows: np.ndarray, res: Tensor) -> None:
     """A device gather ``x[rows, labels]`` whose row index was a host arange (copied to the device
     for the op): its node says so (``rows=True``), since the device copy it saved can only be
-    compared with an arange at the cost of a synchronisation. gputape._loss_head reads it; the
+    compared with an arange at the cost of a synchronisation. gputape.core.loss_head reads it; the
     device scatter does not (it accumulates, as without the mark)."""
     if rows.ndim == 1 and rows.dtype.kind in "iu" and _arange_like(rows) is not None:
         for tape in obs.tapes:

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import expr as _x
-from ..dispatch import binary_op
-from ..expr import multiply_no_nan as _mnn
+from ..core import expr as _x
+from ..core.dispatch import binary_op
+from ..core.expr import multiply_no_nan as _mnn
 from .arithmetic import _doc, _doctests, _unary, declared
 
 _LN2 = math.log(2.0)
@@ -262,7 +262,7 @@ arccosh = _unary(
 
 def _erf_numpy(xp: Any, x: Any) -> Any:
     if xp.__name__ != "numpy":
-        from .. import backend
+        from ..devices import backend
 
         return backend.gpu_special("erf")(x)
     try:

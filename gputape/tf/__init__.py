@@ -29,11 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from ..function import TensorSpec
-from ..module import Module
-from ..optim import clip_by_global_norm, clip_by_norm
-from ..tape import GradientTape, UnconnectedGradients, custom_gradient
-from ..tensor import (
+from ..core.module import Module
+from ..core.tape import GradientTape, UnconnectedGradients, custom_gradient
+from ..core.tensor import (
     Tensor,
     as_tensor,
     float16,
@@ -45,7 +43,9 @@ from ..tensor import (
     int64,
     uint8,
 )
-from ..tensor import bool_ as bool
+from ..core.tensor import bool_ as bool
+from ..function import TensorSpec
+from ..optim import clip_by_global_norm, clip_by_norm
 from . import data, keras, linalg, math, nn, optimizers, profiler, random
 
 # tf's own top-level functions, by concern (creation, array ops, tf.print, tf.function)
@@ -306,7 +306,7 @@ __all__ += ["DType", "__version__", "as_dtype", "dtypes", "version"]
 
 from .. import config  # noqa: E402 - tf.config: set_soft_device_placement, list_physical_devices
 from ..debug import placement as _placement  # noqa: E402
-from ..device import device  # noqa: E402 - tf.device("/GPU:0") places new values there
+from ..devices.memory import device  # noqa: E402 - tf.device("/GPU:0") places new values there
 
 
 def _set_log_device_placement(enabled: bool) -> None:
@@ -321,7 +321,7 @@ def _set_log_device_placement(enabled: bool) -> None:
 debugging = types.SimpleNamespace(set_log_device_placement=_set_log_device_placement)
 
 # tf.signal: the Fourier transforms over the innermost dimensions (gputape.fft)
-from ..fft import TF_SIGNAL as _TF_SIGNAL  # noqa: E402
+from ..ops.fft import TF_SIGNAL as _TF_SIGNAL  # noqa: E402
 
 signal = types.SimpleNamespace(**_TF_SIGNAL)
 __all__ += ["config", "debugging", "device"]

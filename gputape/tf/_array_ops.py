@@ -9,12 +9,12 @@ from typing import Any
 import numpy as np
 
 from .. import ops as _ops
-from ..backend import to_host
-from ..device import current_device
+from ..core.tape import stop_gradient as _stop_gradient
+from ..core.tensor import Tensor, _to_array, as_tensor
+from ..core.tensor import constant as _constant
+from ..devices.backend import to_host
+from ..devices.memory import current_device
 from ..ops._util import is_index, norm_axis, norm_dtype, norm_ints, norm_list
-from ..tape import stop_gradient as _stop_gradient
-from ..tensor import Tensor, _to_array, as_tensor
-from ..tensor import constant as _constant
 from ._util import axis_arg
 
 

@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 
 from .. import ops as _ops
+from ..core.tensor import Tensor, as_tensor
+from ..core.tensor import constant as _constant
 from ..ops._util import norm_shape, norm_size
-from ..tensor import Tensor, as_tensor
-from ..tensor import constant as _constant
 from ._variable import Variable
 
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import _state
-from .._nest import flatten, unflatten
-from ..backend import to_host
+from ..core import state as _state
+from ..core._nest import flatten, unflatten
+from ..core.tensor import Tensor
+from ..devices.backend import to_host
 from ..ops._util import is_index
-from ..tensor import Tensor
 
 _DEFAULT_STREAM = object()  # tf.print's default: sys.stderr, looked up when the text is written
 

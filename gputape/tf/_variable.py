@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..tensor import Variable as _Variable
+from ..core.tensor import Variable as _Variable
 
 __all__ = ["Variable"]
 

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import to_host
-from ..device import current_device
-from ..tensor import Tensor, constant
+from ..core.tensor import Tensor, constant
+from ..devices.backend import to_host
+from ..devices.memory import current_device
 
 __all__ = ["AUTOTUNE", "Dataset"]
 

@@ -20,11 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import _errors, backend
 from .. import linalg as _la
 from .. import ops as _ops
+from ..core import _errors
+from ..core.tensor import Tensor, as_tensor
+from ..devices import backend
 from ..ops._util import norm_flag, norm_real, norm_size
-from ..tensor import Tensor, as_tensor
 
 __all__ = [
     "adjoint",

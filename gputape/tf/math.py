@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _errors
 from .. import ops as _ops
+from ..core import _errors
+from ..core.tensor import as_tensor
 from ..nn import functional as _fn
 from ..ops._util import norm_axis, norm_list
-from ..tensor import as_tensor
 from ._util import axis_arg
 
 __all__ = [

@@ -14,9 +14,9 @@ import numpy as np
 
 from .. import ops as _ops
 from .. import random as _random
+from ..core.tensor import as_tensor, constant
 from ..nn import functional as _fn
 from ..nn.activations import silu as _silu
-from ..tensor import as_tensor, constant
 from ._util import axis_arg
 
 __all__ = [

@@ -1,6 +1,6 @@
 """``tf.profiler.experimental``: ``start(logdir)``, ``stop()`` and the ``Profile`` context manager.
 
-When gputape's own profiler (``gputape.profiler``) is present these run it:
+When gputape's own profiler (``gputape.debug.profiler``) is present these run it:
 ``stop()`` writes its Chrome trace (``trace.json``) and a per-op summary
 (``summary.txt``) into ``logdir``, not TensorBoard's format. Without it,
 ``start`` warns (:class:`~gputape.GputapeWarning`) that nothing is recorded.
@@ -18,7 +18,7 @@ import types
 import warnings
 from typing import Any
 
-from ..tape import GputapeWarning
+from ..core.tape import GputapeWarning
 
 __all__ = ["experimental"]
 
@@ -27,7 +27,7 @@ _unprofiled: str | None = None  # logdir of a start() that had no profiler to ru
 
 def _backend() -> Any:
     try:
-        mod = importlib.import_module("gputape.profiler")
+        mod = importlib.import_module("gputape.debug.profiler")
     except ImportError:
         return None
     return mod if hasattr(mod, "start") and hasattr(mod, "stop") else None

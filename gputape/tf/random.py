@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from .. import random as _random
-from ..device import current_device
+from ..core.tensor import constant
+from ..devices.memory import current_device
 from ..nn.initializers import _truncated_normal
-from ..tensor import constant
 
 __all__ = ["normal", "set_seed", "truncated_normal", "uniform"]
 

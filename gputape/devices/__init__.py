@@ -1,0 +1,1 @@
+"""Devices: the backend (the only cupy importer), placement, memory, cuBLAS."""
