@@ -55,8 +55,8 @@ from .ops import *  # the op library is the public namespace
 from .ops import __all__ as _ops_all
 from .optim import clip_by_global_norm, clip_by_norm, global_norm
 
-# gt.linalg is this package's linalg (inv, solve, ...). The star import above bound the name to
-# gputape.ops.matmul (matmul's module), and `from . import linalg` would return that binding.
+# gt.linalg and gt.fft are the public modules gputape/linalg.py and gputape/fft.py (numpy.linalg's and
+# numpy.fft's names), which re-export gputape.ops.linalg and gputape.ops.fft.
 linalg = _import_module(".linalg", __name__)
 fft = _import_module(".fft", __name__)  # numpy.fft's transforms (gt.fft.fft is the module, as np.fft)
 

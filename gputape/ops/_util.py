@@ -1,4 +1,5 @@
-"""Helpers shared by the op modules: argument normalisation (axes, shapes, sizes, dtypes); sum_to (gputape.core.backward.sweep).
+"""Helpers shared by the op modules: argument normalisation (axes, shapes, sizes, dtypes); sum_to
+(gputape.core.backward.sweep).
 
 The normalisers are the boundary where arguments enter the ops: each runs what it always
 ran and only when that fails builds, through ``gputape.core._errors``, an error that names the

@@ -93,9 +93,9 @@ _fallbacks: dict[str, int] = {}
 
 
 def gradients(tape: Any, seeds: dict[int, Any], source_ids: list[int], diff: bool, F: Any) -> list | tuple:
-    """The sweep's result (:func:`gputape.core.backward.sweep._sweep`), from compiled code when the structure was seen before:
-    the gradient (or None) of each of ``source_ids``, in their order (what the compiled code returns, so a hit
-    builds no dict).
+    """The sweep's result (:func:`gputape.core.backward.sweep._sweep`), from compiled code when the
+    structure was seen before: the gradient (or None) of each of ``source_ids``, in their order
+    (what the compiled code returns, so a hit builds no dict).
 
     ``F`` is the VJPs' namespace, as for the sweep (the tape, above the ops, passes it).
     """
