@@ -1,10 +1,13 @@
-"""gputape's modules form layers that only look down (design.md, "Core v2").
+"""gputape's modules form layers that only look down (gputape/README.md, "Layers").
 
 Every ``import`` in ``gputape/`` is parsed, function-local ones included, and each module is
 placed in a layer. A module may import only from its own layer or the ones below it, the whole
 graph has no cycle, and no module assigns another module's attributes: state changes go
-through functions of the module that owns the state. A new module must be given a layer here
-(the test says so), which is the moment to decide where it belongs.
+through functions of the module that owns the state. Each layer is one package (or one
+top-level module): a package spans several layers only where its modules sit at different
+heights (``core``: the tape is above ``ops``, whose functions are its VJPs' namespace). A new
+module must be given a layer here (the test says so), which is the moment to decide where it
+belongs.
 """
 
 from __future__ import annotations
@@ -18,42 +21,51 @@ import pytest
 PKG = Path(__file__).resolve().parent.parent / "gputape"
 
 # Bottom up; patterns are fnmatch patterns (``gputape.nn*``: the package and its submodules).
+# gputape/README.md lists the same layers; keep the two in step.
 LAYERS: list[tuple[str, list[str]]] = [
-    ("thread state and leaf helpers", ["gputape.core.state", "gputape.core._errors", "gputape.core._nest", "gputape.core._generate"]),
-    ("backend: the only cupy importer", ["gputape.devices.backend", "gputape.config", "gputape.devices.cublas"]),
-    ("device placement", ["gputape.devices.placement"]),
-    ("tensor", ["gputape.core.tensor"]),
-    ("primitive registry and expression language", ["gputape.core.primitive", "gputape.core.expr", "gputape.core.expr.forward"]),
-    ("recording", ["gputape.core.recording"]),
-    ("dispatch", ["gputape.core.dispatch"]),
     (
-        "backward sweep, its compiled form and its explanations",
-        ["gputape.core.backward.sweep", "gputape.core.backward.compiled", "gputape.core.backward.cuda_graph", "gputape.core.explain"],
+        "core: thread state and leaf helpers",
+        ["gputape.core", "gputape.core.state", "gputape.core._errors", "gputape.core._nest", "gputape.core._generate"],
     ),
-    ("ops", ["gputape.ops*", "gputape.random", "gputape.linalg*", "gputape.fft"]),
-    ("tape", ["gputape.core.tape", "gputape.core.custom_gradient", "gputape.core.loss_head"]),
     (
-        "consumers",
+        "devices: the backend (the only cupy importer) and cuBLAS",
+        ["gputape.devices", "gputape.devices.backend", "gputape.devices.cublas"],
+    ),
+    ("config", ["gputape.config"]),
+    ("devices: placement", ["gputape.devices.placement"]),
+    ("core.expr: the derivative language and its renderers", ["gputape.core.expr*"]),
+    (
+        "core: tensor, primitive registry, recording, dispatch, explanations, Module",
         [
-            "gputape.function*",
-            "gputape.debug*",
-            "gputape.debug.profiler",
-            "gputape.devices.memory",
-            "gputape.kernels.registry*",
-            "gputape.kernels.build",
-            "gputape.optim*",
-            "gputape._optim_*",
+            "gputape.core.tensor",
+            "gputape.core.primitive",
+            "gputape.core.recording",
+            "gputape.core.dispatch",
+            "gputape.core.explain",
             "gputape.core.module",
-            "gputape.nn*",
-            "gputape.checkpoint",
-            "gputape.checkpoint.read",
-            "gputape.checkpoint.write",
-            "gputape.testing",
-            "gputape.data",
-            "gputape.distributed*",
-            "gputape.tf*",
         ],
     ),
+    ("core.backward: the sweep, its compiled form, the CUDA-graph replay", ["gputape.core.backward*"]),
+    ("kernels: the build (sources, NVRTC harness, per-device compile)", ["gputape.kernels", "gputape.kernels.build"]),
+    ("ops: the op library (linalg/, fft)", ["gputape.ops*"]),
+    ("linalg: the public path of ops.linalg", ["gputape.linalg"]),
+    ("fft: the public path of ops.fft", ["gputape.fft"]),
+    ("random", ["gputape.random"]),
+    (
+        "core: the tape and custom_gradient (their VJP namespace is the op library)",
+        ["gputape.core.tape", "gputape.core.custom_gradient", "gputape.core.loss_head"],
+    ),
+    ("devices: memory (what tapes hold, the pools)", ["gputape.devices.memory"]),
+    ("testing", ["gputape.testing"]),
+    ("debug (with the profiler)", ["gputape.debug*"]),
+    ("function", ["gputape.function*"]),
+    ("optim", ["gputape.optim*"]),
+    ("checkpoint", ["gputape.checkpoint*"]),
+    ("distributed", ["gputape.distributed*"]),
+    ("data", ["gputape.data"]),
+    ("nn", ["gputape.nn*"]),
+    ("kernels: the registry (gathers the kernels nn and optim declare)", ["gputape.kernels.registry"]),
+    ("tf", ["gputape.tf*"]),
     ("the package", ["gputape", "gputape.__main__"]),
 ]
 
@@ -115,6 +127,30 @@ GRAPH = {m: _imports(m, p) for m, p in MODULES.items()}
 def test_every_module_has_a_layer():
     missing = [m for m in MODULES if layer_of(m) is None]
     assert not missing, f"give these modules a layer in tests/test_import_layers.py: {missing}"
+
+
+def test_each_layer_is_one_package():
+    """The modules of a layer share one package (or are one top-level module): no layer lumps packages."""
+    lumped = []
+    for k, (title, _) in enumerate(LAYERS):
+        mods = sorted(m for m in MODULES if layer_of(m) == k)
+        assert mods, f"layer {title!r} matches no module"
+        parts = [m.split(".") for m in mods]
+        common = parts[0]
+        for p in parts[1:]:
+            n = 0
+            while n < min(len(common), len(p)) and common[n] == p[n]:
+                n += 1
+            common = common[:n]
+        if common == ["gputape"] and title != "the package":
+            lumped.append(f"{title}: {mods}")
+    assert not lumped, "layers holding more than one package:\n" + "\n".join(lumped)
+
+
+def test_the_layers_are_written_down_in_the_package_readme():
+    text = (PKG / "README.md").read_text()
+    missing = [title for title, _ in LAYERS if f"**{title.split(':')[0].split()[0]}**" not in text]
+    assert not missing, f"gputape/README.md does not describe these layers: {missing}"
 
 
 def test_no_module_imports_from_a_layer_above_it():
@@ -273,20 +309,20 @@ def test_no_module_assigns_another_modules_attributes():
     [
         ("from . import tape as _tape\n_tape._DIFF_F = 1\n", ["_tape._DIFF_F"]),
         ("from . import tape\ndef f():\n    setattr(tape, 'x', 1)\n", ["tape.?"]),
-        ("import gputape.core.tape\ngputape.core.tape.x += 1\n", ["gputape.core.tape"]),
+        ("import gputape.core.tape\ngputape.core.tape.x += 1\n", ["gputape.core"]),
         ("from . import tape\ntape.state.cache['k'] = 1\ntape.state.n = 2\n", []),  # objects the module holds
         ("from .tensor import Tensor\nTensor.T = 1\n", []),  # a class's attribute: the ops install operators
     ],
 )
 def test_the_assignment_check_sees_what_it_should(src, expect):
-    assert [w for _, w in _assigned_module_attributes(src, "gputape.m", False)] == expect
+    assert [w for _, w in _assigned_module_attributes(src, "gputape.core.m", False)] == expect
 
 
 def test_the_layer_rule_sees_function_local_imports():
-    # tape.py's methods once imported gputape.debug.explain inside the function body: such an
-    # import is found (and would be reported as upward) like a module-level one
-    src = "def f():\n    from .debug.explain import explain\n"
+    # tape.py's methods once imported gputape.debug's explanations inside the function body: such
+    # an import is found (and would be reported as upward) like a module-level one
+    src = "def f():\n    from ..debug.numerics import check_numerics\n"
     tree = ast.parse(src)
     imports = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
-    assert imports and imports[0].module == "debug.explain" and imports[0].level == 1
-    assert layer_of("gputape.debug.explain") > layer_of("gputape.core.tape")
+    assert imports and imports[0].module == "debug.numerics" and imports[0].level == 2
+    assert layer_of("gputape.debug.numerics") > layer_of("gputape.core.tape")
