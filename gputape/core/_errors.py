@@ -69,6 +69,8 @@ def _public_names() -> dict[types.CodeType, str]:
         for prefix, ns in spaces:
             # a submodule's own functions, not the helpers it imported (gt.shape.apply)
             home = "gputape" if ns is gt else ns.__name__
+            # gt.linalg's and gt.fft's functions live in their ops counterparts (gputape.ops.linalg, ...)
+            homes = (home, "gputape.ops." + home[len("gputape.") :]) if home.count(".") == 1 else (home,)
             for n in sorted(dir(ns)):
                 if n.startswith("_"):
                     continue
@@ -76,7 +78,7 @@ def _public_names() -> dict[types.CodeType, str]:
                     obj = getattr(ns, n, None)
                 except Exception:  # a lazy module attribute that fails to load: not ours to report here
                     continue
-                if not (getattr(obj, "__module__", None) or "").startswith(home):
+                if not (getattr(obj, "__module__", None) or "").startswith(homes):
                     continue
                 if isinstance(obj, type):
                     for m, f in vars(obj).items():
