@@ -13,17 +13,11 @@ from importlib import import_module as _import_module
 
 from . import config, data, debug, distributed, nn, optim, random, testing
 from .checkpoint import load, save
+from .core.custom_gradient import custom_gradient, stop_gradient
+from .core.dispatch import primitive
 from .core.module import Module
-from .core.tape import (
-    REGISTRY,
-    GputapeWarning,
-    GradientTape,
-    UnconnectedGradientError,
-    UnconnectedGradients,
-    custom_gradient,
-    primitive,
-    stop_gradient,
-)
+from .core.primitive import REGISTRY
+from .core.tape import GputapeWarning, GradientTape, UnconnectedGradientError, UnconnectedGradients
 from .core.tensor import (
     Tensor,
     TensorShape,
@@ -42,18 +36,17 @@ from .core.tensor import (
 )
 from .debug import profiler
 from .devices.memory import (
-    current_device,
-    device,
     empty_cache,
     from_dlpack,
     memory_info,
     reset_peak_memory,
     set_memory_limit,
 )
+from .devices.placement import current_device, device
 from .function import Function, TracingError, function
 from .ops import *  # the op library is the public namespace
 from .ops import __all__ as _ops_all
-from .optim import clip_by_global_norm, clip_by_norm, global_norm
+from .optim.clip import clip_by_global_norm, clip_by_norm, global_norm
 
 # gt.linalg and gt.fft are the public modules gputape/linalg.py and gputape/fft.py (numpy.linalg's and
 # numpy.fft's names), which re-export gputape.ops.linalg and gputape.ops.fft.
@@ -99,6 +92,7 @@ __all__ = [
     "int16",
     "int32",
     "int64",
+    "linalg",
     "load",
     "memory_info",
     "nn",

@@ -22,7 +22,7 @@ import numpy as np
 from . import distributed as _distributed
 from .core.tensor import Tensor, _wrap
 from .devices import backend
-from .devices.memory import current_device
+from .devices.placement import current_device
 
 __all__ = ["DataLoader"]
 

@@ -28,6 +28,8 @@ from .ops._util import norm_shape as _norm_shape
 
 _rng = np.random.default_rng()
 
+__all__ = ["generator", "normal", "seed", "uniform"]
+
 
 def seed(n: int) -> None:
     """Reseed the generator behind ``normal`` and ``uniform`` (reproducible runs).

@@ -47,6 +47,8 @@ def _real64(a: Any) -> np.ndarray:
         raise TypeError(f"gt.testing.check_grads: an argument is complex ({arr.dtype}); the check is for real inputs")
     return np.array(arr, dtype=np.float64)
 
+__all__ = ["check_grads"]
+
 
 def check_grads(
     f: Callable[..., Any],

@@ -19,9 +19,10 @@ import numpy as np
 import pytest
 
 import gputape as gt
+import gputape.devices.memory as dm
+import gputape.devices.placement as pl
 from gputape.devices import backend
 
-dm = sys.modules["gputape.devices.memory"]  # the module (the package attribute is the function)
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -145,7 +146,7 @@ def test_this_machine_without_a_gpu_uses_the_cpu():
         with gt.device("cuda"):
             pass
     with pytest.raises(RuntimeError, match="not usable"):
-        dm.tensor_to(gt.constant([1.0], device="cpu"), "cuda")
+        gt.ops.tensor_to(gt.constant([1.0], device="cpu"), "cuda")
 
 
 # -- DLPack -----------------------------------------------------------------------------
@@ -158,10 +159,10 @@ class View:
         self.t = t
 
     def __dlpack__(self, **kw):
-        return dm.tensor_dlpack(self.t, **kw)
+        return pl.tensor_dlpack(self.t, **kw)
 
     def __dlpack_device__(self):
-        return dm.tensor_dlpack_device(self.t)
+        return pl.tensor_dlpack_device(self.t)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "bool"])
@@ -353,8 +354,8 @@ def test_memory_api_on_a_missing_gpu_says_why():
 
 def test_tensor_to_and_device_checks_on_the_cpu():
     x = gt.constant([1.0, 2.0], device="cpu")
-    assert dm.tensor_to(x, "CPU") is x
-    assert dm.check_same_device("add", [x._data, np.ones(2)]) == "cpu"
+    assert gt.ops.tensor_to(x, "CPU") is x
+    assert pl.check_same_device("add", [x._data, np.ones(2)]) == "cpu"
     assert backend.to_device(x._data, "cpu") is x._data
     assert backend.device_index("gpu:3") == 3
     with pytest.raises(ValueError, match="no GPU ordinal"):

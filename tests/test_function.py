@@ -533,7 +533,7 @@ def _inline_cases():
     from gputape.core.expr import DERIVATIVES
 
     cases = []
-    for name in sorted(n for n in DERIVATIVES if n in gt.core.tape.REGISTRY):
+    for name in sorted(n for n in DERIVATIVES if n in gt.REGISTRY):
         if name == "where":
             cases.append((name, lambda x, y: gt.where(np.arange(12).reshape(3, 4) % 3 == 0, x, y), ((3, 4), (4,))))
             continue
@@ -569,7 +569,7 @@ def test_inlined_vjps_are_bitwise_the_eager_ones(name, op, shapes):
             for a, b in zip(grad(*xs), f(*xs)):
                 assert np.array_equal(a.numpy(), b.numpy(), equal_nan=True), name
     # and it was inlined: the replay's code does not call that primitive's VJP function
-    vjp = gt.core.tape.REGISTRY[name].vjp
+    vjp = gt.REGISTRY[name].vjp
     called = f._cache[f._keys[-1]].replay.__globals__.values()
     assert all(fn is not vjp for fn in called), f"{name}'s VJP is still called by the replay"
 

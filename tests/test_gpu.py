@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 
 import gputape as gt
+import gputape.devices.placement as pl
 from gputape.devices import backend
 from gputape.kernels import registry as K  # noqa: N812
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[1]
-dm = sys.modules["gputape.devices.memory"]
 
 
 @pytest.fixture(scope="module")
@@ -57,11 +57,11 @@ def test_placement_and_copies(cp):
         assert gt.constant([1.0, 2.0]).device == "cuda:0"
     with gt.device("cpu"):
         assert gt.constant([1.0, 2.0]).device == "cpu"
-    c = dm.tensor_to(x, "cpu")
+    c = gt.ops.tensor_to(x, "cpu")
     assert c.device == "cpu" and isinstance(c._data, np.ndarray)
-    g = dm.tensor_to(c, "cuda")
+    g = gt.ops.tensor_to(c, "cuda")
     assert g.device == "cuda:0" and float(gt.sum(g)) == 3.0
-    assert dm.tensor_to(g, "cuda:0") is g
+    assert gt.ops.tensor_to(g, "cuda:0") is g
 
 
 def test_mixing_devices_raises_naming_both(cp):
@@ -70,7 +70,7 @@ def test_mixing_devices_raises_naming_both(cp):
     with pytest.raises(ValueError, match=r"cpu and cuda:0|cuda:0 and cpu"):
         gt.add(a, b)
     with pytest.raises(ValueError, match=r"cpu.*cuda:0|cuda:0.*cpu"):
-        dm.check_same_device("add", [a._data, b._data])
+        pl.check_same_device("add", [a._data, b._data])
 
 
 # -- every op and gradient on cupy against float64 numpy -------------------------------------
@@ -395,10 +395,10 @@ class View:
         self.t = t
 
     def __dlpack__(self, **kw):
-        return dm.tensor_dlpack(self.t, **kw)
+        return pl.tensor_dlpack(self.t, **kw)
 
     def __dlpack_device__(self):
-        return dm.tensor_dlpack_device(self.t)
+        return pl.tensor_dlpack_device(self.t)
 
 
 def test_dlpack_with_cupy_is_zero_copy(cp):
@@ -407,7 +407,7 @@ def test_dlpack_with_cupy_is_zero_copy(cp):
     assert t.device == "cuda:0" and t._data.data.ptr == a.data.ptr
     b = cp.from_dlpack(View(t))
     assert b.data.ptr == a.data.ptr
-    assert dm.tensor_dlpack_device(t) == (2, 0)
+    assert pl.tensor_dlpack_device(t) == (2, 0)
 
 
 def test_dlpack_with_torch_cuda_is_zero_copy(cp):
@@ -541,7 +541,7 @@ def _domain(name):
 
 def _operands(d, x):
     """The residuals a declared derivative reads, from input x (the output by the primitive's forward)."""
-    return [gt.core.tape.REGISTRY[d.name].fwd(np, x) if n == "out" else x for n in d.operands]
+    return [gt.REGISTRY[d.name].fwd(np, x) if n == "out" else x for n in d.operands]
 
 
 def _declared(unary):
@@ -561,7 +561,7 @@ def test_declared_backward_kernel_matches_its_numpy_vjp(cp, name, dtype):
 
     d = DERIVATIVES[name]
     x = rng.uniform(*_domain(name), (64, 33)).astype(dtype)
-    ops = _operands(d, x) if name in gt.core.tape.REGISTRY else [x]
+    ops = _operands(d, x) if name in gt.REGISTRY else [x]
     g = rng.standard_normal((5, 64, 33)).astype(dtype)  # a batch of cotangents broadcasts too
     node = types.SimpleNamespace(params={p: 0.3 for p in d.params})
     (want,) = d.vjp(raw_namespace(np), g, (True,), 0, node, *ops)
@@ -623,7 +623,7 @@ def test_vectorised_backward_kernel_matches_the_elementwise_kernel(cp, name, dty
     d = DERIVATIVES[name]
     n = 4 * VECTOR_MIN + 3
     x = rng.uniform(*_domain(name), n).astype(dtype)
-    ops = _operands(d, x) if name in gt.core.tape.REGISTRY else [x]
+    ops = _operands(d, x) if name in gt.REGISTRY else [x]
     g = rng.standard_normal(n).astype(dtype)
     node = types.SimpleNamespace(params={p: 0.3 for p in d.params})
     (want,) = d.vjp(raw_namespace(np), g, (True,), 0, node, *ops)

@@ -239,7 +239,7 @@ def test_vectorised_jacobian_matches_row_by_row(name, i, f, args):
 
 def test_check_grads_catches_a_wrong_vjp():
     """The checker must fail on a primitive whose VJP is wrong (a check that can fail)."""
-    from gputape.core.tape import REGISTRY, primitive
+    from gputape import REGISTRY, primitive
 
     @primitive("test_bad_square", save=True)
     def bad(xp, x):
@@ -258,7 +258,7 @@ def test_check_grads_catches_a_wrong_vjp():
 
 def test_check_grads_catches_a_wrong_second_order():
     """A VJP right at first order but written with raw (non-differentiable) math fails order 2."""
-    from gputape.core.tape import REGISTRY, primitive
+    from gputape import REGISTRY, primitive
 
     @primitive("test_flat_sin", save=True)
     def fsin(xp, x):

@@ -95,8 +95,8 @@ def test_forward_is_one_declaration():
     """The CPU forward, the numpy reference and the CUDA gt_<name>_fwd are all generated from
     one expression per activation: the primitives' forwards ARE the generated functions, and
     the kernels' preamble is the generated CUDA (no hand-kept .cuh copy left)."""
+    from gputape import REGISTRY
     from gputape.core.expr import forward as expr
-    from gputape.core.tape import REGISTRY
 
     for name in ("relu", "leaky_relu", "elu", "sigmoid", "softplus"):
         f = expr.FORWARDS[name]

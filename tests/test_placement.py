@@ -9,7 +9,6 @@ real code. The real copies are checked by the ``gpu``-marked tests at the end.
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 
 import numpy as np
@@ -17,13 +16,12 @@ import pytest
 from fake_gpu import FakeArray, FakeCupy
 
 import gputape as gt
+import gputape.devices.placement as pl
 import gputape.tf as tf
 from gputape import config
 from gputape.core import expr
 from gputape.core import state as _state
 from gputape.devices import backend
-
-dm = sys.modules["gputape.devices.memory"]
 
 
 @pytest.fixture
@@ -91,14 +89,14 @@ CONSTRUCTORS = {
 
 def test_placement_decision_on_the_cpu():
     with gt.device("cpu"):
-        assert dm.placement(2.0) == "cpu"
-        assert dm.placement(np.zeros(2)) == "cpu"
-        assert dm.placement(gt.constant(1.0), variable=True) == "cpu"
-        assert dm.placement([1.0], "CPU:0") == "cpu"
-        assert dm.scope_device() == "cpu"
-    assert dm.scope_device() is None  # outside every scope: the default device decides
+        assert pl.placement(2.0) == "cpu"
+        assert pl.placement(np.zeros(2)) == "cpu"
+        assert pl.placement(gt.constant(1.0), variable=True) == "cpu"
+        assert pl.placement([1.0], "CPU:0") == "cpu"
+        assert pl.scope_device() == "cpu"
+    assert pl.scope_device() is None  # outside every scope: the default device decides
     with pytest.raises(ValueError, match="unknown device"):
-        dm.placement(1.0, "tpu")
+        pl.placement(1.0, "tpu")
 
 
 def test_tensorflow_device_names_parse():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gputape as gt
-from gputape.core.tape import REGISTRY, GradientTape
+from gputape import REGISTRY, GradientTape
 
 
 @pytest.fixture(autouse=True)

@@ -897,12 +897,3 @@ class _StopRecording(_state.Scope):
             )
         super().__enter__()
 
-
-# stop_gradient and custom_gradient live in gputape.core.custom_gradient (the same layer)
-from .custom_gradient import _custom_forward, _custom_fwd, _custom_vjp, custom_gradient, stop_gradient  # noqa: E402, F401
-
-# The extension API (declaring primitives) moved to the layers under this module; code written
-# against ``gputape.core.tape.primitive`` / ``REGISTRY`` keeps working.
-from .dispatch import apply, binary_op, primitive, unary_op  # noqa: E402, F401
-from .primitive import COMPLEX_DIRECT, HOLOMORPHIC, REGISTRY  # noqa: E402, F401
-from .recording import note_nondiff  # noqa: E402, F401

@@ -9,7 +9,7 @@
 """
 
 from ..core.backward.compiled import backward_cache_report, clear_backward_cache
-from .explain import REASONS, Explanation
+from ..core.explain import REASONS, Explanation
 from .health import GradientMonitor, grad_report
 from .numerics import check_numerics, disable_check_numerics, enable_check_numerics, record_locations
 from .placement import log_device_placement, reset_transfer_stats, transfer_stats

@@ -20,18 +20,8 @@ from typing import Any
 
 from ..core import tape as _tape
 from ..core.tensor import Tensor, _wrap
-from ..ops import tensor_to
 from . import backend
-from .placement import (
-    check_same_device,
-    current_device,
-    device,
-    gpu_operands,
-    placement,
-    scope_device,
-    tensor_dlpack,
-    tensor_dlpack_device,
-)
+from .placement import current_device
 
 # -- memory ----------------------------------------------------------------------------
 
@@ -276,19 +266,10 @@ def from_dlpack(obj: Any) -> Any:
 
 
 __all__ = [
-    "check_same_device",
-    "current_device",
-    "device",
     "empty_cache",
     "from_dlpack",
-    "gpu_operands",
     "memory_info",
-    "placement",
     "reset_peak_memory",
-    "scope_device",
     "set_memory_limit",
     "tape_bytes",
-    "tensor_dlpack",
-    "tensor_dlpack_device",
-    "tensor_to",
 ]

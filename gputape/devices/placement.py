@@ -4,7 +4,7 @@ The current device is thread-local state (``gt.device`` scopes, like the tape st
 rule for a new value (:func:`placement`), the rule for host operands of a GPU op
 (:func:`gpu_operands`) and the DLPack views of a tensor's buffer live here, below
 :mod:`gputape.core.tensor`, which uses them. The device *manager* (memory pools, the memory
-report) is :mod:`gputape.devices.memory`, which re-exports these names.
+report) is :mod:`gputape.devices.memory`.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..devices import backend as _backend
-from ..devices.memory import current_device
+from ..devices.placement import current_device
 
 _OPS = ("mean", "sum", "max", "min")
 _UNEVEN = ("drop", "split")

@@ -11,7 +11,7 @@ import numpy as np
 from ..core._nest import flatten, unflatten
 from ..core.tensor import Tensor, Variable, constant
 from ..devices import backend
-from ..devices.memory import current_device
+from ..devices.placement import current_device
 from ._trace import _is_array
 
 

@@ -10,11 +10,11 @@ import numpy as np
 
 from ..core import state as _state
 from ..core.backward.sweep import _fit, _fit_all, _unbatched_vjp, _vjp_raw
+from ..core.custom_gradient import _custom_fwd
 from ..core.dispatch import typed_path
 from ..core.expr import typed_number
 from ..core.primitive import Node
 from ..core.recording import _where
-from ..core.tape import _custom_fwd
 from ..core.tensor import Tensor, Variable, _new, _wrap
 from ..devices import backend
 from ._codegen import _Const, _Fit, _List, _Slot, _Step, compile_replay

@@ -25,7 +25,7 @@ from ..core.module import _SKIP as _SKIP_ATTRS
 from ..core.module import Module, _leaves, _snake
 from ..core.tensor import FLOAT_DTYPES, Tensor, Variable, constant
 from ..devices import backend
-from ..devices.memory import current_device
+from ..devices.placement import current_device
 from ..ops import cast
 from . import initializers
 from .keras_tensor import _is_symbolic, _shape_of, _symbolic_call

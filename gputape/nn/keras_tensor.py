@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..core.tensor import TensorShape, constant
-from ..devices.memory import current_device
+from ..devices.placement import current_device
 from .training import _flatten, _map
 
 

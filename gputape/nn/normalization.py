@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core import tape as _tape
+from ..core.custom_gradient import stop_gradient
 from ..core.tensor import as_tensor
 from ..ops import mean as _mean
 from ..ops import reshape, sqrt, square
@@ -117,8 +117,8 @@ class BatchNormalization(Layer):
             var = _mean(square(x - mean), axis=red, keepdims=True)
             m = self.momentum
             # the statistics are running averages, not part of the gradient
-            self.moving_mean.assign(self.moving_mean * m + reshape(_tape.stop_gradient(mean), (-1,)) * (1.0 - m))
-            self.moving_variance.assign(self.moving_variance * m + reshape(_tape.stop_gradient(var), (-1,)) * (1.0 - m))
+            self.moving_mean.assign(self.moving_mean * m + reshape(stop_gradient(mean), (-1,)) * (1.0 - m))
+            self.moving_variance.assign(self.moving_variance * m + reshape(stop_gradient(var), (-1,)) * (1.0 - m))
         else:
             mean = reshape(self.moving_mean.value(), bshape)
             var = reshape(self.moving_variance.value(), bshape)

@@ -15,7 +15,7 @@ import numpy as np
 from ..core.module import Module
 from ..core.tensor import _wrap
 from ..devices import backend
-from ..devices.memory import current_device
+from ..devices.placement import current_device
 from .base_layer import Layer, _call_layer
 from .summary import _fn_name
 from .training import Trainer

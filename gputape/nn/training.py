@@ -59,7 +59,7 @@ from .. import random as _random
 from ..core.tape import GradientTape
 from ..core.tensor import Tensor, constant
 from ..devices.backend import to_host
-from ..devices.memory import current_device
+from ..devices.placement import current_device
 from ..ops import mean as _mean
 from . import callbacks as _callbacks
 from . import losses as _losses
@@ -92,7 +92,7 @@ def _get_optimizer(identifier: Any) -> _optim.Optimizer:
 # -- nested data ---------------------------------------------------------------------------------
 
 
-# (the functional API's too: gputape.nn.layers imports these two)
+# (the functional API's too: gputape.tf.keras.Model imports these two)
 def _flatten(s: Any) -> list[Any]:
     if isinstance(s, dict):
         return [leaf for k in sorted(s) for leaf in _flatten(s[k])]

@@ -22,7 +22,6 @@ from ..core.primitive import REGISTRY
 from ..core.tensor import Tensor, Variable, _wrap
 from ..devices import backend as _backend
 from . import _methods, _protocols, creation, elementwise, reduce, shape
-from . import matmul as linalg
 from ._util import norm_dtype as _norm_dtype
 from ._util import sum_to as _sum_to_impl
 from .aliases import around, fabs, nan_to_num
@@ -168,7 +167,15 @@ remainder = mod  # numpy's remainder is its mod (one ufunc, two names)
 amax = max
 amin = min
 
-__all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "types", "partial", "np", "Any")]
+# The ops' own names: not the modules, and not what the ops import from core (gt.Tensor, gt.REGISTRY
+# are gputape's: each name has one public path)
+__all__ = sorted(
+    n
+    for n, v in globals().items()
+    if not n.startswith("_")
+    and not isinstance(v, types.ModuleType)
+    and n not in ("annotations", "partial", "Any", "REGISTRY", "Tensor", "Variable")
+)
 
 
 # -- the two namespaces VJPs are written against --------------------------------------

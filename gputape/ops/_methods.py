@@ -15,7 +15,7 @@ from ..devices import backend
 from . import aliases as _aliases
 from . import creation as _creation
 from . import elementwise as _elementwise
-from . import matmul as _linalg
+from . import matmul as _matmul
 from . import reduce as _reduce
 from . import scan as _scan
 from . import shape as _shape
@@ -178,7 +178,7 @@ def dot(self: Tensor, b: Any, out: None = None) -> Tensor:
     11.0
     """
     check_out("dot", out)
-    return _linalg.dot(self, b)
+    return _matmul.dot(self, b)
 
 
 def take(self: Tensor, indices: Any, axis: Any = None, out: None = None, mode: str = "raise") -> Tensor:

@@ -1,4 +1,5 @@
-"""Optimizers, learning-rate schedules and gradient clipping (``gt.optim``).
+"""Optimizers and learning-rate schedules (``gt.optim``); gradient clipping is ``gt.clip_by_global_norm``,
+``gt.clip_by_norm`` and ``gt.global_norm`` (:mod:`gputape.optim.clip`).
 
 The optimizers follow Keras 3's update rules exactly, so numbers match a
 TensorFlow program step for step. ``apply_gradients(zip(grads, vars))``
@@ -39,7 +40,6 @@ from typing import Any
 from ..devices import backend
 from . import rules as _rules
 from .base import Optimizer
-from .clip import clip_by_global_norm, clip_by_norm, global_norm
 from .schedules import (
     CosineDecay,
     ExponentialDecay,
@@ -61,9 +61,6 @@ __all__ = [
     "PiecewiseConstantDecay",
     "RMSprop",
     "StepDecay",
-    "clip_by_global_norm",
-    "clip_by_norm",
-    "global_norm",
 ]
 
 

@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from ..core.custom_gradient import custom_gradient
 from ..core.module import Module
-from ..core.tape import GradientTape, UnconnectedGradients, custom_gradient
+from ..core.tape import GradientTape, UnconnectedGradients
 from ..core.tensor import (
     Tensor,
     as_tensor,
@@ -45,7 +46,7 @@ from ..core.tensor import (
 )
 from ..core.tensor import bool_ as bool
 from ..function import TensorSpec
-from ..optim import clip_by_global_norm, clip_by_norm
+from ..optim.clip import clip_by_global_norm, clip_by_norm
 from . import data, keras, linalg, math, nn, optimizers, profiler, random
 
 # tf's own top-level functions, by concern (creation, array ops, tf.print, tf.function)
@@ -306,7 +307,7 @@ __all__ += ["DType", "__version__", "as_dtype", "dtypes", "version"]
 
 from .. import config  # noqa: E402 - tf.config: set_soft_device_placement, list_physical_devices
 from ..debug import placement as _placement  # noqa: E402
-from ..devices.memory import device  # noqa: E402 - tf.device("/GPU:0") places new values there
+from ..devices.placement import device  # noqa: E402 - tf.device("/GPU:0") places new values there
 
 
 def _set_log_device_placement(enabled: bool) -> None:

@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 
 from .. import ops as _ops
-from ..core.tape import stop_gradient as _stop_gradient
+from ..core.custom_gradient import stop_gradient as _stop_gradient
 from ..core.tensor import Tensor, _to_array, as_tensor
 from ..core.tensor import constant as _constant
 from ..devices.backend import to_host
-from ..devices.memory import current_device
+from ..devices.placement import current_device
 from ..ops._util import is_index, norm_axis, norm_dtype, norm_ints, norm_list
 from ._util import axis_arg
 

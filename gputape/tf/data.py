@@ -22,7 +22,7 @@ import numpy as np
 
 from ..core.tensor import Tensor, constant
 from ..devices.backend import to_host
-from ..devices.memory import current_device
+from ..devices.placement import current_device
 
 __all__ = ["AUTOTUNE", "Dataset"]
 

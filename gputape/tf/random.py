@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import random as _random
 from ..core.tensor import constant
-from ..devices.memory import current_device
+from ..devices.placement import current_device
 from ..nn.initializers import _truncated_normal
 
 __all__ = ["normal", "set_seed", "truncated_normal", "uniform"]

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...nn import layers as _layers
-from ...nn.training import Trainer
+from ...nn import Layer as _Layer
+from ...nn import Sequential as _Sequential
+from ...nn.base_layer import _call_layer
+from ...nn.keras_tensor import _shape_of
+from ...nn.training import Trainer, _flatten, _map
 from . import activations, callbacks, initializers, layers, losses, metrics, optimizers
 from .layers import Input, InputLayer, KerasTensor
 
@@ -39,7 +42,7 @@ __all__ = [
 ]
 
 
-class Model(Trainer, _layers.Layer):
+class Model(Trainer, _Layer):
     """A Keras model: ``Model(inputs, outputs)`` (the functional API), or a subclass that defines ``call``.
 
     Subclassed: create layers in ``__init__`` and define ``call(self, inputs, training=None)``.
@@ -89,7 +92,7 @@ class Model(Trainer, _layers.Layer):
         found = getattr(self, "_layer_list", None)
         if found is not None:
             return list(found)
-        return [m for m in self._parts()[1] if isinstance(m, _layers.Layer)]
+        return [m for m in self._parts()[1] if isinstance(m, _Layer)]
 
 
 class Functional(Model):
@@ -108,8 +111,8 @@ class Functional(Model):
     """
 
     def __init__(self, inputs: Any, outputs: Any, name: str | None = None, trainable: bool = True, **kw: Any) -> None:
-        _layers.Layer.__init__(self, name=name, trainable=trainable, **kw)
-        flat_in, flat_out = _layers._flatten(inputs), _layers._flatten(outputs)
+        _Layer.__init__(self, name=name, trainable=trainable, **kw)
+        flat_in, flat_out = _flatten(inputs), _flatten(outputs)
         for what, flat in (("inputs", flat_in), ("outputs", flat_out)):
             bad = [type(t).__name__ for t in flat if not isinstance(t, KerasTensor)]
             if bad or not flat:
@@ -135,7 +138,7 @@ class Functional(Model):
                         f"{[i.name for i in flat_in]}"
                     )
             else:
-                for parent in _layers._flatten(node.inputs):
+                for parent in _flatten(node.inputs):
                     visit(parent)
                 nodes.append(node)
             done.add(id(node))
@@ -148,7 +151,7 @@ class Functional(Model):
         self.built = True
 
     def call(self, inputs: Any, training: bool | None = None) -> Any:
-        given = _layers._flatten(inputs)
+        given = _flatten(inputs)
         if len(given) != len(self.inputs):
             raise ValueError(
                 f"Model {self.name!r}: expects {len(self.inputs)} input(s) shaped like {self._inputs_struct!r}, "
@@ -156,21 +159,21 @@ class Functional(Model):
             )
         values: dict[int, Any] = {}
         for k, (spec, value) in enumerate(zip(self.inputs, given)):
-            shape = _layers._shape_of(value)
+            shape = _shape_of(value)
             if len(shape) != len(spec.shape) or any(d is not None and d != g for d, g in zip(spec.shape, shape)):
                 raise ValueError(
                     f"Model {self.name!r}: input {k} ({spec.name!r}) expects shape {tuple(spec.shape)}, got {shape}"
                 )
             values[id(spec)] = value
         for node in self._nodes:
-            x = _layers._map(lambda t: values[id(t)], node.inputs)
-            out = _layers._call_layer(node.layer, x, training, node.args, node.kwargs)
-            for t, v in zip(_layers._flatten(node.outputs), _layers._flatten(out)):
+            x = _map(lambda t: values[id(t)], node.inputs)
+            out = _call_layer(node.layer, x, training, node.args, node.kwargs)
+            for t, v in zip(_flatten(node.outputs), _flatten(out)):
                 values[id(t)] = v
-        return _layers._map(lambda t: values[id(t)], self._outputs_struct)
+        return _map(lambda t: values[id(t)], self._outputs_struct)
 
 
-class Sequential(_layers.Sequential):
+class Sequential(_Sequential):
     """``gt.nn.Sequential`` with Keras extras: a leading ``keras.Input(shape=...)`` builds it at once.
 
     >>> import gputape.tf as tf

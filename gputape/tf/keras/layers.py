@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...nn.layers import (
+from ...nn import (
     Activation,
     Add,
     BatchNormalization,
@@ -24,8 +24,8 @@ from ...nn.layers import (
     Layer,
     LayerNormalization,
     Reshape,
-    _Node,
 )
+from ...nn.keras_tensor import _Node
 from ...ops import identity
 
 __all__ = [
