@@ -5,7 +5,8 @@ operations (``ds.shuffle(n).batch(b)`` shuffles examples, ``ds.batch(b).shuffle(
 shuffles batches). Elements are gt tensors on the current device, in the
 structure that was sliced (a tensor, a tuple or a dict). ``shuffle`` uses
 TensorFlow's buffer algorithm, so a buffer at least as large as the dataset
-gives a uniform shuffle; by default each iteration reshuffles.
+gives a uniform shuffle; by default each iteration reshuffles. Without a
+``seed`` its orders follow the global seed (``tf.random.set_seed``).
 
 >>> import gputape.tf as tf, numpy as np
 >>> ds = tf.data.Dataset.from_tensor_slices((np.arange(6.0), np.arange(6))).shuffle(6, seed=0).batch(4)
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import random as _random
 from ..core.tensor import Tensor, constant
 from ..devices.backend import to_host
 from ..devices.placement import current_device
@@ -110,7 +112,9 @@ class Dataset:
         """
         if buffer_size < 1:
             raise ValueError(f"shuffle: buffer_size must be >= 1, got {buffer_size}")
-        master = np.random.default_rng(seed)
+        # Without an op seed the order comes from gt.random's global seed and op counter, so
+        # tf.random.set_seed makes it the same in every process (TensorFlow's rule).
+        master = np.random.default_rng(seed) if seed is not None else _random.generator()
         fixed = master.integers(2**63)
         parent = self._make
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from .. import ops as _ops
 from .. import random as _random
 from ..core.tensor import as_tensor, constant
@@ -207,8 +205,8 @@ def moments(x: Any, axes: Any, shift: Any = None, keepdims: bool = False, name: 
 def dropout(x: Any, rate: float, noise_shape: Any = None, seed: int | None = None, name: str | None = None) -> Any:
     """Zero each entry with probability ``rate`` and scale the rest by ``1 / (1 - rate)`` (always; TF's ``nn.dropout``).
 
-    The mask comes from ``gt.random``'s generator, or from
-    ``np.random.default_rng(seed)`` for this call when ``seed`` is given.
+    The mask comes from ``gt.random``'s op streams: TensorFlow's global seed plus op
+    seed (``tf.random.set_seed``).
 
     >>> import gputape.tf as tf
     >>> sorted(set(tf.nn.dropout(tf.ones((1, 8)), 0.5, seed=0).numpy().ravel().tolist()))
@@ -217,7 +215,7 @@ def dropout(x: Any, rate: float, noise_shape: Any = None, seed: int | None = Non
     if not 0.0 <= rate < 1.0:
         raise ValueError(f"dropout: rate must be in [0, 1), got {rate!r}")
     x = as_tensor(x)
-    rng = np.random.default_rng(seed) if seed is not None else _random.generator()
+    rng = _random._op_generator(seed, "dropout")
     shape = x.shape if noise_shape is None else tuple(int(s) for s in noise_shape)
     mask = (rng.random(shape) >= rate).astype(x.dtype) / x.dtype.type(1.0 - rate)
     return x * constant(mask, device=x.device)

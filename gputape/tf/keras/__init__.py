@@ -20,7 +20,7 @@ from ...nn import Sequential as _Sequential
 from ...nn.base_layer import _call_layer
 from ...nn.keras_tensor import _shape_of
 from ...nn.training import Trainer, _flatten, _map
-from . import activations, callbacks, initializers, layers, losses, metrics, optimizers
+from . import activations, callbacks, initializers, layers, losses, metrics, optimizers, utils
 from .layers import Input, InputLayer, KerasTensor
 
 # The Keras 3 release whose sources the layers, losses, metrics and their documented examples were
@@ -39,6 +39,7 @@ __all__ = [
     "losses",
     "metrics",
     "optimizers",
+    "utils",
 ]
 
 
