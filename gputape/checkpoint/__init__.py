@@ -200,7 +200,10 @@ def save(path: str | os.PathLike[str], obj: Any) -> None:
     together with the model it trains. ``path`` is used as given (no ``.npz`` is
     appended); one ending in ``.safetensors`` (any case) is written in that format,
     which needs the optional package (``pip install "gputape[safetensors]"``) and
-    holds no complex128 arrays.
+    holds no complex128 arrays. A safetensors file gets a sha256 checksum per tensor
+    in its ``__metadata__`` (``gputape.sha256.<key>``, see
+    :func:`gputape.checkpoint.read.tensor_checksum`), and ``gt.load`` refuses a file
+    whose bytes no longer match them.
 
     The write is atomic: a temp file ``.<name>.gputape-<host>-<pid>-<random>.tmp``
     in the target's folder is written, fsynced, renamed over the target, and the
@@ -251,6 +254,11 @@ class _Want:
 
 
 def _not_readable(path: str, why: object) -> ValueError:
+    if isinstance(why, _read.CheckpointCorruptError):
+        return ValueError(
+            f"gt.load: {path!r} is corrupt: {why}; its bytes changed after gt.save wrote them (a disk, copy or "
+            "transfer error?). Nothing was loaded."
+        )
     return ValueError(
         f"gt.load: {path!r} is not a readable gputape checkpoint: the file is truncated, corrupt or in another "
         f"format ({why}). Nothing was loaded."

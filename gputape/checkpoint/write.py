@@ -14,7 +14,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from .read import SAFETENSORS_DTYPES, refuse_irregular
+from .read import CHECKSUM_PREFIX, SAFETENSORS_DTYPES, refuse_irregular, tensor_checksum
 
 __all__ = ["STALE_AFTER_S", "atomic_write", "remove_stale_temps", "safetensors_bytes", "temp_prefix"]
 
@@ -150,15 +150,18 @@ def safetensors_bytes(path: str, arrays: dict[str, np.ndarray], metadata: dict[s
             f"gt.save: {path!r} ends in .safetensors, which needs the optional safetensors package: "
             'pip install "gputape[safetensors]" (or save to a .npz path)'
         ) from None
-    supported = {np.dtype(d) for d in SAFETENSORS_DTYPES.values()}
-    tensors = {}
+    name_of = {np.dtype(d): name for name, d in SAFETENSORS_DTYPES.items()}
+    tensors, sums = {}, {}
     for key, a in arrays.items():
         little = a.dtype.newbyteorder("<")  # the format is little-endian; a no-op for bool and 1-byte types
-        if little not in supported:
+        if little not in name_of:
             raise TypeError(
                 f"gt.save: entry {key!r} has dtype {a.dtype}, which safetensors cannot hold "
                 f"(it has {', '.join(SAFETENSORS_DTYPES)}); cast it or save to a .npz path"
             )
         a = np.asarray(a, dtype=little)
-        tensors[key] = a if a.flags.c_contiguous else a.copy(order="C")
-    return serialize(tensors, metadata=metadata)
+        a = a if a.flags.c_contiguous else a.copy(order="C")
+        tensors[key] = a
+        # of exactly the bytes the file will hold, so load can tell a flipped byte from the data saved
+        sums[CHECKSUM_PREFIX + key] = tensor_checksum(name_of[little], a.shape, a)
+    return serialize(tensors, metadata={**metadata, **sums})
