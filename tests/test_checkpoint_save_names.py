@@ -1,6 +1,10 @@
 """gt.save(path, obj, names=...): another library's naming and layout, the exact inverse of gt.load's names=."""
 
 import os
+import pathlib
+import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -210,3 +214,41 @@ def test_torch_to_gputape_to_torch_round_trips_exactly(tmp_path):
     x = torch.randn(16, 4)
     with torch.no_grad():
         assert torch.equal(net(x), back(x))
+
+
+# -- the README's example ----------------------------------------------------------------------------------
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+# the subprocess imports gputape from this checkout even where it is not installed
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
+
+def readme_block():
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    (block,) = [b for b in blocks if "gt.save(path, model, names=names)" in b]
+    return block
+
+
+def test_the_readmes_saving_example_runs(tmp_path):
+    pytest.importorskip("safetensors")
+    code = readme_block().replace("/tmp/gputape-mlp.safetensors", str(tmp_path / "mlp.safetensors"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT, env=ENV)
+    assert out.returncode == 0, out.stderr
+    assert "same outputs: True" in out.stdout
+    assert "is corrupt: tensor '2.weight' does not match the sha256 checksum" in out.stdout
+
+
+@pytest.mark.torch
+def test_torch_loads_what_the_readmes_saving_example_writes(tmp_path):
+    torch = pytest.importorskip("torch")
+    load_file = pytest.importorskip("safetensors.torch").load_file
+    path = tmp_path / "mlp.safetensors"
+    code = readme_block().replace("/tmp/gputape-mlp.safetensors", str(path))
+    scope = {}
+    exec(code.split("raw = ")[0], scope)  # up to the corruption: the file as gt.save wrote it
+    net = torch_mlp(torch)
+    net.load_state_dict(load_file(str(path)), strict=True)
+    x = np.random.default_rng(1).normal(size=(5, 4)).astype(np.float32)
+    with torch.no_grad():
+        assert_allclose(net(torch.from_numpy(x)).numpy(), scope["model"](x).numpy(), rtol=1e-6, atol=1e-6)
