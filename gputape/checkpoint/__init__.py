@@ -283,7 +283,7 @@ def save(path: str | os.PathLike[str], obj: Any, *, names: Mapping[str, str | tu
     The parent directory is created if needed; a path that exists but is not a
     regular file is refused.
 
-    >>> import gputape as gt, numpy as np, tempfile, os
+    >>> import gputape as gt, tempfile, os
     >>> m = gt.Module(); m.w = gt.Variable([1.0, 2.0])
     >>> path = os.path.join(tempfile.mkdtemp(), "m.npz")
     >>> gt.save(path, m)
