@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import sys
+import warnings
 from typing import Any
 
 
@@ -31,7 +32,10 @@ def info() -> dict[str, Any]:
     why = backend.cuda_unavailable_reason(0)
     out["gpu"] = "available" if why is None else f"unavailable: {why}"
     try:
-        out["default_device"] = backend.default_device()
+        with warnings.catch_warnings():
+            # the fallback's warning says what the "gpu" line above already prints
+            warnings.simplefilter("ignore", backend.CpuFallbackWarning)
+            out["default_device"] = backend.default_device()
     except Exception as exc:  # GPUTAPE_DEVICE asks for a GPU that does not work
         out["default_device"] = f"error: {exc}"
     try:
