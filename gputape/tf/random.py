@@ -13,26 +13,26 @@ numbers differ; the point here is reproducibility).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any as _Any
 
-import numpy as np
+import numpy as _np
 
 from .. import random as _random
-from ..core.tensor import constant
-from ..devices.placement import current_device
+from ..core.tensor import constant as _constant
+from ..devices.placement import current_device as _current_device
 from ..nn.initializers import _truncated_normal
 
 __all__ = ["normal", "set_seed", "truncated_normal", "uniform"]
 
 
-def _rng(seed: int | None) -> np.random.Generator:
-    return np.random.default_rng(seed) if seed is not None else _random.generator()
+def _rng(seed: int | None) -> _np.random.Generator:
+    return _np.random.default_rng(seed) if seed is not None else _random.generator()
 
 
-def _shape(shape: Any) -> tuple[int, ...]:
+def _shape(shape: _Any) -> tuple[int, ...]:
     if hasattr(shape, "numpy"):
         shape = shape.numpy().tolist()
-    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+    return (int(shape),) if isinstance(shape, (int, _np.integer)) else tuple(int(s) for s in shape)
 
 
 def set_seed(seed: int) -> None:
@@ -45,30 +45,30 @@ def set_seed(seed: int) -> None:
 
 
 def normal(
-    shape: Any,
+    shape: _Any,
     mean: float = 0.0,
     stddev: float = 1.0,
-    dtype: Any = "float32",
+    dtype: _Any = "float32",
     seed: int | None = None,
-    name: Any = None,
-) -> Any:
+    name: _Any = None,
+) -> _Any:
     """Samples from N(mean, stddev²).
 
     >>> import gputape.tf as tf
     >>> str(tf.random.normal([2], dtype=tf.float64).dtype)
     'float64'
     """
-    return constant(_rng(seed).normal(mean, stddev, _shape(shape)).astype(dtype), device=current_device())
+    return _constant(_rng(seed).normal(mean, stddev, _shape(shape)).astype(dtype), device=_current_device())
 
 
 def truncated_normal(
-    shape: Any,
+    shape: _Any,
     mean: float = 0.0,
     stddev: float = 1.0,
-    dtype: Any = "float32",
+    dtype: _Any = "float32",
     seed: int | None = None,
-    name: Any = None,
-) -> Any:
+    name: _Any = None,
+) -> _Any:
     """Samples from N(mean, stddev²) redrawn until within two standard deviations of the mean.
 
     >>> import gputape.tf as tf
@@ -76,17 +76,17 @@ def truncated_normal(
     True
     """
     a = _truncated_normal(_rng(seed), stddev, _shape(shape)) + mean
-    return constant(a.astype(dtype), device=current_device())
+    return _constant(a.astype(dtype), device=_current_device())
 
 
 def uniform(
-    shape: Any,
+    shape: _Any,
     minval: float = 0,
     maxval: float | None = None,
-    dtype: Any = "float32",
+    dtype: _Any = "float32",
     seed: int | None = None,
-    name: Any = None,
-) -> Any:
+    name: _Any = None,
+) -> _Any:
     """Samples from U[minval, maxval) (maxval defaults to 1 for floats and is required for integers).
 
     >>> import gputape.tf as tf
@@ -94,7 +94,7 @@ def uniform(
     >>> bool(((x.numpy() >= 2) & (x.numpy() < 5)).all()), str(x.dtype)
     (True, 'int32')
     """
-    dt = np.dtype(dtype)
+    dt = _np.dtype(dtype)
     rng = _rng(seed)
     if dt.kind in "iu":
         if maxval is None:
@@ -102,4 +102,8 @@ def uniform(
         a = rng.integers(int(minval), int(maxval), _shape(shape)).astype(dt)
     else:
         a = rng.uniform(minval, 1.0 if maxval is None else maxval, _shape(shape)).astype(dt)
-    return constant(a, device=current_device())
+    return _constant(a, device=_current_device())
+
+
+# The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
+del annotations
