@@ -477,3 +477,15 @@ def test_training_steps_reuse_memory():
         step()
     per_step = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 30
     assert per_step < 20, per_step
+
+
+def test_info_prints_the_reason_instead_of_warning(fresh_backend, recwarn):
+    # `python -m gputape info` shows the reason on its GPU line; the warning would say it twice
+    from gputape.__main__ import info
+
+    cp = fake_cupy(count=0)
+    cp.__version__ = "0.fake"
+    fresh_backend.setattr(backend, "_cupy", cp)
+    d = info()
+    assert d["gpu"] == "unavailable: CUDA reports no devices" and d["default_device"] == "cpu"
+    assert not [w for w in recwarn.list if issubclass(w.category, backend.CpuFallbackWarning)]
