@@ -17,16 +17,17 @@ All streams are numpy's Philox: deterministic, but not bit-identical to TensorFl
 
 from __future__ import annotations
 
-import operator
-import types
-from typing import Any
+import operator as _operator
+import types as _types
+from typing import Any as _Any
 
-import numpy as np
+import numpy as _np
 
 from .. import random as _random
-from ..core.tensor import Tensor, constant
-from ..devices.backend import to_host
-from ..devices.placement import current_device
+from ..core.tensor import Tensor as _Tensor
+from ..core.tensor import constant as _constant
+from ..devices.backend import to_host as _to_host
+from ..devices.placement import current_device as _current_device
 from ..nn.initializers import _truncated_normal
 
 __all__ = [
@@ -45,14 +46,14 @@ __all__ = [
 ]
 
 
-def _shape(shape: Any) -> tuple[int, ...]:
+def _shape(shape: _Any) -> tuple[int, ...]:
     if hasattr(shape, "numpy"):
         shape = shape.numpy().tolist()
-    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+    return (int(shape),) if isinstance(shape, (int, _np.integer)) else tuple(int(s) for s in shape)
 
 
-def _out(a: np.ndarray) -> Tensor:
-    return constant(a, device=current_device())
+def _out(a: _np.ndarray) -> _Tensor:
+    return _constant(a, device=_current_device())
 
 
 def set_seed(seed: int | None) -> None:
@@ -71,16 +72,16 @@ def set_seed(seed: int | None) -> None:
 # -- the draws, shared by the stateful ops, Generator and the stateless ops -------------------
 
 
-def _normal(rng: np.random.Generator, shape: Any, mean: Any, stddev: Any, dtype: Any) -> np.ndarray:
+def _normal(rng: _np.random.Generator, shape: _Any, mean: _Any, stddev: _Any, dtype: _Any) -> _np.ndarray:
     return rng.normal(mean, stddev, _shape(shape)).astype(dtype)
 
 
-def _truncated(rng: np.random.Generator, shape: Any, mean: Any, stddev: Any, dtype: Any) -> np.ndarray:
+def _truncated(rng: _np.random.Generator, shape: _Any, mean: _Any, stddev: _Any, dtype: _Any) -> _np.ndarray:
     return (_truncated_normal(rng, stddev, _shape(shape)) + mean).astype(dtype)
 
 
-def _uniform(rng: np.random.Generator, shape: Any, minval: Any, maxval: Any, dtype: Any, op: str) -> np.ndarray:
-    dt = np.dtype(dtype)
+def _uniform(rng: _np.random.Generator, shape: _Any, minval: _Any, maxval: _Any, dtype: _Any, op: str) -> _np.ndarray:
+    dt = _np.dtype(dtype)
     if dt.kind in "iu":
         if maxval is None:
             raise ValueError(f"{op}: maxval must be given for integer dtypes")
@@ -88,26 +89,26 @@ def _uniform(rng: np.random.Generator, shape: Any, minval: Any, maxval: Any, dty
     return rng.uniform(minval, 1.0 if maxval is None else maxval, _shape(shape)).astype(dt)
 
 
-def _categorical(rng: np.random.Generator, logits: Any, num_samples: int, dtype: Any) -> np.ndarray:
+def _categorical(rng: _np.random.Generator, logits: _Any, num_samples: int, dtype: _Any) -> _np.ndarray:
     # Gumbel-max: argmax(logits + Gumbel noise) is a draw from softmax(logits), row by row.
-    lg = np.asarray(to_host(logits._data) if isinstance(logits, Tensor) else logits, dtype=np.float64)
+    lg = _np.asarray(_to_host(logits._data) if isinstance(logits, _Tensor) else logits, dtype=_np.float64)
     if lg.ndim != 2:
         raise ValueError(f"categorical: logits must be 2-D [batch_size, num_classes], got shape {lg.shape}")
     g = rng.gumbel(size=(lg.shape[0], int(num_samples), lg.shape[1]))
-    return np.argmax(lg[:, None, :] + g, axis=-1).astype(dtype)
+    return _np.argmax(lg[:, None, :] + g, axis=-1).astype(dtype)
 
 
 # -- stateful ops ---------------------------------------------------------------------------
 
 
 def normal(
-    shape: Any,
+    shape: _Any,
     mean: float = 0.0,
     stddev: float = 1.0,
-    dtype: Any = "float32",
+    dtype: _Any = "float32",
     seed: int | None = None,
-    name: Any = None,
-) -> Any:
+    name: _Any = None,
+) -> _Any:
     """Samples from N(mean, stddev²).
 
     >>> import gputape.tf as tf
@@ -118,13 +119,13 @@ def normal(
 
 
 def truncated_normal(
-    shape: Any,
+    shape: _Any,
     mean: float = 0.0,
     stddev: float = 1.0,
-    dtype: Any = "float32",
+    dtype: _Any = "float32",
     seed: int | None = None,
-    name: Any = None,
-) -> Any:
+    name: _Any = None,
+) -> _Any:
     """Samples from N(mean, stddev²) redrawn until within two standard deviations of the mean.
 
     >>> import gputape.tf as tf
@@ -135,13 +136,13 @@ def truncated_normal(
 
 
 def uniform(
-    shape: Any,
+    shape: _Any,
     minval: float = 0,
     maxval: float | None = None,
-    dtype: Any = "float32",
+    dtype: _Any = "float32",
     seed: int | None = None,
-    name: Any = None,
-) -> Any:
+    name: _Any = None,
+) -> _Any:
     """Samples from U[minval, maxval) (maxval defaults to 1 for floats and is required for integers).
 
     >>> import gputape.tf as tf
@@ -152,7 +153,9 @@ def uniform(
     return _out(_uniform(_random._op_generator(seed, "uniform"), shape, minval, maxval, dtype, "tf.random.uniform"))
 
 
-def categorical(logits: Any, num_samples: int, dtype: Any = "int64", seed: int | None = None, name: Any = None) -> Any:
+def categorical(
+    logits: _Any, num_samples: int, dtype: _Any = "int64", seed: int | None = None, name: _Any = None
+) -> _Any:
     """``num_samples`` class indices per row of ``logits`` ([batch, classes]), drawn from its softmax.
 
     >>> import gputape.tf as tf
@@ -165,28 +168,28 @@ def categorical(logits: Any, num_samples: int, dtype: Any = "int64", seed: int |
 # -- stateless ops: pure functions of a seed pair ------------------------------------------------
 
 
-def _seed_pair(seed: Any, op: str) -> tuple[int, int]:
-    a = np.asarray(to_host(seed._data) if isinstance(seed, Tensor) else seed)
+def _seed_pair(seed: _Any, op: str) -> tuple[int, int]:
+    a = _np.asarray(_to_host(seed._data) if isinstance(seed, _Tensor) else seed)
     if a.shape != (2,) or a.dtype.kind not in "iu":
         raise ValueError(f"{op}: seed must be a shape [2] integer tensor, got {a.dtype} of shape {a.shape}")
     return int(a[0]) % 2**64, int(a[1]) % 2**64  # TensorFlow's seeds are int64: wrap negatives
 
 
-def _stateless(seed: Any, op: str) -> np.random.Generator:
+def _stateless(seed: _Any, op: str) -> _np.random.Generator:
     # a tag keeps stateless streams apart from the global ones; the same seed gives the same
     # numbers whatever the op (TensorFlow's stateless ops share their seed-to-key rule too)
     return _random._stream(_random._philox_key(0x57A7E1E55, *_seed_pair(seed, op)), 0)
 
 
 def stateless_normal(
-    shape: Any,
-    seed: Any,
+    shape: _Any,
+    seed: _Any,
     mean: float = 0.0,
     stddev: float = 1.0,
-    dtype: Any = "float32",
-    name: Any = None,
-    alg: Any = None,
-) -> Any:
+    dtype: _Any = "float32",
+    name: _Any = None,
+    alg: _Any = None,
+) -> _Any:
     """N(mean, stddev²) draws that depend only on ``seed`` (a pair of ints) and the arguments.
 
     >>> import gputape.tf as tf
@@ -198,14 +201,14 @@ def stateless_normal(
 
 
 def stateless_truncated_normal(
-    shape: Any,
-    seed: Any,
+    shape: _Any,
+    seed: _Any,
     mean: float = 0.0,
     stddev: float = 1.0,
-    dtype: Any = "float32",
-    name: Any = None,
-    alg: Any = None,
-) -> Any:
+    dtype: _Any = "float32",
+    name: _Any = None,
+    alg: _Any = None,
+) -> _Any:
     """Truncated normal draws (within two standard deviations) that depend only on ``seed``.
 
     >>> import gputape.tf as tf
@@ -216,14 +219,14 @@ def stateless_truncated_normal(
 
 
 def stateless_uniform(
-    shape: Any,
-    seed: Any,
+    shape: _Any,
+    seed: _Any,
     minval: float = 0,
     maxval: float | None = None,
-    dtype: Any = "float32",
-    name: Any = None,
-    alg: Any = None,
-) -> Any:
+    dtype: _Any = "float32",
+    name: _Any = None,
+    alg: _Any = None,
+) -> _Any:
     """U[minval, maxval) draws that depend only on ``seed`` (integers need ``maxval``).
 
     >>> import gputape.tf as tf
@@ -235,7 +238,7 @@ def stateless_uniform(
     return _out(_uniform(rng, shape, minval, maxval, dtype, "tf.random.stateless_uniform"))
 
 
-def stateless_categorical(logits: Any, num_samples: int, seed: Any, dtype: Any = "int64", name: Any = None) -> Any:
+def stateless_categorical(logits: _Any, num_samples: int, seed: _Any, dtype: _Any = "int64", name: _Any = None) -> _Any:
     """``num_samples`` class indices per row of ``logits``, depending only on ``seed``.
 
     >>> import gputape.tf as tf
@@ -245,17 +248,17 @@ def stateless_categorical(logits: Any, num_samples: int, seed: Any, dtype: Any =
     return _out(_categorical(_stateless(seed, "stateless_categorical"), logits, num_samples, dtype))
 
 
-def _stateless_split(seed: Any, num: int = 2) -> Tensor:
+def _stateless_split(seed: _Any, num: int = 2) -> _Tensor:
     """``num`` new seed pairs from one (``tf.random.experimental.stateless_split``), shape [num, 2].
 
     >>> import gputape.tf as tf
     >>> tf.random.experimental.stateless_split([1, 2], num=3).shape
     (3, 2)
     """
-    return _out(_stateless(seed, "stateless_split").integers(0, 2**63, (int(num), 2), dtype=np.int64))
+    return _out(_stateless(seed, "stateless_split").integers(0, 2**63, (int(num), 2), dtype=_np.int64))
 
 
-def _stateless_fold_in(seed: Any, data: int) -> Tensor:
+def _stateless_fold_in(seed: _Any, data: int) -> _Tensor:
     """A new seed pair from ``seed`` and an integer (``tf.random.experimental.stateless_fold_in``).
 
     >>> import gputape.tf as tf
@@ -263,11 +266,11 @@ def _stateless_fold_in(seed: Any, data: int) -> Tensor:
     (2,)
     """
     a, b = _seed_pair(seed, "stateless_fold_in")
-    rng = _random._stream(_random._philox_key(0xF01D, a, b, operator.index(data) % 2**64), 0)
-    return _out(rng.integers(0, 2**63, 2, dtype=np.int64))
+    rng = _random._stream(_random._philox_key(0xF01D, a, b, _operator.index(data) % 2**64), 0)
+    return _out(rng.integers(0, 2**63, 2, dtype=_np.int64))
 
 
-experimental = types.SimpleNamespace(stateless_split=_stateless_split, stateless_fold_in=_stateless_fold_in)
+experimental = _types.SimpleNamespace(stateless_split=_stateless_split, stateless_fold_in=_stateless_fold_in)
 
 
 # -- Generator ---------------------------------------------------------------------------------
@@ -288,9 +291,9 @@ class Generator:
     [(1,), (1,)]
     """
 
-    def __init__(self, copy_from: Generator | None = None, state: Any = None, alg: Any = None) -> None:
+    def __init__(self, copy_from: Generator | None = None, state: _Any = None, alg: _Any = None) -> None:
         if copy_from is not None:
-            self._rng = np.random.Generator(np.random.Philox())
+            self._rng = _np.random.Generator(_np.random.Philox())
             self._rng.bit_generator.state = copy_from._rng.bit_generator.state
         elif state is not None:
             raise NotImplementedError(
@@ -298,7 +301,7 @@ class Generator:
                 "use Generator.from_seed(seed)"
             )
         else:
-            self._rng = np.random.Generator(np.random.Philox())
+            self._rng = _np.random.Generator(_np.random.Philox())
         self.algorithm = "philox"
 
     @classmethod
@@ -308,7 +311,7 @@ class Generator:
         return g
 
     @classmethod
-    def from_seed(cls, seed: int, alg: Any = None) -> Generator:
+    def from_seed(cls, seed: int, alg: _Any = None) -> Generator:
         """A generator whose numbers depend only on ``seed`` (not on the global seed).
 
         >>> import gputape.tf as tf
@@ -318,7 +321,7 @@ class Generator:
         return cls._from_key(_random._philox_key(0x6E4, *_seed_entropy(seed)))
 
     @classmethod
-    def from_non_deterministic_state(cls, alg: Any = None) -> Generator:
+    def from_non_deterministic_state(cls, alg: _Any = None) -> Generator:
         """A generator seeded from the OS: different in every process.
 
         >>> import gputape.tf as tf
@@ -338,8 +341,8 @@ class Generator:
         self._rng = Generator.from_seed(seed)._rng
 
     def normal(
-        self, shape: Any, mean: float = 0.0, stddev: float = 1.0, dtype: Any = "float32", name: Any = None
-    ) -> Any:
+        self, shape: _Any, mean: float = 0.0, stddev: float = 1.0, dtype: _Any = "float32", name: _Any = None
+    ) -> _Any:
         """N(mean, stddev²) draws from this generator.
 
         >>> import gputape.tf as tf
@@ -349,8 +352,8 @@ class Generator:
         return _out(_normal(self._rng, shape, mean, stddev, dtype))
 
     def truncated_normal(
-        self, shape: Any, mean: float = 0.0, stddev: float = 1.0, dtype: Any = "float32", name: Any = None
-    ) -> Any:
+        self, shape: _Any, mean: float = 0.0, stddev: float = 1.0, dtype: _Any = "float32", name: _Any = None
+    ) -> _Any:
         """Truncated normal draws (within two standard deviations) from this generator.
 
         >>> import gputape.tf as tf
@@ -360,8 +363,8 @@ class Generator:
         return _out(_truncated(self._rng, shape, mean, stddev, dtype))
 
     def uniform(
-        self, shape: Any, minval: float = 0, maxval: float | None = None, dtype: Any = "float32", name: Any = None
-    ) -> Any:
+        self, shape: _Any, minval: float = 0, maxval: float | None = None, dtype: _Any = "float32", name: _Any = None
+    ) -> _Any:
         """U[minval, maxval) draws from this generator (integers need ``maxval``).
 
         >>> import gputape.tf as tf
@@ -370,24 +373,24 @@ class Generator:
         """
         return _out(_uniform(self._rng, shape, minval, maxval, dtype, "Generator.uniform"))
 
-    def uniform_full_int(self, shape: Any, dtype: Any = "int64", name: Any = None) -> Any:
+    def uniform_full_int(self, shape: _Any, dtype: _Any = "int64", name: _Any = None) -> _Any:
         """Integers over the dtype's whole range.
 
         >>> import gputape.tf as tf
         >>> str(tf.random.Generator.from_seed(0).uniform_full_int([2]).dtype)
         'int64'
         """
-        info = np.iinfo(np.dtype(dtype))
-        return _out(self._rng.integers(info.min, info.max, _shape(shape), dtype=np.dtype(dtype), endpoint=True))
+        info = _np.iinfo(_np.dtype(dtype))
+        return _out(self._rng.integers(info.min, info.max, _shape(shape), dtype=_np.dtype(dtype), endpoint=True))
 
-    def make_seeds(self, count: int = 1) -> Any:
+    def make_seeds(self, count: int = 1) -> _Any:
         """``count`` seed pairs for the stateless ops, shape [2, count] (advances this generator).
 
         >>> import gputape.tf as tf
         >>> tf.random.Generator.from_seed(0).make_seeds(3).shape
         (2, 3)
         """
-        return _out(self._rng.integers(0, 2**63, (2, int(count)), dtype=np.int64))
+        return _out(self._rng.integers(0, 2**63, (2, int(count)), dtype=_np.int64))
 
     def split(self, count: int = 1) -> list[Generator]:
         """``count`` new independent generators; their keys are drawn from (and advance) this one.
@@ -398,15 +401,15 @@ class Generator:
         >>> bool(a == b and a[0] != a[1])
         True
         """
-        keys = self._rng.integers(0, 2**64, (int(count), 2), dtype=np.uint64)
+        keys = self._rng.integers(0, 2**64, (int(count), 2), dtype=_np.uint64)
         return [Generator._from_key(int(k[0]) | (int(k[1]) << 64)) for k in keys]
 
 
-def _seed_entropy(seed: Any) -> tuple:
-    if isinstance(seed, Tensor):
-        seed = to_host(seed._data).tolist()
-    flat = [seed] if np.ndim(seed) == 0 else list(np.ravel(seed))
-    return tuple(operator.index(s) % 2**64 for s in flat)
+def _seed_entropy(seed: _Any) -> tuple:
+    if isinstance(seed, _Tensor):
+        seed = _to_host(seed._data).tolist()
+    flat = [seed] if _np.ndim(seed) == 0 else list(_np.ravel(seed))
+    return tuple(_operator.index(s) % 2**64 for s in flat)
 
 
 _global_generator: Generator | None = None
@@ -424,3 +427,7 @@ def get_global_generator() -> Generator:
         s = _random.get_seed()
         _global_generator = Generator() if s is None else Generator.from_seed(s)
     return _global_generator
+
+
+# The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
+del annotations
