@@ -68,7 +68,7 @@ def declared(name: str, fwd: Any, grad: Any, params: tuple[str, ...] = ()) -> Pr
     """
     d = _x.derivative(name, grad, params)
     prim = primitive(name, save=d.save, save_out=d.save_out)(_forward(fwd))
-    prim.defvjp(d.vjp)
+    prim.defvjp(d.vjp, fresh=d.fresh)
     if isinstance(fwd, np.ufunc):
         prim.cpu = fwd
     return prim
