@@ -276,11 +276,18 @@ class _PythonStep:
 class _OptimizerStep:
     """An optimizer update as one replay step: the schedule and step count run at replay time."""
 
+    # the CPU replay may hand it gradients that are its own to overwrite (_codegen.donations)
+    takes_donations = True
+
     def __init__(self, opt: Any, variables: list[Variable]) -> None:
         self.opt = opt
         self.variables = variables
 
     def __call__(self, *grads: Any) -> list[Any]:
+        return self.donating(None, *grads)
+
+    def donating(self, donated: tuple[bool, ...] | None, *grads: Any) -> list[Any]:
+        """The step; ``donated[k]``: the replay proved gradient ``k`` an array nothing else can see."""
         variables = self.variables
         # host arrays as they are (_apply_live takes them as it takes a tensor's); others wrapped,
         # so a device array keeps the tensor's device check
@@ -288,7 +295,8 @@ class _OptimizerStep:
             [
                 (g if type(g) is np.ndarray else _wrap(np.asarray(g) if isinstance(g, np.generic) else g), v)
                 for g, v in zip(grads, variables)
-            ]
+            ],
+            donated,
         )
         return [v._data for v in variables]
 
