@@ -14,6 +14,8 @@ import pathlib
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import gputape as gt
 import gputape.optim.base as optim_base
@@ -445,3 +447,97 @@ def test_no_reference_count_is_an_ownership_proof():
     for path in root.rglob("*.py"):
         text = path.read_text()
         assert "getrefcount" not in text and "getweakrefcount" not in text, path
+
+
+# -- random programs: donated replay == undonated replay == eager, and nothing visible changes --------
+
+_OPS = ("tanh", "relu", "square", "scale_var", "matmul_var", "add_bias", "reshape_back", "transpose_back", "add_self")
+_OPTS = {
+    "sgd": lambda: gt.optim.SGD(0.05),
+    "momentum": lambda: gt.optim.SGD(0.05, momentum=0.9),
+    "nesterov": lambda: gt.optim.SGD(0.05, momentum=0.9, nesterov=True),
+    "adam": lambda: gt.optim.Adam(0.01),
+    "amsgrad": lambda: gt.optim.AdamW(0.01, amsgrad=True),
+}
+
+
+def _program(ops, ret, after, share, opt_name):
+    """A traced step over (5, 4) inputs and the variables W (4, 3), M (3, 3), s (3,), b (3,), T (3, 3)."""
+    rng = np.random.default_rng(7)
+    vs = {
+        "W": gt.Variable(rng.standard_normal((4, 3)).astype(np.float32) * 0.5, name="W"),
+        "M": gt.Variable(rng.standard_normal((3, 3)).astype(np.float32) * 0.5, name="M"),
+        "s": gt.Variable(rng.standard_normal(3).astype(np.float32), name="s"),
+        "b": gt.Variable(rng.standard_normal(3).astype(np.float32), name="b"),
+        "T": gt.Variable(rng.standard_normal((3, 3)).astype(np.float32), name="T"),  # updated with M's gradient
+    }
+    owner = {"scale_var": "s", "matmul_var": "M", "add_bias": "b"}
+    used = ["W"] + sorted({owner[o] for o in ops if o in owner})
+    opt = _OPTS[opt_name]()
+
+    def step(x):
+        with gt.GradientTape() as tape:
+            h = gt.matmul(x, vs["W"])
+            for o in ops:
+                if o == "tanh":
+                    h = gt.tanh(h)
+                elif o == "relu":
+                    h = gt.nn.relu(h)
+                elif o == "square":
+                    h = h * gt.tanh(h)  # (bounded growth: no overflow over a few steps)
+                elif o == "scale_var":
+                    h = h * vs["s"]
+                elif o == "matmul_var":
+                    h = gt.matmul(h, vs["M"])
+                elif o == "add_bias":
+                    h = h + vs["b"]
+                elif o == "reshape_back":
+                    h = gt.reshape(gt.reshape(h, (15,)), (5, 3))
+                elif o == "transpose_back":
+                    h = gt.transpose(gt.transpose(h))
+                else:
+                    h = h + h
+            loss = gt.mean(gt.tanh(h))
+        grads = tape.gradient(loss, [vs[n] for n in used])
+        pairs = list(zip(grads, [vs[n] for n in used]))
+        if share and "M" in used:
+            pairs.append((grads[used.index("M")], vs["T"]))
+        opt.apply_gradients(pairs)
+        out = [loss] + [grads[i % len(grads)] for i in ret]
+        if after is not None:
+            g = grads[after % len(grads)]
+            out.append(gt.sum(g * g))
+        return out
+
+    return vs, step
+
+
+@given(
+    ops=st.lists(st.sampled_from(_OPS), max_size=5),
+    ret=st.lists(st.integers(0, 4), max_size=2),
+    after=st.one_of(st.none(), st.integers(0, 4)),
+    share=st.booleans(),
+    opt_name=st.sampled_from(sorted(_OPTS)),
+)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_random_programs_donated_equal_undonated_and_eager(ops, ret, after, share, opt_name):
+    x0 = np.random.default_rng(3).standard_normal((5, 4)).astype(np.float32)
+    runs = {}
+    for mode in ("eager", "donated", "undonated"):
+        vs, step = _program(ops, ret, after, share, opt_name)
+        f = step if mode == "eager" else gt.function(step)
+        real = codegen.donations
+        if mode == "undonated":
+            codegen.donations = lambda *a: {}
+        try:
+            x = gt.constant(x0.copy())
+            outs = [[o.numpy() for o in f(x)] for _ in range(4)]
+        finally:
+            codegen.donations = real
+        assert x.numpy().tobytes() == x0.tobytes()  # the argument is intact
+        runs[mode] = (outs, {n: v.numpy() for n, v in vs.items()})
+    for mode in ("donated", "undonated"):
+        for a, b in zip(runs[mode][0], runs["eager"][0]):
+            assert [o.tobytes() for o in a] == [o.tobytes() for o in b], (mode, "results")
+        for n, v in runs[mode][1].items():
+            assert v.tobytes() == runs["eager"][1][n].tobytes(), (mode, n)

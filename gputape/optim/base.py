@@ -462,8 +462,8 @@ class Optimizer:
         wd = self.weight_decay
         compute = self._compute
         fresh_delta = getattr(type(self)._compute, "fresh_delta", False)
-        if not getattr(type(self)._compute, "donates", False):
-            donated = None
+        if donated is not None and not getattr(type(self)._compute, "donates", False):
+            donated = None  # (a rule without into= never writes its gradient)
         entries = self._slots if self.slot_names else None
         used, fresh, news, late = [], [], [], []
         for k, (g, v) in enumerate(raw):
