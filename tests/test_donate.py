@@ -440,6 +440,34 @@ def test_declarations_default_to_may_alias():
     assert reg["add"].fresh_cotangents == (False, False)  # g passed through
     for name in ("reshape", "transpose", "getitem", "broadcast_to", "sum"):
         assert not any(reg[name].fresh_cotangents), name
+        assert not reg[name].fresh_forward, name
+    assert reg["multiply"].fresh_forward and reg["tanh"].fresh_forward and reg["matmul"].fresh_forward
+
+
+@pytest.mark.parametrize("name", ["sgd", "adam"])
+def test_a_gradient_a_declared_forward_made_is_donated(name, spy, monkeypatch):
+    # clip_by_global_norm's products are multiply's forward results (a ufunc: fresh_forward)
+    def run(mode):
+        params = _model()
+        opt = MAKERS[name]()
+
+        def step(x, y):
+            with gt.GradientTape() as tape:
+                value = gt.mean(_loss(params, x, y))
+            grads, _ = gt.clip_by_global_norm(tape.gradient(value, params), 0.5)
+            opt.apply_gradients(zip(grads, params))
+            return value
+
+        f = step if mode == "eager" else gt.function(step)
+        losses = [f(x, y).numpy().tobytes() for x, y in _batches(4)]
+        return losses, [p.numpy().tobytes() for p in params]
+
+    eager = run("eager")
+    spy.clear()
+    donated = run("compiled")
+    assert spy[1:] == [[True] * 6] * 3, spy
+    monkeypatch.setattr(codegen, "donations", lambda *a: {})
+    assert donated == eager == run("compiled")
 
 
 def test_no_reference_count_is_an_ownership_proof():
@@ -461,7 +489,7 @@ _OPTS = {
 }
 
 
-def _program(ops, ret, after, share, opt_name):
+def _program(ops, ret, after, share, opt_name, scale=False):
     """A traced step over (5, 4) inputs and the variables W (4, 3), M (3, 3), s (3,), b (3,), T (3, 3)."""
     rng = np.random.default_rng(7)
     vs = {
@@ -499,6 +527,8 @@ def _program(ops, ret, after, share, opt_name):
                     h = h + h
             loss = gt.mean(gt.tanh(h))
         grads = tape.gradient(loss, [vs[n] for n in used])
+        if scale:  # forward products (fresh_forward) as the gradients
+            grads = [g * 0.5 for g in grads]
         pairs = list(zip(grads, [vs[n] for n in used]))
         if share and "M" in used:
             pairs.append((grads[used.index("M")], vs["T"]))
@@ -518,13 +548,14 @@ def _program(ops, ret, after, share, opt_name):
     after=st.one_of(st.none(), st.integers(0, 4)),
     share=st.booleans(),
     opt_name=st.sampled_from(sorted(_OPTS)),
+    scale=st.booleans(),
 )
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_random_programs_donated_equal_undonated_and_eager(ops, ret, after, share, opt_name):
+def test_random_programs_donated_equal_undonated_and_eager(ops, ret, after, share, opt_name, scale):
     x0 = np.random.default_rng(3).standard_normal((5, 4)).astype(np.float32)
     runs = {}
     for mode in ("eager", "donated", "undonated"):
-        vs, step = _program(ops, ret, after, share, opt_name)
+        vs, step = _program(ops, ret, after, share, opt_name, scale)
         f = step if mode == "eager" else gt.function(step)
         real = codegen.donations
         if mode == "undonated":

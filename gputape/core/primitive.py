@@ -44,6 +44,8 @@ class Primitive:
     *donated* (gt.function's replay lets an optimizer write its update into a gradient
     that nothing else can see); the default, ``()``, declares nothing, so an undeclared
     VJP (a pass-through ``g``, a reshape or transpose back, a custom gradient) never is.
+    ``fresh_forward`` declares the same of the forward's result (a numpy ufunc's output:
+    never a view of an input); default False.
     """
 
     __slots__ = (
@@ -52,6 +54,7 @@ class Primitive:
         "cpu",
         "doc",
         "fresh_cotangents",
+        "fresh_forward",
         "fwd",
         "name",
         "nout",
@@ -75,6 +78,7 @@ class Primitive:
         self.fwd = fwd
         self.vjp: Callable[..., Any] | None = None
         self.fresh_cotangents: tuple[bool, ...] = ()  # declared with the VJP (defvjp); none by default
+        self.fresh_forward = False  # the forward's result is memory it allocated (declared where so)
         self.save = save
         self.save_out = save_out
         self.nout = nout

@@ -52,8 +52,9 @@ What a user of ``tf.function`` should know:
   new array and swaps it in; a variable's published array is never written, so a
   value a tape, a tensor or another thread holds never changes.
 * **Gradients are donated to the optimizer** on the CPU (XLA's buffer donation),
-  proven from the record, not at run time: a gradient that a VJP declared fresh made
-  (memory it allocated, e.g. matmul's or a ufunc's result), that the function does not
+  proven from the record, not at run time: a gradient that a VJP or forward declared
+  fresh made (memory it allocated: matmul's or a ufunc's result, e.g. a gradient scaled
+  or clipped with gputape's ops), that the function does not
   return, that the step reads once and last, and that no other step could have viewed
   or kept, is the step's to write: SGD and Adam write ``lr * g`` (Adam: its step) and
   then the new value into it, which changes no bits and saves a weight-sized array. A

@@ -8,7 +8,7 @@ the CUDA-graph runner turns into a generated kernel.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -254,7 +254,9 @@ def _fresh_outs(step: _Step, consts: list) -> list[int]:
     return [o for j, o in enumerate(outs) if o is not None and j < len(fresh) and fresh[j]]
 
 
-def donations(steps: list[_Step], consts: list, returned: set[int]) -> dict[int, tuple[bool, ...]]:
+def donations(
+    steps: list[_Step], consts: list, returned: set[int], fresh_steps: Collection[int] = ()
+) -> dict[int, tuple[bool, ...]]:
     """Per optimizer step (index), which of its gradients it may write its update into.
 
     Buffer donation, as XLA does it, proven from the record alone: gradient ``k`` of step
@@ -264,12 +266,13 @@ def donations(steps: list[_Step], consts: list, returned: set[int]) -> dict[int,
     reads it once (not shared by two variables) and is its last reader, and every other step
     that reads it also declares fresh results (so none made a view of it or kept it). Nothing
     outside this call of the replay can see such an array before the optimizer publishes it.
+    ``fresh_steps``: forward steps the trace recorded as declared fresh (``fresh_forward``).
     """
     made_fresh: set[int] = set()
     clean: set[int] = set()  # steps that alias and keep nothing of what they read
     readers: dict[int, list[int]] = {}
     for i, st in enumerate(steps):
-        fresh = _fresh_outs(st, consts)
+        fresh = _made(st.outs) if i in fresh_steps else _fresh_outs(st, consts)
         made_fresh.update(fresh)
         if fresh and len(fresh) == len(_made(st.outs)):
             clean.add(i)
@@ -294,12 +297,17 @@ def donations(steps: list[_Step], consts: list, returned: set[int]) -> dict[int,
 
 
 def compile_replay(
-    name: str, steps: list[_Step], consts: list, arg_slots: list[int], out_refs: list[Any]
+    name: str,
+    steps: list[_Step],
+    consts: list,
+    arg_slots: list[int],
+    out_refs: list[Any],
+    fresh_steps: Collection[int] = (),
 ) -> tuple[Callable[..., Any], str]:
     """Straight-line Python source for the record; each slot deleted after its last use."""
     last = _last_reads(steps)
     returned = set(_slots_in(out_refs))
-    donated = donations(steps, consts, returned)
+    donated = donations(steps, consts, returned, fresh_steps)
     ns: dict[str, Any] = {}
     lines = [f"def replay({', '.join(f's{k}' for k in arg_slots)}):"]
     dead_args = [k for k in arg_slots if k not in last and k not in returned]

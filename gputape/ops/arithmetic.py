@@ -71,6 +71,7 @@ def declared(name: str, fwd: Any, grad: Any, params: tuple[str, ...] = ()) -> Pr
     prim.defvjp(d.vjp, fresh=d.fresh)
     if isinstance(fwd, np.ufunc):
         prim.cpu = fwd
+        prim.fresh_forward = True  # a ufunc called without out= allocates its result
     return prim
 
 

@@ -16,6 +16,9 @@ def _matmul(xp, x, y):
     return xp.matmul(x, y)
 
 
+_matmul.fresh_forward = True  # (a matmul without out= allocates its result)
+
+
 # Every branch returns a product or a matmul's result (or a squeeze of one it made): new memory.
 @_matmul.defvjp(fresh=(True, True))
 def _(F, g, needs, nb, node, x, y):
