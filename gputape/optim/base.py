@@ -67,7 +67,12 @@ class Optimizer:
     A ``_compute`` marked ``fresh_delta = True`` promises that a ``delta`` that
     is not one of its ``out`` arrays is a temporary of its own arithmetic that
     nothing else references (of the variable's shape and dtype), and the new
-    value is written into it: an update then allocates nothing more.
+    value is written into it: an update then allocates nothing more. One marked
+    ``donates = True`` takes ``into=``: a gradient donated by ``gt.function``'s
+    replay (an array that replay allocated and that nothing else can see, proven
+    from its record: ``gputape.function._codegen.donations``), which the rule may
+    write its arithmetic into once it no longer reads ``g``; the new value then goes
+    into it too (when the delta is one of ``out``'s arrays).
 
     ``learning_rate`` is a number, a :class:`LearningRateSchedule`, a callable
     ``f(step) -> rate`` or a 0-d tensor (read at every step); reading
@@ -397,23 +402,26 @@ class Optimizer:
         """True when a step is ``w -= lr * g`` for every variable, no slots, no clipping (plain SGD)."""
         return False
 
-    def _step_plain(self, raw: list[Any], variables: list[Variable]) -> int:
+    def _step_plain(self, raw: list[Any], variables: list[Variable], into: tuple[bool, ...] | None = None) -> int:
         """Plain SGD of checked host gradients: one loop computes, one commits.
 
         The rule of the general path (:func:`~gputape.optim.rules.plain_sgd`) and its commit,
         without its per-variable slot and call bookkeeping, which is most of a small step's cost.
-        Each ``g * lr`` is a new array of this step's own: ``w - g * lr`` is written into it.
+        Each ``g * lr`` is a new array of this step's own (or, ``into[k]``, the donated gradient
+        itself): ``w - g * lr`` is written into it.
         """
         step = self._step_count() + 1
         lr = self._rate_at(step - 1)
         late: list[BaseException] = []
-        news = [_new_value(v, v._data, d, False, d, late) for v, d in zip(variables, _rules.plain_sgd(raw, lr))]
+        news = [_new_value(v, v._data, d, False, d, late) for v, d in zip(variables, _rules.plain_sgd(raw, lr, into))]
         self._commit(variables, news, step, late=late)
         return step
 
-    def _apply_live(self, live: list[tuple[Any, Variable]]) -> int:
+    def _apply_live(self, live: list[tuple[Any, Variable]], donated: tuple[bool, ...] | None = None) -> int:
         # Phase 1 computes every new value and changes nothing: whatever raises here
         # (a gradient's shape or dtype, a schedule's NaN, a Ctrl-C) leaves the state as it was.
+        # (``donated``: from gt.function's replay, which gradients are arrays of its own that
+        # nothing else can see; written only in phase 1, and dead after the step either way.)
         raw = []
         host = True  # every gradient a host array of its variable's shape and dtype
         for g, v in live:
@@ -424,14 +432,17 @@ class Optimizer:
                 a = _raw(g, v, self.name)
                 host = False
             raw.append((a, v))
+        if donated is not None and not host:  # (a converted gradient: only the exact arrays were proven)
+            donated = tuple(d and a is g for d, (a, _), (g, _) in zip(donated, raw, live))
         if host and self._plain():
-            return self._step_plain([a for a, _ in raw], [v for _, v in raw])
-        return self._apply_checked(raw)
+            return self._step_plain([a for a, _ in raw], [v for _, v in raw], donated)
+        return self._apply_checked(raw, donated)
 
-    def _apply_checked(self, raw: list[tuple[Any, Variable]]) -> int:
+    def _apply_checked(self, raw: list[tuple[Any, Variable]], donated: tuple[bool, ...] | None = None) -> int:
         """The step of gradients checked against their variables (arrays of their shapes and dtypes)."""
         if self.clipnorm is not None or self.global_clipnorm is not None:
             raw = self._clip(raw)
+            donated = None  # (a clipped gradient is a new array or the same one: not worth telling apart)
         step = self._step_count() + 1
         lr = self._rate_at(step - 1)
         kind = self._fused_kind()
@@ -441,17 +452,21 @@ class Optimizer:
         ):
             self._apply_fused(kind, raw, lr, step)
             return step
-        self._apply_host(raw, lr, step)
+        self._apply_host(raw, lr, step, donated)
         return step
 
-    def _apply_host(self, raw: list[tuple[Any, Variable]], lr: float, step: int) -> None:
+    def _apply_host(
+        self, raw: list[tuple[Any, Variable]], lr: float, step: int, donated: tuple[bool, ...] | None = None
+    ) -> None:
         """Phase 1, every new value (slots into their spares, variables into new arrays); then the commit."""
         wd = self.weight_decay
         compute = self._compute
         fresh_delta = getattr(type(self)._compute, "fresh_delta", False)
+        if donated is not None and not getattr(type(self)._compute, "donates", False):
+            donated = None  # (a rule without into= never writes its gradient)
         entries = self._slots if self.slot_names else None
         used, fresh, news, late = [], [], [], []
-        for g, v in raw:
+        for k, (g, v) in enumerate(raw):
             if entries is None:
                 slots = spare = _NOSLOTS
             else:
@@ -465,13 +480,17 @@ class Optimizer:
             if wd:  # decoupled decay first: ``w - lr * wd * w``, into the decay's own new array
                 decay = _rules.decoupled_decay(w, lr, wd)
                 w = _new_value(v, w, decay, False, decay, late)
-            delta, add = compute(g, lr, slots, spare, step)
+            mine = g if donated is not None and donated[k] else None
+            if mine is None:
+                delta, add = compute(g, lr, slots, spare, step)
+            else:
+                delta, add = compute(g, lr, slots, spare, step, into=mine)
             if wd:
                 out = w  # (the decayed value is this step's own array: the step goes into it)
-            elif fresh_delta and delta is not g and all(delta is not a for a in spare.values()):
+            elif fresh_delta and (delta is not g or mine is not None) and all(delta is not a for a in spare.values()):
                 out = delta
             else:
-                out = None
+                out = mine  # (a donated gradient the rule is done with; the delta is a slot's array)
             news.append(_new_value(v, w, delta, add, out, late))
         self._commit([v for _, v in raw], news, step, used, fresh, late)
 

@@ -51,42 +51,53 @@ def decoupled_decay(p: Any, lr: float, weight_decay: float) -> Any:
     return p * (lr * weight_decay)
 
 
-def scaled(g: Any, lr: float) -> Any:
-    """``g * lr``, plain SGD's step (and momentum SGD's ``lr * g``): a new array of ``g``'s dtype."""
+def scaled(g: Any, lr: float, into: Any = None) -> Any:
+    """``g * lr``, plain SGD's step (and momentum SGD's ``lr * g``): a new array of ``g``'s dtype.
+
+    ``into``: a gradient donated to the step (``g`` itself, an array nothing else can see:
+    ``gputape.function``'s replay proves it), written instead of a new array: the same ufunc
+    on the same operands, so the same bits.
+    """
     if type(g) is np.ndarray:
         lr = _rate(g, lr)
+    if into is not None:
+        return backend.xp_of(g).multiply(g, lr, out=into)
     return g * lr
 
 
-def plain_sgd(grads: list[np.ndarray], lr: float) -> list[np.ndarray]:
+def plain_sgd(grads: list[np.ndarray], lr: float, into: tuple[bool, ...] | None = None) -> list[np.ndarray]:
     """:func:`scaled` of each host gradient, in one loop: plain SGD's steps ``g * lr`` for ``w - g * lr``.
 
-    Each is a new array that nothing else references: the optimizer writes ``w - g * lr`` into it.
+    Each is a new array that nothing else references, or (``into[k]``: a donated gradient,
+    see :func:`scaled`) the gradient itself: the optimizer writes ``w - g * lr`` into it.
 
     >>> g, h = np.array([2.0, 4.0]), np.array([1.0])
     >>> d, e = plain_sgd([g, h], 0.5)
     >>> d.tolist(), d is g, e.tolist()
     ([1.0, 2.0], False, [0.5])
+    >>> plain_sgd([g, h], 0.5, (True, False))[0] is g, g.tolist()
+    (True, [1.0, 2.0])
     """
     out = []
     dt = t = None
-    for g in grads:
+    for k, g in enumerate(grads):
         if g.dtype is not dt:
             dt, t = g.dtype, _rate(g, lr)
-        out.append(g * t)
+        out.append(np.multiply(g, t, out=g) if into is not None and into[k] else g * t)
     return out
 
 
-def sgd(g: Any, lr: float, momentum: float, nesterov: bool, m0: Any, m_out: Any) -> tuple[Any, bool]:
+def sgd(g: Any, lr: float, momentum: float, nesterov: bool, m0: Any, m_out: Any, into: Any = None) -> tuple[Any, bool]:
     """SGD's step: ``(delta, add)`` with ``w += delta`` when ``add`` else ``w -= delta``.
 
     ``m = momentum * m0 - lr * g`` is written to ``m_out`` (``m0`` is not changed);
     ``w += m`` (``nesterov``: ``w += momentum * m - lr * g``); without momentum
-    ``w -= lr * g`` and the slots are unused. ``delta`` is ``m_out`` or a new array.
+    ``w -= lr * g`` and the slots are unused. ``delta`` is ``m_out``, a new array or
+    ``into``, a donated gradient that ``lr * g`` is written into (:func:`scaled`).
     """
     if not momentum:
-        return scaled(g, lr), False
-    step = scaled(g, lr)
+        return scaled(g, lr, into), False
+    step = scaled(g, lr, into)
     m = backend.xp_of(g).multiply(m0, momentum, out=m_out)
     m -= step
     if nesterov:
@@ -109,12 +120,15 @@ def adam(
     v_out: Any,
     vhat0: Any = None,
     vhat_out: Any = None,
+    into: Any = None,
 ) -> tuple[Any, bool]:
     """Adam's step ``t = step``: ``(delta, False)``, ``w -= delta``; the bias correction folded into the rate.
 
     ``m = m0 + (g - m0)(1 - beta_1)`` into ``m_out``, ``v = v0 + (g² - v0)(1 - beta_2)``
     into ``v_out`` (``vhat0`` given: AMSGrad, ``max(vhat0, v)`` into ``vhat_out``), then
-    ``delta = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) * m / (sqrt(v) + epsilon)``, a new array.
+    ``delta = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) * m / (sqrt(v) + epsilon)``, a new array
+    or ``into``, a donated gradient (dead once ``v`` is computed; the same ufuncs on the same
+    operands, so the same bits).
     """
     xp = backend.xp_of(g)
     alpha = lr * math.sqrt(1.0 - beta_2**step) / (1.0 - beta_1**step)
@@ -130,7 +144,7 @@ def adam(
         v = xp.maximum(vhat0, v, out=vhat_out)
     denom = xp.sqrt(v)
     denom += epsilon
-    delta = m * alpha
+    delta = m * alpha if into is None else xp.multiply(m, alpha, out=into)
     delta /= denom
     return delta, False
 
