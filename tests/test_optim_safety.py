@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import signal
 import statistics
 import sys
@@ -22,6 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from _signals import SigintAfter
 
 import gputape as gt
 import gputape.optim as optim
@@ -444,10 +444,10 @@ def interrupt_trials(make: Callable[[], gt.optim.Optimizer], trials: int, sizes=
         optim_base.defer_interrupts = _CountingDefer
     try:
         for _ in range(trials):
-            timer = threading.Timer(float(rng.uniform(0.0, 1.3 * step)), os.kill, (os.getpid(), signal.SIGINT))
+            timer = SigintAfter(float(rng.uniform(0.0, 1.3 * step)))
             inside = True
             try:
-                timer.start()
+                timer.arm()
                 opt.apply_gradients(pairs)
                 inside = False
                 timer.join()
@@ -560,10 +560,10 @@ def compiled_interrupt_trials(make, trials: int, sizes=(784, 256, 10), batch=64,
     sys.setswitchinterval(1e-5)
     try:
         for _ in range(trials):
-            timer = threading.Timer(float(rng.uniform(0.0, 1.3 * step)), os.kill, (os.getpid(), signal.SIGINT))
+            timer = SigintAfter(float(rng.uniform(0.0, 1.3 * step)))
             inside = True
             try:
-                timer.start()
+                timer.arm()
                 f(x, y)
                 inside = False
                 timer.join()

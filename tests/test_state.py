@@ -10,6 +10,7 @@ import threading
 import time
 
 import pytest
+from _signals import SigintAfter
 
 from gputape.core.state import defer_interrupts
 
@@ -214,14 +215,14 @@ def _interrupted_trials(name: str, trials: int, seed: int) -> list[str]:
     sys.setswitchinterval(1e-5)  # the timer thread gets the GIL soon: delays spread over the operation
     try:
         for trial in range(trials):
-            timer = threading.Timer(rng.uniform(0.0, 2e-4), os.kill, (os.getpid(), signal.SIGINT))
+            timer = SigintAfter(rng.uniform(0.0, 2e-4))
             outer = None
             try:
                 if name in ("stop_recording", "custom_gradient"):  # these run inside a tape
                     outer = gt.GradientTape()
                     outer.__enter__()
                     outer.watch(_X)
-                timer.start()
+                timer.arm()
                 deadline = time.monotonic() + 0.05  # a signal lost in a __del__ ends the trial too
                 while time.monotonic() < deadline:
                     operation(outer)
