@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core._generate import generate
 from ..devices import backend
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
@@ -51,30 +52,23 @@ def decoupled_decay(p: Any, lr: float, weight_decay: float) -> Any:
     return p * (lr * weight_decay)
 
 
-def scaled(g: Any, lr: float) -> Any:
-    """``g * lr``, plain SGD's step (and momentum SGD's ``lr * g``): a new array of ``g``'s dtype."""
-    if type(g) is np.ndarray:
-        lr = _rate(g, lr)
-    return g * lr
+# Plain SGD's step (and momentum SGD's ``lr * g``), declared once as source: ``{g}`` times
+# ``{rate}``, the learning rate as numpy converts it beside ``{g}`` (:func:`_rate`). scaled() is
+# compiled from it, and the optimizer's generated plain-SGD step inlines the same text.
+SCALED = "{g} * {rate}"
 
-
-def plain_sgd(grads: list[np.ndarray], lr: float) -> list[np.ndarray]:
-    """:func:`scaled` of each host gradient, in one loop: plain SGD's steps ``g * lr`` for ``w - g * lr``.
-
-    Each is a new array that nothing else references: the optimizer writes ``w - g * lr`` into it.
-
-    >>> g, h = np.array([2.0, 4.0]), np.array([1.0])
-    >>> d, e = plain_sgd([g, h], 0.5)
-    >>> d.tolist(), d is g, e.tolist()
-    ([1.0, 2.0], False, [0.5])
-    """
-    out = []
-    dt = t = None
-    for g in grads:
-        if g.dtype is not dt:
-            dt, t = g.dtype, _rate(g, lr)
-        out.append(g * t)
-    return out
+scaled = generate(
+    "scaled",
+    "def scaled(g, lr):\n"
+    "    \"\"\"``g * lr``, plain SGD's step (and momentum SGD's ``lr * g``): a new array of ``g``'s dtype.\n\n"
+    "    >>> scaled(np.array([2.0, 4.0]), 0.5).tolist()\n"
+    "    [1.0, 2.0]\n"
+    '    """\n'
+    "    if type(g) is np.ndarray:\n"
+    "        lr = _rate(g, lr)\n"
+    f"    return {SCALED.format(g='g', rate='lr')}\n",
+    globals(),
+)
 
 
 def sgd(g: Any, lr: float, momentum: float, nesterov: bool, m0: Any, m_out: Any) -> tuple[Any, bool]:
@@ -135,4 +129,4 @@ def adam(
     return delta, False
 
 
-__all__ = ["adam", "decoupled_decay", "plain_sgd", "scaled", "sgd"]
+__all__ = ["adam", "decoupled_decay", "scaled", "sgd"]
