@@ -16,7 +16,7 @@ except ImportError:  # plain `pytest` does not put the repository root on sys.pa
     from benchmarks import hops
 
 # What the step makes today: a ceiling that only comes down. Lower it when a change removes calls.
-CEILING = 57
+CEILING = 55
 # Issue 24's target (met: plain SGD's apply_gradients is one generated step, optim/base.py's _plain_steps)
 TARGET = 60
 
