@@ -659,7 +659,7 @@ _NOSLOTS: dict[str, Any] = {}
 _ndarray = np.ndarray
 
 
-# A variable's new value, ``{w} + {delta}`` (``{add}``) or ``{w} - {delta}``, declared once as source:
+# A variable's new value, ``{w} + {delta}`` or ``{w} - {delta}`` (``ufunc``; ``op`` names it in errors), as source:
 # _new_value is compiled from it and the generated plain-SGD step inlines it for each variable.
 # Into ``{out}``, a temporary of this step's own that nothing else references, when it is one of the
 # variable's array type, shape and dtype; else into a new array (``{out}`` then names the result).
