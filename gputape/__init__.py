@@ -35,6 +35,7 @@ from .core.tensor import (
     uint8,
 )
 from .debug import profiler
+from .devices.backend import CpuFallbackWarning
 from .devices.memory import (
     empty_cache,
     from_dlpack,
@@ -60,6 +61,7 @@ __all__ = [
     "REGISTRY",
     "GradientTape",
     "GputapeWarning",
+    "CpuFallbackWarning",
     "Module",
     "Tensor",
     "TensorShape",

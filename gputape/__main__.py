@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import sys
+import warnings
 from typing import Any
 
 
@@ -31,7 +32,10 @@ def info() -> dict[str, Any]:
     why = backend.cuda_unavailable_reason(0)
     out["gpu"] = "available" if why is None else f"unavailable: {why}"
     try:
-        out["default_device"] = backend.default_device()
+        with warnings.catch_warnings():
+            # the fallback's warning says what the "gpu" line above already prints
+            warnings.simplefilter("ignore", backend.CpuFallbackWarning)
+            out["default_device"] = backend.default_device()
     except Exception as exc:  # GPUTAPE_DEVICE asks for a GPU that does not work
         out["default_device"] = f"error: {exc}"
     try:
@@ -76,9 +80,15 @@ def _print(d: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gputape", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="cmd")
-    p_info = sub.add_parser("info", help="print the backend, device, versions and memory pool state")
+    # plain text for a terminal: the module docstring is reST (``literals``), which argparse prints raw
+    parser = argparse.ArgumentParser(
+        prog="python -m gputape",
+        description="gputape's command line. 'python -m gputape info' says which device gputape uses and why, "
+        "with the versions of numpy, CuPy and CUDA and the memory pools: the first thing to run on a new machine.",
+    )
+    sub = parser.add_subparsers(dest="cmd", metavar="command")
+    info_help = "print the backend, device, versions and memory pool state"
+    p_info = sub.add_parser("info", help=info_help, description=info_help[0].upper() + info_help[1:] + ".")
     p_info.add_argument("--json", action="store_true", help="print JSON instead of text")
     args = parser.parse_args(argv)
     if args.cmd != "info":

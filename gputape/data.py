@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import distributed as _distributed
+from . import random as _random
 from .core.tensor import Tensor, _wrap
 from .devices import backend
 from .devices.placement import current_device
@@ -33,7 +34,8 @@ class DataLoader:
     Iterating yields a tuple of tensors per batch (a single tensor when one
     array was given). ``len(loader)`` is the number of batches per epoch.
 
-    - ``shuffle``: a new permutation each epoch, from ``np.random.default_rng(seed)``.
+    - ``shuffle``: a new permutation each epoch, from ``np.random.default_rng(seed)``, or,
+      without a ``seed``, from a stream of ``gt.random``'s (the global seed decides).
     - ``drop_remainder``: skip the last batch when it is smaller than ``batch_size``.
     - ``device``: where batches live (default: the current device when the loader is made).
     - ``shard``: in a ``gt.distributed`` job, yield only this rank's contiguous
@@ -76,7 +78,9 @@ class DataLoader:
         self.shard = bool(shard)
         if self.shard and seed is None and self.shuffle:
             seed = _distributed._shared_seed()  # a per-rank random seed would give every rank other rows
-        self._rng = np.random.default_rng(seed)
+        # Without a seed, the global seed decides (gt.random's op stream, taken once here), so
+        # gt.random.seed makes every epoch's order the same in every process.
+        self._rng = np.random.default_rng(seed) if seed is not None else _random.generator()
 
     def _place(self, a: Any) -> Any:
         data = a._data if isinstance(a, Tensor) else a

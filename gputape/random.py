@@ -1,4 +1,17 @@
-"""Random tensors (``gt.random``), from one seeded numpy Generator.
+"""Random tensors (``gt.random``), and the seeds behind every random thing in gputape.
+
+TensorFlow's model: a global seed plus op seeds. With no global seed, draws come from a
+generator seeded from the OS (different in every process). ``gt.random.seed(n)`` (also
+``tf.random.set_seed`` and ``tf.keras.utils.set_random_seed``) sets the global seed and
+resets an op counter: from then on each random op (a draw here, an initializer, a Dropout
+mask, a shuffle order) gets a stream of its own, derived from the global seed and the
+counter, so a program that makes the same random calls in the same order draws the same
+numbers in every process, and one op's size does not shift another's numbers. An op seed
+(``tf.random.normal(..., seed=s)``) picks a stream from the global seed and ``s``
+(TensorFlow's default global seed when none is set); repeated calls with one op seed
+continue that stream until the next ``seed()``, as TensorFlow's kernels do.
+
+The streams are numpy's Philox: deterministic, but not bit-identical to TensorFlow's.
 
 >>> import gputape as gt
 >>> gt.random.seed(0)
@@ -10,6 +23,7 @@ True
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 from typing import Any
@@ -26,32 +40,91 @@ from .ops._util import norm_dtype as _norm_dtype
 from .ops._util import norm_real as _norm_real
 from .ops._util import norm_shape as _norm_shape
 
-_rng = np.random.default_rng()
+# TensorFlow's DEFAULT_GRAPH_SEED: an op seed without a global seed is still deterministic.
+DEFAULT_GLOBAL_SEED = 87654321
 
-__all__ = ["generator", "normal", "seed", "uniform"]
+_unseeded = np.random.default_rng()  # no global seed: the process's own entropy
+_global: Any = None  # the global seed as given; None when unset
+_key = 0  # the Philox key derived from the global seed
+_counter = itertools.count()  # random ops since seed(); next() is atomic under the GIL
+_kernels: dict[tuple, np.random.Generator] = {}  # (op, op seed) -> its continuing stream
+
+__all__ = ["generator", "get_seed", "normal", "seed", "uniform"]
 
 
-def seed(n: int) -> None:
-    """Reseed the generator behind ``normal`` and ``uniform`` (reproducible runs).
+def _philox_key(*entropy: Any) -> int:
+    # SeedSequence hashes any non-negative int (or sequence of them) into well-mixed bits;
+    # it also refuses negative seeds and floats with numpy's own message.
+    words = np.random.SeedSequence([*entropy]).generate_state(2, np.uint64)
+    return int(words[0]) | (int(words[1]) << 64)
 
-    >>> import gputape as gt
-    >>> gt.random.seed(42)
-    """
-    global _rng
+
+def _norm_seed(n: Any, arg: str) -> Any:
     try:
         if _is_index(n) or isinstance(n, (float, str, bytes)):
             n = operator.index(n)
-        _rng = np.random.default_rng(n)
+            if n < 0:
+                raise ValueError(f"{n} is negative")
+            return n
+        n = tuple(operator.index(x) for x in n)
+        if any(x < 0 for x in n):
+            raise ValueError(f"{n} has a negative entry")
+        return n
     except _errors.NEVER_WRAP:
         raise
     except Exception as exc:
         raise _errors.argument_error(
-            n, "is not a seed", exc, arg="n", hint="pass a non-negative int (or a sequence of them)"
+            n, "is not a seed", exc, arg=arg, hint="pass a non-negative int (or a sequence of them)"
         ) from exc
 
 
+def _entropy(n: Any) -> tuple:
+    return n if isinstance(n, tuple) else (n,)
+
+
+def seed(n: Any) -> None:
+    """Set the global seed (``None`` clears it): every random op after it is reproducible.
+
+    Resets the op counter and the op-seeded streams, as ``tf.random.set_seed`` does.
+
+    >>> import gputape as gt
+    >>> gt.random.seed(42)
+    >>> a = gt.random.uniform((3,)).numpy()
+    >>> gt.random.seed(42)
+    >>> bool((a == gt.random.uniform((3,)).numpy()).all())
+    True
+    """
+    global _global, _key, _counter
+    if n is None:
+        _global, _key = None, 0
+    else:
+        n = _norm_seed(n, "n")
+        _global, _key = n, _philox_key(*_entropy(n))
+    _counter = itertools.count()
+    _kernels.clear()
+
+
+def get_seed() -> Any:
+    """The global seed last set (``None`` when unset).
+
+    >>> import gputape as gt
+    >>> gt.random.seed(3); gt.random.get_seed()
+    3
+    """
+    return _global
+
+
+def _stream(key: int, index: int) -> np.random.Generator:
+    # Philox is counter-based: the top counter word selects the stream, the draws advance
+    # the low words, so streams of one key never overlap.
+    return np.random.Generator(np.random.Philox(key=key, counter=np.array([0, 0, 0, index], np.uint64)))
+
+
 def generator() -> np.random.Generator:
-    """The numpy Generator behind ``normal``/``uniform`` (initializers and dropout draw from it too).
+    """The generator for one random op (initializers, dropout and shuffles draw from it too).
+
+    With a global seed: a fresh stream, the next one the seed and the op counter give.
+    Without one: the process's unseeded generator.
 
     >>> import gputape as gt
     >>> gt.random.seed(0)
@@ -60,7 +133,34 @@ def generator() -> np.random.Generator:
     >>> bool(a == gt.random.generator().integers(100))
     True
     """
-    return _rng
+    if _global is None:
+        return _unseeded
+    return _stream(_key, next(_counter))
+
+
+def _op_generator(op_seed: Any, op: str) -> np.random.Generator:
+    """The generator for a call of ``op`` with op seed ``op_seed`` (``None``: :func:`generator`).
+
+    Calls of one op with one op seed continue one stream, reset by :func:`seed`; the stream
+    depends on the global seed too (TensorFlow's default one when none is set).
+
+    >>> import gputape as gt
+    >>> gt.random.seed(1)
+    >>> a = gt.random._op_generator(5, "demo").random()
+    >>> b = gt.random._op_generator(5, "demo").random()
+    >>> gt.random.seed(1)
+    >>> (a != b, a == gt.random._op_generator(5, "demo").random())
+    (True, True)
+    """
+    if op_seed is None:
+        return generator()
+    op_seed = _norm_seed(op_seed, "seed")
+    k = (op, op_seed)
+    g = _kernels.get(k)
+    if g is None:
+        glob = _entropy(_global) if _global is not None else (DEFAULT_GLOBAL_SEED,)
+        g = _kernels[k] = _stream(_philox_key(*glob, *_entropy(op_seed)), 0)
+    return g
 
 
 def _place(a: np.ndarray, device: str | None) -> Tensor:
@@ -88,10 +188,11 @@ def _bound(v: Any, what: str) -> Any:
 
 
 def _sample(kind: str, a: Any, b: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    rng = generator()  # one op: one stream (a gt.function replay asks again, as a new op)
     try:
         if kind == "integers":
-            return _rng.integers(a, b, shape, dtype=dtype)
-        return getattr(_rng, kind)(a, b, shape).astype(dtype)
+            return rng.integers(a, b, shape, dtype=dtype)
+        return getattr(rng, kind)(a, b, shape).astype(dtype)
     except _errors.NEVER_WRAP:
         raise
     except (ValueError, OverflowError) as exc:  # numpy's own checks, after ours (maxval=nan for integers)

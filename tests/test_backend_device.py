@@ -74,6 +74,8 @@ def fresh_backend(monkeypatch):
     """Forget the probe results and the cached default, and restore them afterwards."""
     monkeypatch.setattr(backend, "_probed", {})
     monkeypatch.setattr(backend, "_default", None)
+    monkeypatch.setattr(backend, "_cupy_installed", backend._cupy_installed)
+    monkeypatch.setattr(backend, "_cupy_error", backend._cupy_error)
     monkeypatch.delenv("GPUTAPE_DEVICE", raising=False)
     yield monkeypatch
 
@@ -90,7 +92,8 @@ def fresh_backend(monkeypatch):
 def test_reasons_say_what_is_missing(fresh_backend, kw, reason):
     fresh_backend.setattr(backend, "_cupy", fake_cupy(**kw))
     assert reason in backend.cuda_unavailable_reason(0)
-    assert backend.default_device() == "cpu"
+    with pytest.warns(backend.CpuFallbackWarning, match=reason):
+        assert backend.default_device() == "cpu"
     fresh_backend.setenv("GPUTAPE_DEVICE", "cuda")
     with pytest.raises(RuntimeError, match=reason):
         backend.default_device()
@@ -119,14 +122,83 @@ def test_gpu_is_the_default_when_one_answers(fresh_backend):
         backend.default_device()
 
 
-def test_cpu_fallback_is_one_debug_line_and_no_warning(fresh_backend, caplog, recwarn):
-    fresh_backend.setattr(backend, "_cupy", fake_cupy(driver=0))
+def test_cpu_fallback_with_cupy_installed_warns_once_with_the_reason_and_the_fix(fresh_backend, caplog):
+    import gputape as gt
+
+    # cupy imports but the driver is older than its CUDA: the case that used to run on the CPU silently
+    fresh_backend.setattr(backend, "_cupy", fake_cupy(count_error="cudaErrorInsufficientDriver: driver too old"))
     with caplog.at_level(logging.DEBUG, logger="gputape"):
-        for _ in range(3):
-            assert backend.default_device() == "cpu"
+        with pytest.warns(backend.CpuFallbackWarning) as got:
+            assert gt.constant(1.0).device == "cpu"  # the first placement decides, some frames deep
+            for _ in range(3):
+                assert backend.default_device() == "cpu"
+    assert len(got) == 1, [str(w.message) for w in got]
+    msg = str(got[0].message)
+    assert "cudaErrorInsufficientDriver" in msg  # the reason
+    assert "NVIDIA driver" in msg and ">= 525" in msg and ">= 580" in msg  # the fix
+    assert "GPUTAPE_DEVICE=cpu" in msg and "python -m gputape info" in msg
+    assert got[0].filename == __file__  # it points at the caller's line, not into gputape
     lines = [r for r in caplog.records if "using the CPU" in r.getMessage()]
     assert len(lines) == 1 and lines[0].levelno == logging.DEBUG
+
+
+def test_cpu_fallback_warning_is_public_and_names_each_fix(fresh_backend):
+    import gputape as gt
+
+    assert gt.CpuFallbackWarning is backend.CpuFallbackWarning
+    fresh_backend.setattr(backend, "_cupy", fake_cupy(count=0))
+    with pytest.warns(gt.CpuFallbackWarning, match="CUDA reports no devices.*CUDA_VISIBLE_DEVICES"):
+        backend.default_device()
+    fresh_backend.setattr(backend, "_probed", {})
+    fresh_backend.setattr(backend, "_default", None)
+    fresh_backend.setattr(backend, "_cupy", fake_cupy(driver=0))
+    with pytest.warns(gt.CpuFallbackWarning, match="no CUDA driver is installed.*install or update the NVIDIA driver"):
+        backend.default_device()
+
+
+def test_gputape_device_cpu_silences_the_fallback(fresh_backend, recwarn):
+    fresh_backend.setattr(backend, "_cupy", fake_cupy(driver=0))
+    fresh_backend.setenv("GPUTAPE_DEVICE", "cpu")
+    for _ in range(2):
+        assert backend.default_device() == "cpu"
     assert not recwarn.list
+
+
+def test_no_cupy_installed_falls_back_silently(fresh_backend, recwarn, caplog):
+    # a CPU-only install: cupy's import fails with "No module named 'cupy'"
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_cupy(name, *a, **kw):
+        if name == "cupy" or name.startswith("cupy."):
+            raise ModuleNotFoundError("No module named 'cupy'", name="cupy")
+        return real_import(name, *a, **kw)
+
+    fresh_backend.setattr(backend, "_cupy", None)
+    fresh_backend.setattr(builtins, "__import__", no_cupy)
+    with caplog.at_level(logging.DEBUG, logger="gputape"):
+        assert backend.default_device() == "cpu"
+    assert backend._cupy is False and not backend._cupy_installed
+    assert not recwarn.list
+    assert any("using the CPU" in r.getMessage() for r in caplog.records)
+
+
+def test_a_broken_cupy_install_warns(fresh_backend):
+    # cupy is installed but cannot load its CUDA libraries: a GPU install that does not work
+    import builtins
+
+    real_import = builtins.__import__
+
+    def broken_cupy(name, *a, **kw):
+        if name == "cupy":
+            raise ImportError("libcudart.so.13: cannot open shared object file", name="cupy_backends.cuda")
+        return real_import(name, *a, **kw)
+
+    fresh_backend.setattr(backend, "_cupy", None)
+    fresh_backend.setattr(builtins, "__import__", broken_cupy)
+    with pytest.warns(backend.CpuFallbackWarning, match="libcudart.so.13.*reinstall cupy"):
+        assert backend.default_device() == "cpu"
 
 
 def test_probe_runs_once_per_device(fresh_backend):
@@ -405,3 +477,15 @@ def test_training_steps_reuse_memory():
         step()
     per_step = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 30
     assert per_step < 20, per_step
+
+
+def test_info_prints_the_reason_instead_of_warning(fresh_backend, recwarn):
+    # `python -m gputape info` shows the reason on its GPU line; the warning would say it twice
+    from gputape.__main__ import info
+
+    cp = fake_cupy(count=0)
+    cp.__version__ = "0.fake"
+    fresh_backend.setattr(backend, "_cupy", cp)
+    d = info()
+    assert d["gpu"] == "unavailable: CUDA reports no devices" and d["default_device"] == "cpu"
+    assert not [w for w in recwarn.list if issubclass(w.category, backend.CpuFallbackWarning)]

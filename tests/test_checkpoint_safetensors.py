@@ -1,5 +1,6 @@
 """gt.save/gt.load in the safetensors format: round trips, hostile headers, and a PyTorch state dict."""
 
+import hashlib
 import json
 import struct
 import sys
@@ -40,15 +41,22 @@ def test_round_trip_with_optimizer_state_continues_identically(tmp_path):
     assert_same(snapshot(twin), snapshot(model))
 
 
-def test_the_file_is_plain_safetensors_with_the_marker_in_its_metadata(tmp_path):
+def test_the_file_is_plain_safetensors_with_the_marker_and_checksums_in_its_metadata(tmp_path):
     safetensors = pytest.importorskip("safetensors")
     from safetensors.numpy import load_file
 
     model = make_model()
     path = tmp_path / "m.safetensors"
     gt.save(path, model)
+    # each checksum is sha256 of "<dtype> <shape>\n" and the raw bytes: anyone can recompute it
+    sums = {
+        f"gputape.sha256.var:{p}": hashlib.sha256(
+            f"F32 {json.dumps(list(v.shape), separators=(',', ':'))}\n".encode() + v.numpy().tobytes()
+        ).hexdigest()
+        for p, v in model.named_variables()
+    }
     with safetensors.safe_open(str(path), framework="numpy") as f:
-        assert f.metadata() == {"__gputape_checkpoint__": "gputape-checkpoint/1"}
+        assert f.metadata() == {"__gputape_checkpoint__": "gputape-checkpoint/1", **sums}
     other = load_file(str(path))
     assert sorted(other) == sorted(f"var:{p}" for p, _ in model.named_variables())
     for p, v in model.named_variables():

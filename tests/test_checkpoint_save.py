@@ -80,7 +80,7 @@ def test_a_failing_save_leaves_the_old_file_and_no_temp(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(np, "savez", broken)
+    monkeypatch.setattr(np.lib.format, "write_array", broken)  # what writes each .npz member
     with pytest.raises(OSError, match="No space left"):
         gt.save(path, small_model(2.0))
     assert path.read_bytes() == old and temps(tmp_path) == []

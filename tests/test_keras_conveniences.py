@@ -73,3 +73,24 @@ def test_layers_losses_and_metrics_print_informatively():
         text = repr(obj)
         assert type(obj).__name__ in text and " at 0x" not in text
     assert "not built" in repr(tf.keras.layers.Dense(3))
+
+
+def test_summary_widens_its_columns_for_long_names():
+    name = "a_layer_whose_name_runs_to_sixty_characters_long__0123456789"
+    assert len(name) == 60
+    m = gt.nn.Sequential([gt.nn.Dense(4, name=name), gt.nn.Dense(1, name="out")], name="long")
+    m(np.zeros((2, 3), "float32"))
+    lines: list[str] = []
+    m.summary(print_fn=lines.append)
+    table = [s for s in "\n".join(lines).splitlines() if s[:1] in "┏┃┡│├└"]
+    assert len({len(s) for s in table}) == 1, "\n".join(table)  # every border lines up
+    row = next(s for s in table if name in s)
+    assert f"│ {name} (Dense) │" in row  # the whole name, inside its column
+    # the column borders sit at the same places on every line
+    cols = {tuple(i for i, c in enumerate(s) if c in "┃┳┓┏╇┡┩│┼├┤┴└┘") for s in table}
+    assert len(cols) == 1, "\n".join(table)
+    short: list[str] = []
+    m2 = gt.nn.Sequential([gt.nn.Dense(1, name="d")], name="s")
+    m2(np.zeros((1, 1), "float32"))
+    m2.summary(print_fn=short.append)
+    assert max(len(s) for s in "\n".join(short).splitlines()) == 76  # Keras' width when names fit

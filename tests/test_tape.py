@@ -165,7 +165,8 @@ def test_watch_accessed_variables_false_nothing_watched():
     assert t.gradient(y, a) is None
 
 
-def test_watched_variables_first_watch_order():
+def test_watched_variables_creation_order():
+    # TensorFlow's order: creation, not first watch (issue 26).
     a = gt.Variable(1.0, name="a")
     b = gt.Variable(2.0, name="b")
     cc = gt.Variable(3.0, name="c")
@@ -174,13 +175,13 @@ def test_watched_variables_first_watch_order():
         t.watch(x)  # tensors are not variables
         t.watch(b)
         y = a * b  # a auto-watched after b
-        t.watch(a)  # already watched: order unchanged
+        t.watch(a)  # already watched
         y = y + cc * b
         t.watch(cc)
     watched = t.watched_variables()
     assert type(watched) is tuple
-    assert [v.name for v in watched] == ["b", "a", "c"]
-    assert all(w is v for w, v in zip(watched, (b, a, cc)))
+    assert [v.name for v in watched] == ["a", "b", "c"]
+    assert all(w is v for w, v in zip(watched, (a, b, cc)))
 
 
 def test_watched_variables_after_gradient():

@@ -286,6 +286,7 @@ def test_progress_output_in_keras_format(capsys, monkeypatch):
     assert lines[0::2] == ["Epoch 1/2", "Epoch 2/2"] and len(lines) == 4
     assert all(re.fullmatch(line, text) for text in lines[1::2]), lines
     monkeypatch.setitem(sys.modules, "tqdm", None)  # Keras' own text bar
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)  # a terminal: bars are drawn
     model.fit(x_train[:640], y_train[:640], batch_size=64, epochs=1, verbose=1)
     out = capsys.readouterr().out
     final = out.splitlines()[-1].split("\r")[-1]
@@ -293,14 +294,43 @@ def test_progress_output_in_keras_format(capsys, monkeypatch):
     assert re.fullmatch(rf"10/10 ━{{20}} \d+s \d+(us|ms|s)/step - loss: {number} - accuracy: {number} *", final), final
 
 
-def test_progress_bar_with_tqdm(capsys):
+def test_progress_bar_with_tqdm(capsys, monkeypatch):
     pytest.importorskip("tqdm")
     (x_train, y_train), _ = _digits()
     model = get_compiled_model()
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)  # a terminal: bars are drawn
     model.fit(x_train[:256], y_train[:256], batch_size=64, epochs=1, verbose=1)
     out = capsys.readouterr().out
     final = out.replace("\r", "\n").strip().splitlines()[-1]
     assert out.startswith("Epoch 1/1\n") and final.startswith("4/4 ") and " - loss: " in final, out
+    assert "\r" in out  # tqdm redraws in place
+
+
+@pytest.mark.parametrize("tqdm", ["installed", "absent"])
+def test_output_that_is_no_terminal_gets_one_line_per_epoch_and_no_carriage_return(capsys, monkeypatch, tqdm):
+    """Piped into a log, fit prints Keras' per-epoch line (verbose=2's) for verbose=1 and 'auto' too."""
+    if tqdm == "installed":
+        pytest.importorskip("tqdm")
+    else:
+        monkeypatch.setitem(sys.modules, "tqdm", None)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False, raising=False)
+    monkeypatch.delitem(sys.modules, "ipykernel", raising=False)
+    (x_train, y_train), _ = _digits()
+    model = get_compiled_model()
+    number = r"\d+\.\d{4}"
+    logs = rf"loss: {number} - (val_)?sparse_categorical_accuracy: {number}"
+    line = rf"4/4 - \d+s - \d+(us|ms|s)/step - {logs} - val_{logs}"
+    for verbose in ("auto", 1, 2):
+        model.fit(x_train[:320], y_train[:320], batch_size=64, epochs=2, validation_split=0.2, verbose=verbose)
+        out = capsys.readouterr().out
+        assert "\r" not in out and "\b" not in out, repr(out)
+        lines = out.splitlines()
+        assert lines[0::2] == ["Epoch 1/2", "Epoch 2/2"] and len(lines) == 4, (verbose, lines)
+        assert all(re.fullmatch(line, text) for text in lines[1::2]), (verbose, lines)
+    model.evaluate(x_train[:128], y_train[:128], batch_size=64, verbose=1)
+    model.predict(x_train[:128], batch_size=64)
+    out = capsys.readouterr().out
+    assert "\r" not in out and len(out.splitlines()) == 2, repr(out)  # one line each
 
 
 def test_train_and_test_on_batch_and_errors():

@@ -11,6 +11,10 @@ not by creation order:
 - ``array:<path>``: any other numpy array or number in a saved dict
   (metadata such as the epoch), returned by ``load`` but never assigned.
 
+``save(..., names=...)`` writes the variables under other keys instead (PyTorch's
+state dict names, a Linear weight transposed with ``"T"``), and ``load(...,
+names=...)`` reads them back with the same mapping; such a file has no format marker.
+
 What ``load`` guarantees:
 
 - *Nothing unbounded is read.* Each entry's header (dtype, shape) is checked
@@ -22,6 +26,10 @@ What ``load`` guarantees:
   most ``max(64 MiB, the file's size)`` bytes in total.
 - *All or nothing.* Every object of one call (several models and optimizers in
   ``into``) is checked, values included, before anything is assigned.
+- *Checksums.* A ``.safetensors`` file gets a sha256 per tensor in its metadata
+  (``gputape.sha256.<key>``; ``.npz`` members have zip's CRC-32); a file whose bytes do
+  not match them is refused as corrupt, naming the tensor. Files without them (written
+  by PyTorch or the safetensors package) get the format's checks only.
 - *Two kinds of failure.* A path that cannot be read raises its ``OSError``
   unchanged (``FileNotFoundError``, ``PermissionError``, ``IsADirectoryError``, a
   network ``TimeoutError``...); FIFOs, devices and sockets are refused at once,
@@ -156,12 +164,60 @@ def _slot_key(opt_name: str, slot: str, var_path: str) -> str:
     return f"opt:{opt_name}:slot:{slot}:{var_path}"
 
 
-def _entries_to_save(obj: Any) -> dict[str, np.ndarray]:
+# Keys a mapped name cannot take: the safetensors header's metadata entry and the .npz format marker.
+_RESERVED_KEYS = ("__metadata__", _MARKER)
+
+
+def _save_keys(names: Any, variables: dict[str, Variable]) -> dict[str, tuple[str, bool]]:
+    """``names=`` of ``gt.save``: load's mapping, and every variable named once, under a key of its own."""
+    mapping = _parse_names(names, variables, "gt.save")
+    unnamed = [p for p in variables if p not in mapping]
+    if unnamed:
+        shown = ", ".join(f"{p!r} (shape {tuple(variables[p].shape)})" for p in unnamed[:8])
+        more = f" and {len(unnamed) - 8} more" if len(unnamed) > 8 else ""
+        raise ValueError(
+            f"gt.save: names= leaves {len(unnamed)} variable{'s' * (len(unnamed) > 1)} unnamed: {shown}{more}; "
+            "with names=, the file is in another library's naming, so every variable needs its key there: add "
+            f"names[{unnamed[0]!r}] = '<key>' (or ('<key>', 'T') for a Dense kernel). Nothing was written."
+        )
+    owner: dict[str, str] = {}
+    for p, (key, _) in mapping.items():
+        if not key or key in _RESERVED_KEYS:
+            raise ValueError(
+                f"gt.save: names[{p!r}] = {names[p]!r} gives variable {p!r} the key {key!r}, which the file "
+                "format reserves (or an empty one); choose another. Nothing was written."
+            )
+        if key in owner:
+            raise ValueError(
+                f"gt.save: names[{owner[key]!r}] and names[{p!r}] both give the key {key!r}, so the file would "
+                f"hold only one of the variables {owner[key]!r} and {p!r}; give each its own key. "
+                "Nothing was written."
+            )
+        owner[key] = p
+    return mapping
+
+
+def _entries_to_save(obj: Any, names: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
     variables, optimizers, plain = _collect(obj, "gt.save")
+    keys = {p: (f"var:{p}", False) for p in variables} if names is None else _save_keys(names, variables)
     arrays: dict[str, np.ndarray] = {}
+    origin: dict[str, str] = {}  # key -> what it holds, for a mapped name that meets an optimizer's or array's key
+
+    def put(key: str, a: np.ndarray, what: str) -> None:
+        if key in origin:
+            raise ValueError(
+                f"gt.save: {origin[key]} and {what} both map to the key {key!r}, so one would be lost; "
+                "choose another name in names=. Nothing was written."
+            )
+        origin[key] = what
+        arrays[key] = a
+
     path_of: dict[int, str] = {}
     for p, v in variables.items():
-        arrays[f"var:{p}"] = backend.to_host(v._data)
+        key, transpose = keys[p]
+        a = backend.to_host(v._data)
+        # "T": a Dense kernel (in, out) is torch.nn.Linear's weight (out, in); contiguous, as the file holds it
+        put(key, np.ascontiguousarray(a.T) if transpose else a, f"variable {p!r}")
         path_of.setdefault(id(v), p)
     for name, opt in optimizers.items():
         state = opt.get_state()
@@ -171,7 +227,7 @@ def _entries_to_save(obj: Any) -> dict[str, np.ndarray]:
                 f"gt.save: optimizer {name!r} has iterations={it!r}, which is not a step count a checkpoint can "
                 "hold (an integer in [0, 2**63))"
             )
-        arrays[f"opt:{name}:iterations"] = np.array(it, np.int64)
+        put(f"opt:{name}:iterations", np.array(it, np.int64), f"optimizer {name!r} iterations")
         for var, slots in state["slots"]:
             vp = path_of.get(id(var))
             if vp is None:
@@ -181,16 +237,16 @@ def _entries_to_save(obj: Any) -> dict[str, np.ndarray]:
                     "gt.save(path, {'model': model, 'optimizer': opt})"
                 )
             for slot, a in slots.items():
-                arrays[_slot_key(name, slot, vp)] = a
+                put(_slot_key(name, slot, vp), a, f"optimizer {name!r} slot {slot!r} of {vp!r}")
     for p, value in plain.items():
         a = np.asarray(value)
         if a.dtype.kind not in "biufc":
             raise TypeError(f"gt.save: {p!r} is a {a.dtype} array; only numeric and boolean arrays can be saved")
-        arrays[f"array:{p}"] = a
+        put(f"array:{p}", a, f"the value {p!r}")
     return arrays
 
 
-def save(path: str | os.PathLike[str], obj: Any) -> None:
+def save(path: str | os.PathLike[str], obj: Any, *, names: Mapping[str, str | tuple[str, str]] | None = None) -> None:
     """Write the Variables (and optimizer state) of ``obj`` to ``path``, as ``.npz`` or ``.safetensors``.
 
     ``obj`` is a Module, or a dict (lists inside are fine) of Modules,
@@ -200,7 +256,21 @@ def save(path: str | os.PathLike[str], obj: Any) -> None:
     together with the model it trains. ``path`` is used as given (no ``.npz`` is
     appended); one ending in ``.safetensors`` (any case) is written in that format,
     which needs the optional package (``pip install "gputape[safetensors]"``) and
-    holds no complex128 arrays.
+    holds no complex128 arrays. A safetensors file gets a sha256 checksum per tensor
+    in its ``__metadata__`` (``gputape.sha256.<key>``, see
+    :func:`gputape.checkpoint.read.tensor_checksum`), and ``gt.load`` refuses a file
+    whose bytes no longer match them.
+
+    ``names`` writes another library's naming and layout, the exact inverse of
+    :func:`load`'s ``names``: ``{variable path: key}``, or ``(key, "T")`` to store a
+    2-D variable transposed, as ``torch.nn.Linear`` keeps its weight (out, in) where
+    ``gt.nn.Dense`` keeps its kernel (in, out). Every variable must be named, each
+    under its own key, and ``"T"`` is for 2-D variables only; otherwise ``ValueError``
+    names the variable and the entry, and nothing is written. Such a file has no
+    gputape format marker, so it loads back with the same ``names``; saved from the
+    model alone, it is a state dict ``torch.nn.Module.load_state_dict(
+    safetensors.torch.load_file(path), strict=True)`` takes. Optimizer state and
+    plain values, if saved with it, keep gputape's keys.
 
     The write is atomic: a temp file ``.<name>.gputape-<host>-<pid>-<random>.tmp``
     in the target's folder is written, fsynced, renamed over the target, and the
@@ -219,15 +289,24 @@ def save(path: str | os.PathLike[str], obj: Any) -> None:
     >>> gt.save(path, m)
     >>> sorted(gt.load(path))
     ['var:w']
+    >>> fc = gt.nn.Dense(2); fc.build((None, 3))                    # kernel (3, 2), bias (2,)
+    >>> torch_names = {"kernel": ("weight", "T"), "bias": "bias"}
+    >>> gt.save(path, fc, names=torch_names)                        # PyTorch's Linear(3, 2) naming
+    >>> twin = gt.nn.Dense(2); twin.build((None, 3))
+    >>> _ = gt.load(path, into=twin, names=torch_names)
+    >>> bool((twin.kernel.numpy() == fc.kernel.numpy()).all())
+    True
     """
     path = os.fspath(path)
-    arrays = _entries_to_save(obj)
+    arrays = _entries_to_save(obj, names)
+    # A file in another library's naming is not in gputape's layout: no marker says it is.
+    marker = {_MARKER: _FORMAT} if names is None else {}
     if _read.is_safetensors(path):
-        blob = _write.safetensors_bytes(path, arrays, {_MARKER: _FORMAT})
+        blob = _write.safetensors_bytes(path, arrays, marker)
         _write.atomic_write(path, lambda f: f.write(blob))
     else:
-        arrays = {_MARKER: np.array(_FORMAT), **arrays}
-        _write.atomic_write(path, lambda f: np.savez(f, **arrays))
+        arrays = {k: np.array(v) for k, v in marker.items()} | arrays
+        _write.atomic_write(path, lambda f: _write.npz_write(f, arrays))
 
 
 # -- loading -------------------------------------------------------------------------------------
@@ -251,6 +330,11 @@ class _Want:
 
 
 def _not_readable(path: str, why: object) -> ValueError:
+    if isinstance(why, _read.CheckpointCorruptError):
+        return ValueError(
+            f"gt.load: {path!r} is corrupt: {why}; its bytes changed after gt.save wrote them (a disk, copy or "
+            "transfer error?). Nothing was loaded."
+        )
     return ValueError(
         f"gt.load: {path!r} is not a readable gputape checkpoint: the file is truncated, corrupt or in another "
         f"format ({why}). Nothing was loaded."
@@ -283,24 +367,33 @@ def _dtype_problem(src: np.dtype, dst: np.dtype, cast: bool) -> str | None:
     )
 
 
-def _parse_names(names: Any, variables: dict[str, Variable]) -> dict[str, tuple[str, bool]]:
+def _parse_names(names: Any, variables: dict[str, Variable], fn: str) -> dict[str, tuple[str, bool]]:
+    """``names=`` as ``{variable path: (file key, transpose)}``, the same rules for ``gt.save`` and ``gt.load``."""
+    obj = "`into`" if fn == "gt.load" else "the object saved"
     if not isinstance(names, Mapping):
-        raise TypeError(f"gt.load: names must be a dict {{variable path: file key}}, got {type(names).__name__}")
+        raise TypeError(f"{fn}: names must be a dict {{variable path: file key}}, got {type(names).__name__}")
     unknown = [p for p in names if p not in variables]
     if unknown:
         known = ", ".join(repr(p) for p in list(variables)[:8]) + (" ..." if len(variables) > 8 else "")
-        raise ValueError(
-            f"gt.load: names= has paths that `into` does not have: {unknown[:8]}; its variables are {known}"
-        )
+        raise ValueError(f"{fn}: names= has paths that {obj} does not have: {unknown[:8]}; its variables are {known}")
     out = {}
     for p, spec in names.items():
         if isinstance(spec, str):
             out[p] = (spec, False)
         elif isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], str) and spec[1] == "T":
+            # Only a matrix: reversing the axes of anything else (a conv kernel) is not what
+            # another library's layout is, and would load or save a silently wrong tensor.
+            shape = tuple(variables[p].shape)
+            if len(shape) != 2:
+                raise ValueError(
+                    f"{fn}: names[{p!r}] = {spec!r} transposes variable {p!r}, which has shape {shape}; 'T' swaps "
+                    "the two axes of a 2-D tensor (a Dense kernel (in, out) and torch.nn.Linear's weight "
+                    f"(out, in)); map it without 'T'. Nothing was {'loaded' if fn == 'gt.load' else 'written'}."
+                )
             out[p] = (spec[0], True)
         else:
             raise TypeError(
-                f"gt.load: names[{p!r}] must be a key of the file, or (key, 'T') to transpose it, got {spec!r}"
+                f"{fn}: names[{p!r}] must be a key of the file, or (key, 'T') to transpose it, got {spec!r}"
             )
     return out
 
@@ -430,9 +523,11 @@ def load(
     ``names`` loads files that gputape did not write (no format marker needed),
     such as a PyTorch state dict saved with ``safetensors.torch.save_file``: it maps
     a variable path of ``into`` to the file's key, or to ``(key, "T")`` to transpose
-    the file's array first (numpy's ``.T``). Nothing is guessed: ``torch.nn.Linear``
-    keeps its weight as (out, in) and ``gt.nn.Dense`` its kernel as (in, out), so
-    that mapping must say ``"T"``. Variables not in ``names`` use their usual keys.
+    the file's 2-D array first (a variable of another rank with ``"T"`` is refused).
+    Nothing is guessed: ``torch.nn.Linear`` keeps its weight as (out, in) and
+    ``gt.nn.Dense`` its kernel as (in, out), so that mapping must say ``"T"``.
+    Variables not in ``names`` use their usual keys. ``gt.save(path, obj, names=...)``
+    writes such a file, and the same ``names`` reads it back.
     Reading a ``.safetensors`` file needs only numpy.
 
     >>> import gputape as gt, tempfile, os
@@ -467,7 +562,7 @@ def _load(
         var_wants, opt_wants = [], []
     else:
         variables, optimizers, _ = _collect(into, "gt.load")
-        mapping = _parse_names(names, variables) if names is not None else {}
+        mapping = _parse_names(names, variables, "gt.load") if names is not None else {}
         var_wants, opt_wants = _wants(archive, variables, optimizers, mapping, strict, problems)
     wants = [w for _, w in var_wants]
     for _, it, slots in opt_wants:

@@ -9,15 +9,23 @@ header cannot declare more than the file holds, object and structured dtypes
 are refused outright, and every content problem is a :class:`CheckpointContentError`
 (a ``ValueError``), while a failure to read the path itself (an ``OSError``)
 passes through untouched.
+
+A safetensors file written by gputape carries a checksum per tensor in its
+``__metadata__`` (see :func:`tensor_checksum`); when a file has them, every tensor
+must have one and match it, so a flipped data byte is a :class:`CheckpointCorruptError`
+instead of a silently different weight. Files without them (written by PyTorch, the
+safetensors package, gputape before checksums) load with the format's own checks.
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import io
 import json
 import math
 import os
+import re
 import stat
 import struct
 import zipfile
@@ -28,7 +36,17 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-__all__ = ["Archive", "CheckpointContentError", "Entry", "is_safetensors", "open_archive", "refuse_irregular"]
+__all__ = [
+    "CHECKSUM_PREFIX",
+    "Archive",
+    "CheckpointContentError",
+    "CheckpointCorruptError",
+    "Entry",
+    "is_safetensors",
+    "open_archive",
+    "refuse_irregular",
+    "tensor_checksum",
+]
 
 # How many bytes one read() asks for: big enough to be fast, small enough that a
 # bounded read never holds much beyond the array it fills.
@@ -60,8 +78,37 @@ SAFETENSORS_DTYPES = {
 }
 
 
+# The safetensors __metadata__ key of a tensor's checksum is this prefix + the tensor's key; its value
+# is tensor_checksum()'s hex digest. One flat string entry per tensor, because the format's metadata
+# is a map of strings, and so that safetensors.safe_open(...).metadata() shows them as they are.
+CHECKSUM_PREFIX = "gputape.sha256."
+_HEX64 = re.compile(r"[0-9a-f]{64}\Z")
+
+
 class CheckpointContentError(ValueError):
     """The file could be read, but its content is not a well-formed archive (truncated, corrupt, hostile)."""
+
+
+class CheckpointCorruptError(CheckpointContentError):
+    """The file is well formed, but its bytes do not match the checksums gputape wrote into it."""
+
+
+def tensor_checksum(dtype: str, shape: Any, data: Any) -> str:
+    """The sha256 hex digest gputape keeps per safetensors tensor: of ``"<dtype> <shape>\\n"``, then the raw bytes.
+
+    ``dtype`` is the format's name (``"F32"``), ``shape`` is written as compact JSON,
+    as in the file's header, and ``data`` is the tensor's bytes as stored (little-endian,
+    C order). The dtype and shape are hashed too, so that a header byte turning
+    ``F32`` into ``I32`` (the same size) is caught, not only a flipped data byte.
+
+    >>> import hashlib, numpy as np
+    >>> a = np.array([1.0, 2.0], "<f4")
+    >>> tensor_checksum("F32", (2,), a) == hashlib.sha256(b"F32 [2]\\n" + a.tobytes()).hexdigest()
+    True
+    """
+    h = hashlib.sha256(f"{dtype} {json.dumps(list(shape), separators=(',', ':'))}\n".encode())
+    h.update(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+    return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -392,6 +439,7 @@ class _Safetensors(Archive):
         self._start = 8 + n
         data_len = size - self._start
         self._offsets: dict[str, int] = {}
+        self._dtype_names: dict[str, str] = {}
         for key, spec in header.items():
             if not isinstance(spec, dict) or set(spec) != {"dtype", "shape", "data_offsets"}:
                 raise CheckpointContentError(
@@ -416,6 +464,7 @@ class _Safetensors(Archive):
                 )
             self.entries[key] = Entry(key, dtype, shape)
             self._offsets[key] = offsets[0]
+            self._dtype_names[key] = name
         end = 0
         for key in sorted(self._offsets, key=lambda k: (self._offsets[k], self.entries[k].nbytes)):
             if self._offsets[key] != end:
@@ -423,10 +472,43 @@ class _Safetensors(Archive):
             end += self.entries[key].nbytes
         if end != data_len:
             raise CheckpointContentError(f"its entries hold {end} bytes of data, but the file has {data_len}")
+        self._checksums = _checksums(metadata, self.entries)
 
     def _read(self, entry: Entry) -> np.ndarray:
         self._f.seek(self._start + self._offsets[entry.key])
-        return _read_exactly(self._f, entry.dtype, entry.shape, f"entry {entry.key!r}")
+        a = _read_exactly(self._f, entry.dtype, entry.shape, f"entry {entry.key!r}")
+        expected = self._checksums.get(entry.key)
+        if expected is not None and tensor_checksum(self._dtype_names[entry.key], entry.shape, a) != expected:
+            raise CheckpointCorruptError(
+                f"tensor {entry.key!r} does not match the sha256 checksum written beside it "
+                f"(metadata {CHECKSUM_PREFIX + entry.key!r})"
+            )
+        return a
+
+
+def _checksums(metadata: dict[str, str], entries: dict[str, Entry]) -> dict[str, str]:
+    """The file's checksums by tensor key; once a file has any, every tensor must have exactly one.
+
+    All or none: a single corrupted byte in one metadata key (``gputape.sha256.w`` turned
+    ``gputape.sha256.x``) must not make its tensor go unchecked.
+    """
+    sums = {k[len(CHECKSUM_PREFIX) :]: v for k, v in metadata.items() if k.startswith(CHECKSUM_PREFIX)}
+    if not sums:
+        return sums
+    orphans = sorted(set(sums) - set(entries))
+    if orphans:
+        raise CheckpointCorruptError(f"its metadata has a checksum for {orphans[0]!r}, which is not one of its tensors")
+    unchecked = sorted(set(entries) - set(sums))
+    if unchecked:
+        raise CheckpointCorruptError(
+            f"tensor {unchecked[0]!r} has no checksum in the metadata, while {len(sums)} other tensors have one"
+        )
+    malformed = sorted(k for k, v in sums.items() if not _HEX64.match(v))
+    if malformed:
+        raise CheckpointCorruptError(
+            f"the checksum of tensor {malformed[0]!r} is not a sha256 hex digest: {sums[malformed[0]]!r:.80}"
+        )
+    return sums
 
 
 # The exceptions that mean "the bytes are wrong", as opposed to "the path cannot be read" (OSError).

@@ -8,15 +8,16 @@ import secrets
 import socket
 import stat
 import time
+import zipfile
 import zlib
 from collections.abc import Callable
 from typing import BinaryIO
 
 import numpy as np
 
-from .read import SAFETENSORS_DTYPES, refuse_irregular
+from .read import CHECKSUM_PREFIX, SAFETENSORS_DTYPES, refuse_irregular, tensor_checksum
 
-__all__ = ["STALE_AFTER_S", "atomic_write", "remove_stale_temps", "safetensors_bytes", "temp_prefix"]
+__all__ = ["STALE_AFTER_S", "atomic_write", "npz_write", "remove_stale_temps", "safetensors_bytes", "temp_prefix"]
 
 # A temp file is stale once its writer is dead (same machine and pid namespace: os.kill(pid, 0)
 # says so at once), or, for a writer we cannot ask (another machine on a shared folder, a
@@ -150,15 +151,30 @@ def safetensors_bytes(path: str, arrays: dict[str, np.ndarray], metadata: dict[s
             f"gt.save: {path!r} ends in .safetensors, which needs the optional safetensors package: "
             'pip install "gputape[safetensors]" (or save to a .npz path)'
         ) from None
-    supported = {np.dtype(d) for d in SAFETENSORS_DTYPES.values()}
-    tensors = {}
+    name_of = {np.dtype(d): name for name, d in SAFETENSORS_DTYPES.items()}
+    tensors, sums = {}, {}
     for key, a in arrays.items():
         little = a.dtype.newbyteorder("<")  # the format is little-endian; a no-op for bool and 1-byte types
-        if little not in supported:
+        if little not in name_of:
             raise TypeError(
                 f"gt.save: entry {key!r} has dtype {a.dtype}, which safetensors cannot hold "
                 f"(it has {', '.join(SAFETENSORS_DTYPES)}); cast it or save to a .npz path"
             )
         a = np.asarray(a, dtype=little)
-        tensors[key] = a if a.flags.c_contiguous else a.copy(order="C")
-    return serialize(tensors, metadata=metadata)
+        a = a if a.flags.c_contiguous else a.copy(order="C")
+        tensors[key] = a
+        # of exactly the bytes the file will hold, so load can tell a flipped byte from the data saved
+        sums[CHECKSUM_PREFIX + key] = tensor_checksum(name_of[little], a.shape, a)
+    return serialize(tensors, metadata={**metadata, **sums})
+
+
+def npz_write(f: BinaryIO, arrays: dict[str, np.ndarray]) -> None:
+    """``arrays`` as an ``.npz`` archive, as ``np.savez`` writes it (stored members, no pickles).
+
+    Not ``np.savez(f, **arrays)`` itself: a key named ``file`` or ``allow_pickle`` would
+    land on its parameters (the second silently), and ``names=`` lets a user choose keys.
+    """
+    with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for key, a in arrays.items():
+            with zf.open(f"{key}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(a), allow_pickle=False)

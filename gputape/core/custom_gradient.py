@@ -131,8 +131,9 @@ def custom_gradient(f: Callable[..., Any]) -> Callable[..., Any]:
     """Decorator to define a function's gradient yourself (``tf.custom_gradient``).
 
     ``f(*args)`` returns ``(y, grad_fn)``; ``grad_fn(*dys)`` returns one gradient
-    per argument of ``f``. If ``f`` reads Variables, ``grad_fn`` must accept
-    ``variables=None`` and return ``(input_grads, variable_grads)``.
+    per argument of ``f``. If ``f`` reads Variables other than its arguments, ``grad_fn``
+    must accept ``variables=None`` and return ``(input_grads, variable_grads)``; a Variable
+    passed as an argument is an input, as in TensorFlow.
 
     >>> import gputape as gt
     >>> @gt.custom_gradient
@@ -163,6 +164,12 @@ def custom_gradient(f: Callable[..., Any]) -> Callable[..., Any]:
         for w in obs.watchers if obs is not None else ():  # an enclosing custom_gradient sees these reads too
             for v in variables:
                 w.setdefault(v._id, v)
+        if variables:
+            # TensorFlow's rule: a Variable passed as an argument is an input (grad_fn returns its
+            # gradient among the inputs'); only variables read from elsewhere are `variables`.
+            arg_ids = {id(a) for a in args if type(a) is Variable}
+            if arg_ids:
+                variables = [v for v in variables if id(v) not in arg_ids]
         if variables:
             try:
                 sig = inspect.signature(grad_fn)

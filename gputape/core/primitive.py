@@ -36,6 +36,16 @@ class Primitive:
     ``save_out`` is set. ``g`` may carry
     ``nb`` extra leading (batch) dimensions; VJPs use negative axes so that
     they stay correct under them.
+
+    ``fresh_cotangents`` (set by :meth:`defvjp`) declares, per input, that the VJP on host
+    (numpy) arrays of the raw namespace returns for it memory the call allocated: never one
+    of its arguments or a view of one, never shared with another result, and that the call
+    keeps no reference to its arguments or results. Only a declared cotangent may be
+    *donated* (gt.function's replay lets an optimizer write its update into a gradient
+    that nothing else can see); the default, ``()``, declares nothing, so an undeclared
+    VJP (a pass-through ``g``, a reshape or transpose back, a custom gradient) never is.
+    ``fresh_forward`` declares the same of the forward's result (a numpy ufunc's output:
+    never a view of an input); default False.
     """
 
     __slots__ = (
@@ -43,6 +53,8 @@ class Primitive:
         "call",
         "cpu",
         "doc",
+        "fresh_cotangents",
+        "fresh_forward",
         "fwd",
         "name",
         "nout",
@@ -65,6 +77,8 @@ class Primitive:
         self.name = name
         self.fwd = fwd
         self.vjp: Callable[..., Any] | None = None
+        self.fresh_cotangents: tuple[bool, ...] = ()  # declared with the VJP (defvjp); none by default
+        self.fresh_forward = False  # the forward's result is memory it allocated (declared where so)
         self.save = save
         self.save_out = save_out
         self.nout = nout
@@ -83,9 +97,17 @@ class Primitive:
         # (``F.sigmoid`` in gputape.ops' namespace); None: the primitive itself, through ``call``
         self.public: Callable[..., Any] | None = None
 
-    def defvjp(self, vjp: Callable[..., Any]) -> Callable[..., Any]:
-        """Register ``vjp`` as this primitive's vector-Jacobian product."""
+    def defvjp(self, vjp: Callable[..., Any] | None = None, *, fresh: tuple[bool, ...] = ()) -> Any:
+        """Register ``vjp`` as this primitive's vector-Jacobian product (a decorator without ``vjp``).
+
+        ``fresh``: per input, whether its cotangent is always memory the VJP allocated
+        (the class docstring's ``fresh_cotangents``); leave it empty unless every branch of
+        the VJP allocates that result (a ufunc's or matmul's output, or a view of one it made).
+        """
+        if vjp is None:
+            return lambda f: self.defvjp(f, fresh=fresh)
         self.vjp = vjp
+        self.fresh_cotangents = tuple(fresh)
         return vjp
 
     def __call__(self, *args: Any, **params: Any) -> Any:

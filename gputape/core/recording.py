@@ -135,7 +135,8 @@ def _watch_on_read(tape: Any, t: Tensor) -> bool:
     return type(t) is Variable and tape._auto and t._trainable and tape._watch_variable(t)
 
 
-# Watching a Variable: its id tracked, a leaf, and listed in first-watch order. GradientTape's
+# Watching a Variable: its id tracked, a leaf, and listed (watched_variables() sorts the list into
+# creation order when asked, so a read does no more work). GradientTape's
 # _watch_variable (watch(), reads outside ops) is generated from these statements, and the
 # recorders write them out for an operand {v} read while ``tape`` records (TensorFlow's rule:
 # a trainable Variable is watched on its first read), with ``tt``, the tape's set, in scope.

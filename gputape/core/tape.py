@@ -350,16 +350,18 @@ class GradientTape(_state.Scope):
             self._watched_vars.pop(t._id, None)
 
     def watched_variables(self) -> tuple[Variable, ...]:
-        """The Variables this tape watches, in the order they were first watched.
+        """The Variables this tape watches, in the order they were created (TensorFlow's order).
 
         >>> import gputape as gt
-        >>> v = gt.Variable(1.0, name="v")
+        >>> a, b = gt.Variable(1.0, name="a"), gt.Variable(2.0, name="b")
         >>> with gt.GradientTape() as t:
-        ...     y = v * 2
+        ...     y = b * a
         >>> [w.name for w in t.watched_variables()]
-        ['v']
+        ['a', 'b']
         """
-        return tuple(self._watched_vars.values())
+        # A variable's id comes from a counter at its creation, so sorting by id is creation
+        # order; sorting here (not on each read) keeps the recording hot path as it is.
+        return tuple(sorted(self._watched_vars.values(), key=_var_id))
 
     def stop_recording(self) -> _StopRecording:
         """Temporarily stop recording on this tape (other tapes keep recording).
@@ -691,10 +693,15 @@ class GradientTape(_state.Scope):
         if not isinstance(target, Tensor) or not isinstance(source, Tensor):
             raise TypeError("GradientTape.batch_jacobian: target and source must be gt.Tensors")
         ts, ss = target.shape, source.shape
-        if len(ts) < 2 or len(ss) < 2 or ts[0] != ss[0]:
+        # TensorFlow's texts, in TensorFlow's order (target's rank, source's rank, then the batch
+        # dimension): its own tests match them, so programs that catch them keep working.
+        for shape in (ts, ss):
+            if len(shape) < 2:
+                raise ValueError(f"Shape {shape} must have rank at least 2 (GradientTape.batch_jacobian)")
+        if ts[0] != ss[0]:
             raise ValueError(
-                f"GradientTape.batch_jacobian: need target and source of rank >= 2 with the same first "
-                f"(batch) dimension; got target shape {ts} and source shape {ss}"
+                f"Need first dimension of target shape {ts} and source shape {ss} to match. "
+                "(GradientTape.batch_jacobian: target[i] must depend on source[i] alone)"
             )
         self._begin_backprop("batch_jacobian")
         _check_sources([source], "batch_jacobian")
@@ -874,6 +881,10 @@ def _contiguous(a: Any) -> Any:
 
 def _reshape(a: Any, shape: tuple) -> Any:
     return a.reshape(shape)
+
+
+def _var_id(v: Variable) -> int:
+    return v._id
 
 
 def _batch_jacobian_layout(g: Any, shape: tuple) -> Any:

@@ -7,7 +7,10 @@ and the only device is ``"cpu"``.
 
 The default device is the GPU when cupy imports *and* a GPU answers a smoke
 kernel (an allocation, an elementwise kernel compiled by NVRTC, a copy back);
-otherwise the CPU, silently but for one debug-level log line. The
+otherwise the CPU. Falling back is said aloud when it is a surprise: with cupy
+installed (someone meant to use a GPU) the first default-device decision warns
+once (:class:`CpuFallbackWarning`) with the reason and the fix; without cupy it
+is silent. The
 ``GPUTAPE_DEVICE`` environment variable (``cpu``, ``cuda``, ``cuda:N``)
 overrides the choice, and asking for a GPU that does not work raises with the
 reason (no cupy, no driver, no device).
@@ -21,7 +24,9 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
+import warnings
 from typing import Any
 
 import numpy as np
@@ -32,6 +37,7 @@ ndarray = np.ndarray
 
 _cupy: Any = None  # the cupy module once imported, False when unavailable
 _cupy_error: str | None = None
+_cupy_installed = False  # cupy is installed, even if importing it failed (a broken CUDA install)
 _probe_lock = threading.Lock()
 _probed: dict[int, str | None] = {}  # device index -> why it is unusable (None: it works)
 
@@ -46,14 +52,17 @@ KDL_CUDA_MANAGED = 13
 
 def _load_cupy() -> Any:
     """Import cupy once; remember why it failed so errors can say so."""
-    global _cupy, _cupy_error
+    global _cupy, _cupy_error, _cupy_installed
     if _cupy is None:
         try:
             import cupy
 
-            _cupy = cupy
+            _cupy, _cupy_installed = cupy, True
         except Exception as exc:  # ImportError, or a broken CUDA install
             _cupy = False
+            # "No module named 'cupy'" is a CPU-only install; anything else (cupy itself fails to
+            # load its CUDA libraries) is a GPU install that does not work, which the fallback says
+            _cupy_installed = not (isinstance(exc, ModuleNotFoundError) and exc.name == "cupy")
             _cupy_error = f"cupy is not importable ({type(exc).__name__}: {exc}); {INSTALL_HINT}"
     return _cupy
 
@@ -247,13 +256,63 @@ def gpu_available(device: str | int = 0) -> bool:
 _default: str | None = None
 
 
+class CpuFallbackWarning(UserWarning):
+    """gputape runs on the CPU although CuPy is installed: no GPU answered (the message says why and what to do).
+
+    Issued once per process, at the first default-device decision. ``GPUTAPE_DEVICE=cpu`` (the
+    CPU on purpose) silences it; so does ``warnings.simplefilter("ignore", gt.CpuFallbackWarning)``.
+    """
+
+
+# What to do about a GPU that did not answer, by the reason's wording in _probe. The drivers are
+# NVIDIA's minimum per CUDA major release (CUDA Compatibility guide: 12.x >= 525, 13.x >= 580).
+_DRIVERS = "the cuda12 extra needs an NVIDIA driver >= 525, the cuda13 extra >= 580 (nvidia-smi shows yours)"
+
+
+def _fallback_fix(why: str) -> str:
+    if why.startswith("cupy is not importable"):
+        return f"reinstall cupy for your CUDA ({INSTALL_HINT}); {_DRIVERS}"
+    if "driver" in why.lower():
+        return f"install or update the NVIDIA driver: {_DRIVERS}; or pick the extra that matches your driver"
+    if "smoke kernel" in why:
+        return "nvidia-smi shows whether the GPU is busy or out of memory; CUDA may not support a GPU this old"
+    return "check that nvidia-smi lists a GPU and that CUDA_VISIBLE_DEVICES does not hide it"
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of the first caller outside gputape (for a warning issued from here).
+
+    The first decision happens wherever a value is first placed (a constant, a layer's build,
+    ``gt.random``), some frames deep: the warning points at the user's line instead.
+    """
+    f, level = sys._getframe(1), 1  # the function that calls warnings.warn is level 1
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE_DIR + os.sep):
+        f, level = f.f_back, level + 1
+    return level
+
+
+def _warn_fallback(why: str) -> None:
+    if not (_cupy or _cupy_installed):
+        return  # no cupy at all: a CPU install, the CPU is what was asked for
+    warnings.warn(
+        f"gputape: no GPU answered, so gputape runs on the CPU: {why}. To use the GPU: {_fallback_fix(why)}; "
+        "`python -m gputape info` shows what was found. To use the CPU on purpose, set GPUTAPE_DEVICE=cpu "
+        "(which also silences this warning).",
+        CpuFallbackWarning,
+        stacklevel=_user_stacklevel(),
+    )
+
+
 def default_device() -> str:
     """The device new tensors go to when nothing else says: ``GPUTAPE_DEVICE``, else
     the first GPU when one works, else ``"cpu"``.
 
     ``GPUTAPE_DEVICE=cuda`` (or ``cuda:N``) where no GPU works raises
     ``RuntimeError`` saying why; without the variable, a missing GPU falls back
-    to the CPU with one debug-level log line.
+    to the CPU, with one :class:`CpuFallbackWarning` when cupy is installed.
 
     >>> default_device() in ("cpu", "cuda:0")
     True
@@ -274,8 +333,9 @@ def default_device() -> str:
         if why is None:
             _default = "cuda:0"
         else:
-            _default = "cpu"
+            _default = "cpu"  # decided once: the warning below is issued once
             _log.debug("gputape: using the CPU: %s", why)
+            _warn_fallback(why)
     return _default
 
 

@@ -51,6 +51,16 @@ What a user of ``tf.function`` should know:
 * **Variables are updated as eagerly**: every update computes the new value into a
   new array and swaps it in; a variable's published array is never written, so a
   value a tape, a tensor or another thread holds never changes.
+* **Gradients are donated to the optimizer** on the CPU (XLA's buffer donation),
+  proven from the record, not at run time: a gradient that a VJP or forward declared
+  fresh made (memory it allocated: matmul's or a ufunc's result, e.g. a gradient scaled
+  or clipped with gputape's ops), that the function does not
+  return, that the step reads once and last, and that no other step could have viewed
+  or kept, is the step's to write: SGD and Adam write ``lr * g`` (Adam: its step) and
+  then the new value into it, which changes no bits and saves a weight-sized array. A
+  gradient that is the seed, an argument's, a constant's or a variable's array, a view
+  or pass-through (reshape, transpose, add's ``g``), returned, read later or shared by
+  two variables is left intact.
 * **On a GPU, with** ``optimizer_in_graph=True`` (off by default until a GPU run has
   checked it), the optimizer update is inside the CUDA graph for SGD, Adam and AdamW
   without clipping (the one-launch fused kernel; its step count and learning rate live

@@ -8,7 +8,7 @@ the CUDA-graph runner turns into a generated kernel.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -230,12 +230,84 @@ def _inline_fit(step: _Step, i: int, ns: dict[str, Any]) -> str | None:
     return f"s{outs} = {_inline_sum_to(_Consts(ns), x, xs, shape)} if {x}.shape == {xs!r} else f{i}({x})"
 
 
+def _fresh_outs(step: _Step, consts: list) -> list[int]:
+    """The slots a step writes that hold memory it allocated and keeps no reference to.
+
+    Only a VJP step of a primitive whose declaration says so
+    (:attr:`~gputape.core.primitive.Primitive.fresh_cotangents`), called as the replay calls it
+    on host arrays: ``vjp(F, g, needs, 0, node, *saved)`` with numpy's raw namespace. Anything
+    else (a forward, a reduction back to an input's shape, a variable read, user code) may
+    return or keep one of its arguments, and is never taken to be fresh.
+    """
+    fn, refs, outs, _kind = step
+    if refs is None or not isinstance(outs, list) or len(refs) < 5:
+        return []
+    F, _g, _needs, nb, node_ref = refs[:5]
+    if type(F) is not _Const or type(nb) is not _Const or type(node_ref) is not _Const:
+        return []
+    node = consts[node_ref.k]
+    if not isinstance(node, Node) or fn is not node.prim.vjp or consts[nb.k] != 0:
+        return []
+    if getattr(consts[F.k], "xp", None) is not np:
+        return []
+    fresh = node.prim.fresh_cotangents
+    return [o for j, o in enumerate(outs) if o is not None and j < len(fresh) and fresh[j]]
+
+
+def donations(
+    steps: list[_Step], consts: list, returned: set[int], fresh_steps: Collection[int] = ()
+) -> dict[int, tuple[bool, ...]]:
+    """Per optimizer step (index), which of its gradients it may write its update into.
+
+    Buffer donation, as XLA does it, proven from the record alone: gradient ``k`` of step
+    ``i`` is donated when its slot was made by a step that declares it fresh
+    (:func:`_fresh_outs`: memory that step allocated; never an argument, a constant, a
+    variable's value, a view of one, the seed), the function does not return it, step ``i``
+    reads it once (not shared by two variables) and is its last reader, and every other step
+    that reads it also declares fresh results (so none made a view of it or kept it). Nothing
+    outside this call of the replay can see such an array before the optimizer publishes it.
+    ``fresh_steps``: forward steps the trace recorded as declared fresh (``fresh_forward``).
+    """
+    made_fresh: set[int] = set()
+    clean: set[int] = set()  # steps that alias and keep nothing of what they read
+    readers: dict[int, list[int]] = {}
+    for i, st in enumerate(steps):
+        fresh = _made(st.outs) if i in fresh_steps else _fresh_outs(st, consts)
+        made_fresh.update(fresh)
+        if fresh and len(fresh) == len(_made(st.outs)):
+            clean.add(i)
+        if st.refs is not None:
+            for k in _slots_in(st.refs):
+                readers.setdefault(k, []).append(i)
+    out = {}
+    for i, st in enumerate(steps):
+        if not getattr(type(st.fn), "takes_donations", False):
+            continue
+        mask = []
+        for r in st.refs:
+            k = r.k if type(r) is _Slot else None
+            ok = k is not None and k in made_fresh and k not in returned
+            if ok:
+                rs = readers[k]
+                ok = rs[-1] == i and rs.count(i) == 1 and all(j == i or j in clean for j in rs)
+            mask.append(ok)
+        if any(mask):
+            out[i] = tuple(mask)
+    return out
+
+
 def compile_replay(
-    name: str, steps: list[_Step], consts: list, arg_slots: list[int], out_refs: list[Any]
+    name: str,
+    steps: list[_Step],
+    consts: list,
+    arg_slots: list[int],
+    out_refs: list[Any],
+    fresh_steps: Collection[int] = (),
 ) -> tuple[Callable[..., Any], str]:
     """Straight-line Python source for the record; each slot deleted after its last use."""
     last = _last_reads(steps)
     returned = set(_slots_in(out_refs))
+    donated = donations(steps, consts, returned, fresh_steps)
     ns: dict[str, Any] = {}
     lines = [f"def replay({', '.join(f's{k}' for k in arg_slots)}):"]
     dead_args = [k for k in arg_slots if k not in last and k not in returned]
@@ -251,6 +323,10 @@ def compile_replay(
             lines.extend(f"    {line}" for line in inline)
         elif type(fn) is _Fit and (fit := _inline_fit(step, i, ns)) is not None:
             lines.append(f"    {fit}")
+        elif i in donated:  # (the mask is static: which gradients are this call's own, see donations())
+            ns[f"f{i}"] = fn
+            args = "".join(f", {_render(r)}" for r in refs)
+            lines.append(f"    {_lhs(outs)}f{i}.donating({donated[i]!r}{args})")
         else:
             ns[f"f{i}"] = fn
             lhs = _lhs(outs)

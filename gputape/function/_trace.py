@@ -46,6 +46,9 @@ class _Trace(_state.Scope):
         self.nslots = 0
         self.consts: list[Any] = []
         self.paused = 0
+        # steps whose results are memory they allocated (a forward declared fresh_forward, on host
+        # arrays): gt.function's replay may donate such a result to an optimizer step
+        self.fresh_steps: set[int] = set()
 
     def owned(self) -> bool:
         return self.paused == 0
@@ -115,6 +118,8 @@ class _Trace(_state.Scope):
         else:
             fn = _fixed_multi(fn)
         self._step(fn, refs, res, _kind(prim))
+        if prim.fresh_forward and xp is np:
+            self.fresh_steps.add(len(self.steps) - 1)
 
     def forward1(self, prim: Any, args: tuple, res: Tensor) -> None:
         """The ops' fast paths: one or two operands, no parameters, ``prim.cpu`` on host arrays."""
@@ -132,6 +137,8 @@ class _Trace(_state.Scope):
             fn = _fixed(fn)
         refs = [self.ref(a) if isinstance(a, Tensor) else self.const(typed_number(a, d) if typed else a) for a in args]
         self._step(fn, refs, res, _kind(prim))
+        if prim.fresh_forward and type(d) is np.ndarray:
+            self.fresh_steps.add(len(self.steps) - 1)
 
     def node_grads(self, F: Any, node: Node, needs: Any, lead: tuple, g: Any, saved: Any) -> list:
         """A node's backward step, run now and recorded: the VJP as one call, then a reduce/cast per input."""
@@ -219,7 +226,7 @@ class _Trace(_state.Scope):
 
     def compile(self, arg_slots: list[int], out_refs: list[Any]) -> tuple[Callable[..., Any], str]:
         """Straight-line Python source for the record; each slot deleted after its last use."""
-        return compile_replay(self.name, self.steps, self.consts, arg_slots, out_refs)
+        return compile_replay(self.name, self.steps, self.consts, arg_slots, out_refs, self.fresh_steps)
 
 
 # Primitives whose forward or VJP calls cuBLAS/cuSOLVER: CuPy refuses those during stream
@@ -276,11 +283,18 @@ class _PythonStep:
 class _OptimizerStep:
     """An optimizer update as one replay step: the schedule and step count run at replay time."""
 
+    # the CPU replay may hand it gradients that are its own to overwrite (_codegen.donations)
+    takes_donations = True
+
     def __init__(self, opt: Any, variables: list[Variable]) -> None:
         self.opt = opt
         self.variables = variables
 
     def __call__(self, *grads: Any) -> list[Any]:
+        return self.donating(None, *grads)
+
+    def donating(self, donated: tuple[bool, ...] | None, *grads: Any) -> list[Any]:
+        """The step; ``donated[k]``: the replay proved gradient ``k`` an array nothing else can see."""
         variables = self.variables
         # host arrays as they are (_apply_live takes them as it takes a tensor's); others wrapped,
         # so a device array keeps the tensor's device check
@@ -288,7 +302,8 @@ class _OptimizerStep:
             [
                 (g if type(g) is np.ndarray else _wrap(np.asarray(g) if isinstance(g, np.generic) else g), v)
                 for g, v in zip(grads, variables)
-            ]
+            ],
+            donated,
         )
         return [v._data for v in variables]
 

@@ -30,6 +30,11 @@ def _summary_text(model: Any, rows: list[tuple[str, str, str]], line_length: int
     total = line_length or 76
     widths = [max(14, int(total * 0.44)), max(14, int(total * 0.32))]
     widths.append(max(9, total - 4 - sum(widths)))
+    # a cell wider than its column widens the column (and the table), rather than pushing the
+    # borders after it out of line; Keras' default widths stay for names that fit
+    header = ("Layer (type)", "Output Shape", "Param #")
+    for k in range(3):
+        widths[k] = max(widths[k], *(len(r[k]) + 2 for r in (header, *rows)))
 
     def line(left: str, mid: str, right: str, fill: str) -> str:
         return left + mid.join(fill * w for w in widths) + right
@@ -38,7 +43,7 @@ def _summary_text(model: Any, rows: list[tuple[str, str, str]], line_length: int
         parts = [f" {vals[0]:<{widths[0] - 2}} ", f" {vals[1]:<{widths[1] - 2}} ", f" {vals[2]:>{widths[2] - 2}} "]
         return edge + edge.join(parts) + edge
 
-    out = [f'Model: "{model.name}"', line("┏", "┳", "┓", "━"), cells("┃", ("Layer (type)", "Output Shape", "Param #"))]
+    out = [f'Model: "{model.name}"', line("┏", "┳", "┓", "━"), cells("┃", header)]
     out.append(line("┡", "╇", "┩", "━"))
     for i, r in enumerate(rows):
         if i:

@@ -28,7 +28,11 @@ It covers the common case of Keras 3's ``Model`` methods, with these choices:
 * **Progress.** ``verbose=0`` prints nothing; ``1`` (and ``"auto"``) a
   progress bar per epoch (tqdm when it is installed, else Keras' own text bar),
   ending in Keras' line ``N/N ... - loss: 0.1234 - accuracy: 0.9000 - val_loss:
-  ...``; ``2`` only that line, once per epoch, each after ``Epoch e/E``.
+  ...``; ``2`` only that line, once per epoch, each after ``Epoch e/E``. A bar
+  redraws itself with carriage returns, which a log file or a pipe keeps as
+  ``^M`` garbage, so it is drawn only where it can be redrawn (stdout is a
+  terminal, or a notebook); elsewhere ``1`` and ``"auto"`` print ``2``'s line,
+  the one clean line per epoch Keras recommends for logs.
 
 >>> import gputape.tf as tf, numpy as np
 >>> tf.random.set_seed(0)
@@ -195,12 +199,24 @@ def _time_per_step(seconds: float, steps: int) -> str:
     return f"{per:.0f}s/step" if per >= 1 else f"{per * 1e3:.0f}ms/step" if per >= 1e-3 else f"{per * 1e6:.0f}us/step"
 
 
+def _interactive() -> bool:
+    """Whether stdout can show a redrawn bar: a terminal, or a notebook (whose stdout is no tty but renders ``\\r``)."""
+    try:
+        if sys.stdout.isatty():
+            return True
+    except (AttributeError, ValueError):  # replaced by an object without isatty, or closed
+        return False
+    return "ipykernel" in sys.modules
+
+
 class _Progress:
     """Keras' output for one pass: a bar (verbose=1) or one line at the end (verbose=2); nothing for 0."""
 
     _WIDTH = 20
 
     def __init__(self, verbose: int, steps: int | None) -> None:
+        if verbose == 1 and not _interactive():
+            verbose = 2  # a log, not a screen: one line per pass, no carriage returns
         self.verbose, self.steps, self.start, self.shown = verbose, steps, time.perf_counter(), 0.0
         self.drawn = 0  # length of the text bar's last drawing, which the next one must cover
         self.bar = None
@@ -561,7 +577,7 @@ class Trainer:
                 if batch_hooks:
                     cbs("on_train_batch_begin", step - 1, None)
                 self._run_batch("train", xb, yb, train.size)
-                if batch_hooks or level == 1:  # the running means cost a conversion per metric: only when shown
+                if batch_hooks or bar.verbose == 1:  # the running means cost a conversion per metric: only when shown
                     logs = self._logs()
                     cbs("on_train_batch_end", step - 1, logs)
                     bar.update(step, logs)

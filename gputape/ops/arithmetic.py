@@ -68,9 +68,10 @@ def declared(name: str, fwd: Any, grad: Any, params: tuple[str, ...] = ()) -> Pr
     """
     d = _x.derivative(name, grad, params)
     prim = primitive(name, save=d.save, save_out=d.save_out)(_forward(fwd))
-    prim.defvjp(d.vjp)
+    prim.defvjp(d.vjp, fresh=d.fresh)
     if isinstance(fwd, np.ufunc):
         prim.cpu = fwd
+        prim.fresh_forward = True  # a ufunc called without out= allocates its result
     return prim
 
 

@@ -100,13 +100,16 @@ class SGD(Optimizer):
 
     update_rule = staticmethod(_rules.sgd)  # also the fused kernel's reference (gputape.optim.fused.RULES)
 
-    def _compute(self, g: Any, lr: float, slots: dict[str, Any], out: dict[str, Any], step: int) -> tuple[Any, bool]:
+    def _compute(
+        self, g: Any, lr: float, slots: dict[str, Any], out: dict[str, Any], step: int, into: Any = None
+    ) -> tuple[Any, bool]:
         if not self.momentum:
-            return self.update_rule(g, lr, 0.0, False, None, None)
-        return self.update_rule(g, lr, self.momentum, self.nesterov, slots["momentum"], out["momentum"])
+            return self.update_rule(g, lr, 0.0, False, None, None, into)
+        return self.update_rule(g, lr, self.momentum, self.nesterov, slots["momentum"], out["momentum"], into)
 
     # its delta is out["momentum"] or a new array of its own (Optimizer's doc: the step writes into it)
     _compute.fresh_delta = True  # type: ignore[attr-defined]
+    _compute.donates = True  # type: ignore[attr-defined]  # takes into= (Optimizer's doc)
 
     def _plain(self) -> bool:
         # w -= lr * g with this class's own rule: the base class's one-loop host path
@@ -167,14 +170,17 @@ class Adam(Optimizer):
 
     update_rule = staticmethod(_rules.adam)  # also the fused kernel's reference (gputape.optim.fused.RULES)
 
-    def _compute(self, g: Any, lr: float, slots: dict[str, Any], out: dict[str, Any], step: int) -> tuple[Any, bool]:
+    def _compute(
+        self, g: Any, lr: float, slots: dict[str, Any], out: dict[str, Any], step: int, into: Any = None
+    ) -> tuple[Any, bool]:
         hat = (slots["velocity_hat"], out["velocity_hat"]) if self.amsgrad else (None, None)
         return self.update_rule(
             g, lr, step, self.beta_1, self.beta_2, self.epsilon,
-            slots["momentum"], slots["velocity"], out["momentum"], out["velocity"], *hat,
+            slots["momentum"], slots["velocity"], out["momentum"], out["velocity"], *hat, into=into,
         )  # fmt: skip
 
     _compute.fresh_delta = True  # type: ignore[attr-defined]  # delta: a new array of its own
+    _compute.donates = True  # type: ignore[attr-defined]  # takes into= (Optimizer's doc)
 
 
 class AdamW(Adam):

@@ -10,6 +10,7 @@ off. On GPU arrays SGD/Adam/AdamW take the one-launch path instead
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from collections.abc import Callable, Iterable
@@ -25,7 +26,7 @@ from ..core.tensor import _LATE_REPORTS, COMBINE, SAME_KIND, Tensor, Variable, _
 from ..devices import backend
 from . import rules as _rules
 from .fused import FusedOptimizer
-from .rules import SCALED
+from .rules import SCALED, SCALED_INTO
 from .schedules import _integer, _rate, _real
 
 
@@ -69,7 +70,12 @@ class Optimizer:
     A ``_compute`` marked ``fresh_delta = True`` promises that a ``delta`` that
     is not one of its ``out`` arrays is a temporary of its own arithmetic that
     nothing else references (of the variable's shape and dtype), and the new
-    value is written into it: an update then allocates nothing more.
+    value is written into it: an update then allocates nothing more. One marked
+    ``donates = True`` takes ``into=``: a gradient donated by ``gt.function``'s
+    replay (an array that replay allocated and that nothing else can see, proven
+    from its record: ``gputape.function._codegen.donations``), which the rule may
+    write its arithmetic into once it no longer reads ``g``; the new value then goes
+    into it too (when the delta is one of ``out``'s arrays).
 
     ``learning_rate`` is a number, a :class:`LearningRateSchedule`, a callable
     ``f(step) -> rate`` or a 0-d tensor (read at every step); reading
@@ -401,13 +407,19 @@ class Optimizer:
         """True when a step is ``w -= lr * g`` for every variable, no slots, no clipping (plain SGD)."""
         return False
 
-    def _step_plain(self, raw: list[Any], variables: list[Variable]) -> int:
-        """Plain SGD of checked host gradients: the generated step (:func:`_plain_steps`) without its parse."""
-        return (_PLAIN_STEPS.get(len(raw)) or _plain_steps(len(raw)))[1](self, raw, variables)
+    def _step_plain(self, raw: list[Any], variables: list[Variable], into: tuple[bool, ...] | None = None) -> int:
+        """Plain SGD of checked host gradients: the generated step (:func:`_plain_steps`) without its parse.
 
-    def _apply_live(self, live: list[tuple[Any, Variable]]) -> int:
+        ``into[k]``: gradient ``k`` is donated (gt.function's replay proved it its own): ``g * lr``
+        and then ``w - g * lr`` are written into it (:data:`~gputape.optim.rules.SCALED_INTO`).
+        """
+        return (_PLAIN_STEPS.get(len(raw)) or _plain_steps(len(raw)))[1](self, raw, variables, into)
+
+    def _apply_live(self, live: list[tuple[Any, Variable]], donated: tuple[bool, ...] | None = None) -> int:
         # Phase 1 computes every new value and changes nothing: whatever raises here
         # (a gradient's shape or dtype, a schedule's NaN, a Ctrl-C) leaves the state as it was.
+        # (``donated``: from gt.function's replay, which gradients are arrays of its own that
+        # nothing else can see; written only in phase 1, and dead after the step either way.)
         raw = []
         host = True  # every gradient a host array of its variable's shape and dtype
         for g, v in live:
@@ -418,14 +430,17 @@ class Optimizer:
                 a = _raw(g, v, self.name)
                 host = False
             raw.append((a, v))
+        if donated is not None and not host:  # (a converted gradient: only the exact arrays were proven)
+            donated = tuple(d and a is g for d, (a, _), (g, _) in zip(donated, raw, live))
         if host and self._plain():
-            return self._step_plain([a for a, _ in raw], [v for _, v in raw])
-        return self._apply_checked(raw)
+            return self._step_plain([a for a, _ in raw], [v for _, v in raw], donated)
+        return self._apply_checked(raw, donated)
 
-    def _apply_checked(self, raw: list[tuple[Any, Variable]]) -> int:
+    def _apply_checked(self, raw: list[tuple[Any, Variable]], donated: tuple[bool, ...] | None = None) -> int:
         """The step of gradients checked against their variables (arrays of their shapes and dtypes)."""
         if self.clipnorm is not None or self.global_clipnorm is not None:
             raw = self._clip(raw)
+            donated = None  # (a clipped gradient is a new array or the same one: not worth telling apart)
         step = self._step_count() + 1
         lr = self._rate_at(step - 1)
         kind = self._fused_kind()
@@ -435,17 +450,21 @@ class Optimizer:
         ):
             self._apply_fused(kind, raw, lr, step)
             return step
-        self._apply_host(raw, lr, step)
+        self._apply_host(raw, lr, step, donated)
         return step
 
-    def _apply_host(self, raw: list[tuple[Any, Variable]], lr: float, step: int) -> None:
+    def _apply_host(
+        self, raw: list[tuple[Any, Variable]], lr: float, step: int, donated: tuple[bool, ...] | None = None
+    ) -> None:
         """Phase 1, every new value (slots into their spares, variables into new arrays); then the commit."""
         wd = self.weight_decay
         compute = self._compute
         fresh_delta = getattr(type(self)._compute, "fresh_delta", False)
+        if donated is not None and not getattr(type(self)._compute, "donates", False):
+            donated = None  # (a rule without into= never writes its gradient)
         entries = self._slots if self.slot_names else None
         used, fresh, news, late = [], [], [], []
-        for g, v in raw:
+        for k, (g, v) in enumerate(raw):
             if entries is None:
                 slots = spare = _NOSLOTS
             else:
@@ -459,13 +478,17 @@ class Optimizer:
             if wd:  # decoupled decay first: ``w - lr * wd * w``, into the decay's own new array
                 decay = _rules.decoupled_decay(w, lr, wd)
                 w = _new_value(v, w, decay, False, decay, late)
-            delta, add = compute(g, lr, slots, spare, step)
+            mine = g if donated is not None and donated[k] else None
+            if mine is None:
+                delta, add = compute(g, lr, slots, spare, step)
+            else:
+                delta, add = compute(g, lr, slots, spare, step, into=mine)
             if wd:
                 out = w  # (the decayed value is this step's own array: the step goes into it)
-            elif fresh_delta and delta is not g and all(delta is not a for a in spare.values()):
+            elif fresh_delta and (delta is not g or mine is not None) and all(delta is not a for a in spare.values()):
                 out = delta
             else:
-                out = None
+                out = mine  # (a donated gradient the rule is done with; the delta is a slot's array)
             news.append(_new_value(v, w, delta, add, out, late))
         self._commit([v for _, v in raw], news, step, used, fresh, late)
 
@@ -730,18 +753,23 @@ def _parse_source(i: str | int, fail: str) -> list[str]:
     ]
 
 
-def _update_source(i: str | int, first: bool) -> list[str]:
+def _update_source(i: str | int, first: bool, donated: str | None = None) -> list[str]:
     """Variable ``v{i}``'s new value ``o{i}`` from host gradient ``a{i}``: the rule, then :data:`_NEW_VALUE`.
 
     The rule is :data:`gputape.optim.rules.SCALED` with the rate converted once per run of equal
-    dtypes, as ``scaled`` converts it (``first``: the first variable, which starts the run).
+    dtypes, as ``scaled`` converts it (``first``: the first variable, which starts the run); where
+    ``donated`` (an expression) is true, :data:`~gputape.optim.rules.SCALED_INTO`, into ``a{i}``.
     """
     lines = [f"dt = a{i}.dtype", f"t = _rate(a{i}, lr)"]
     if not first:
         lines = [f"if a{i}.dtype is not dt:"] + ["    " + x for x in lines]
     # (d{i}, this step's own new array, is the out of its update: written into, nothing allocated;
     # the variable's value is read again here, as the general path reads it after the rate)
-    lines += [f"d{i} = {SCALED.format(g=f'a{i}', rate='t')}", f"w{i} = v{i}._data", f"o{i} = d{i}"]
+    rule = f"d{i} = {SCALED.format(g=f'a{i}', rate='t')}"
+    if donated is not None:
+        into = SCALED_INTO.format(xp="np", g=f"a{i}", rate="t", into=f"a{i}")
+        rule = f"if {donated}:\n    d{i} = {into}\nelse:\n    {rule}"
+    lines += rule.split("\n") + [f"w{i} = v{i}._data", f"o{i} = d{i}"]
     return lines + _new_value_source(f"v{i}", f"w{i}", f"d{i}", f"o{i}", "late", "np", '"assign_sub"', "subtract")[
         :-1
     ].split("\n")
@@ -764,35 +792,47 @@ def _plain_step_source(n: int) -> str:
     :meth:`Optimizer._commit`), variable by variable in the general path's order (numpy's warnings
     and error callbacks come in the same order). The parse returns None before anything changed
     for any pair it does not take; ``plain_sgd_step_raw_{n}`` takes gradients the general parse
-    checked. Straight-line, one block per variable, up to :data:`_UNROLL` variables; beyond, the
+    checked (``into``: which of them are donated, see :meth:`Optimizer._step_plain`).
+    Straight-line, one block per variable, up to :data:`_UNROLL` variables; beyond, the
     same blocks in loops (``n`` is then 0 in the names: one function for every count).
     """
-    head, raw_head = f"def plain_sgd_step_{n}(self, pairs):", f"def plain_sgd_step_raw_{n}(self, raw, variables):"
+    head, raw_head = f"def plain_sgd_step_{n}(self, pairs):", f"def plain_sgd_step_raw_{n}(self, raw, variables, into):"
     start = ["step = self._step_count() + 1", "lr = self._rate_at(step - 1)", "late = []"]
     end = ["if late:", "    raise late[0]", "return step"]
     if n == 0:  # (no pairs: the general path's no-op)
         return f"{head}\n    return None\n\n\n{raw_head}\n    return None\n"
     if n > _UNROLL:
-        loop = start + ["news = []", "dt = None", "for a, v in zip(raw, variables):"]
-        loop += _block(_update_source("", False)) + ["    news.append(o)", "with defer_interrupts():"]
-        loop += ["    for v, o in zip(variables, news):", "        v._data = o", "    self._count_step(step)"]
+
+        def loop(donated: str | None) -> list[str]:
+            lines = start + ["news = []", "dt = None"]
+            if donated is None:
+                lines.append("for a, v in zip(raw, variables):")
+            else:
+                lines.append("for a, v, m in zip(raw, variables, repeat(False) if into is None else into):")
+            lines += _block(_update_source("", False, donated)) + ["    news.append(o)", "with defer_interrupts():"]
+            lines += ["    for v, o in zip(variables, news):", "        v._data = o"]
+            return lines + ["    self._count_step(step)"]
+
         parse = ["raw = []", "variables = []", "for p in pairs:"] + _block(_parse_source("", "return None"))
         parse += ["    raw.append(a)", "    variables.append(v)"]
         # each variable once: one step reads every old value before it writes any
         parse += ["if len(set(map(id, variables))) < len(raw):", "    return None"]
-        lines = [head] + _block(parse + loop + end) + ["", "", raw_head] + _block(loop + end)
+        lines = [head] + _block(parse + loop(None) + end) + ["", "", raw_head] + _block(loop("m") + end)
         return "\n".join(lines) + "\n"
     parse = [f"{', '.join(f'p{i}' for i in range(n))}, = pairs"]
     for i in range(n):
         parse += _parse_source(i, "return None")
     parse += [f"if len({{{', '.join(f'id(v{i})' for i in range(n))}}}) < {n}:", "    return None"]
-    body = list(start)
-    for i in range(n):
-        body += _update_source(i, i == 0)
-    body += ["with defer_interrupts():"] + [f"    v{i}._data = o{i}" for i in range(n)] + ["    self._count_step(step)"]
-    body += end
+
+    def body(donated: bool) -> list[str]:
+        lines = list(start)
+        for i in range(n):
+            lines += _update_source(i, i == 0, f"into is not None and into[{i}]" if donated else None)
+        lines += ["with defer_interrupts():"] + [f"    v{i}._data = o{i}" for i in range(n)]
+        return lines + ["    self._count_step(step)"] + end
+
     unpack = [f"{', '.join(f'a{i}' for i in range(n))}, = raw", f"{', '.join(f'v{i}' for i in range(n))}, = variables"]
-    lines = [head] + _block(parse + body) + ["", "", raw_head] + _block(unpack + body)
+    lines = [head] + _block(parse + body(False)) + ["", "", raw_head] + _block(unpack + body(True))
     return "\n".join(lines) + "\n"
 
 
@@ -827,6 +867,7 @@ def _compile_plain_step(n: int, suffix: str) -> tuple[Callable[..., Any], Callab
         "_wrap": _wrap,
         "_LATE_REPORTS": _LATE_REPORTS,
         "defer_interrupts": defer_interrupts,
+        "repeat": itertools.repeat,
     }
     src = _plain_step_source(n).replace(f"_step_{n}(", f"_step_{suffix}(").replace(f"_raw_{n}(", f"_raw_{suffix}(")
     step = generate(f"plain_sgd_step_{suffix}", src, ns)

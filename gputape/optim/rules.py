@@ -53,34 +53,42 @@ def decoupled_decay(p: Any, lr: float, weight_decay: float) -> Any:
 
 
 # Plain SGD's step (and momentum SGD's ``lr * g``), declared once as source: ``{g}`` times
-# ``{rate}``, the learning rate as numpy converts it beside ``{g}`` (:func:`_rate`). scaled() is
-# compiled from it, and the optimizer's generated plain-SGD step inlines the same text.
+# ``{rate}``, the learning rate as numpy converts it beside ``{g}`` (:func:`_rate`), into a new
+# array; SCALED_INTO is the same ufunc on the same operands into ``{into}``, a gradient donated to
+# the step (``g`` itself, an array nothing else can see: ``gputape.function``'s replay proves it),
+# so the same bits. scaled() is compiled from them, and the optimizer's generated plain-SGD step
+# inlines the same text.
 SCALED = "{g} * {rate}"
+SCALED_INTO = "{xp}.multiply({g}, {rate}, out={into})"
 
 scaled = generate(
     "scaled",
-    "def scaled(g, lr):\n"
-    "    \"\"\"``g * lr``, plain SGD's step (and momentum SGD's ``lr * g``): a new array of ``g``'s dtype.\n\n"
+    "def scaled(g, lr, into=None):\n"
+    "    \"\"\"``g * lr``, plain SGD's step (and momentum SGD's ``lr * g``): a new array of ``g``'s dtype,\n"
+    "    or ``into``, a donated gradient (:data:`SCALED_INTO`).\n\n"
     "    >>> scaled(np.array([2.0, 4.0]), 0.5).tolist()\n"
     "    [1.0, 2.0]\n"
     '    """\n'
     "    if type(g) is np.ndarray:\n"
     "        lr = _rate(g, lr)\n"
+    "    if into is not None:\n"
+    f"        return {SCALED_INTO.format(xp='backend.xp_of(g)', g='g', rate='lr', into='into')}\n"
     f"    return {SCALED.format(g='g', rate='lr')}\n",
     globals(),
 )
 
 
-def sgd(g: Any, lr: float, momentum: float, nesterov: bool, m0: Any, m_out: Any) -> tuple[Any, bool]:
+def sgd(g: Any, lr: float, momentum: float, nesterov: bool, m0: Any, m_out: Any, into: Any = None) -> tuple[Any, bool]:
     """SGD's step: ``(delta, add)`` with ``w += delta`` when ``add`` else ``w -= delta``.
 
     ``m = momentum * m0 - lr * g`` is written to ``m_out`` (``m0`` is not changed);
     ``w += m`` (``nesterov``: ``w += momentum * m - lr * g``); without momentum
-    ``w -= lr * g`` and the slots are unused. ``delta`` is ``m_out`` or a new array.
+    ``w -= lr * g`` and the slots are unused. ``delta`` is ``m_out``, a new array or
+    ``into``, a donated gradient that ``lr * g`` is written into (:func:`scaled`).
     """
     if not momentum:
-        return scaled(g, lr), False
-    step = scaled(g, lr)
+        return scaled(g, lr, into), False
+    step = scaled(g, lr, into)
     m = backend.xp_of(g).multiply(m0, momentum, out=m_out)
     m -= step
     if nesterov:
@@ -103,12 +111,15 @@ def adam(
     v_out: Any,
     vhat0: Any = None,
     vhat_out: Any = None,
+    into: Any = None,
 ) -> tuple[Any, bool]:
     """Adam's step ``t = step``: ``(delta, False)``, ``w -= delta``; the bias correction folded into the rate.
 
     ``m = m0 + (g - m0)(1 - beta_1)`` into ``m_out``, ``v = v0 + (g² - v0)(1 - beta_2)``
     into ``v_out`` (``vhat0`` given: AMSGrad, ``max(vhat0, v)`` into ``vhat_out``), then
-    ``delta = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) * m / (sqrt(v) + epsilon)``, a new array.
+    ``delta = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) * m / (sqrt(v) + epsilon)``, a new array
+    or ``into``, a donated gradient (dead once ``v`` is computed; the same ufuncs on the same
+    operands, so the same bits).
     """
     xp = backend.xp_of(g)
     alpha = lr * math.sqrt(1.0 - beta_2**step) / (1.0 - beta_1**step)
@@ -124,7 +135,7 @@ def adam(
         v = xp.maximum(vhat0, v, out=vhat_out)
     denom = xp.sqrt(v)
     denom += epsilon
-    delta = m * alpha
+    delta = m * alpha if into is None else xp.multiply(m, alpha, out=into)
     delta /= denom
     return delta, False
 

@@ -24,17 +24,16 @@ Differences that remain: tensors' ``.shape`` is a plain tuple (no
 
 from __future__ import annotations
 
-import types
-from typing import Any
+import types as _types
+from typing import Any as _Any
 
-import numpy as np
+import numpy as _np
 
 from ..core.custom_gradient import custom_gradient
 from ..core.module import Module
 from ..core.tape import GradientTape, UnconnectedGradients
 from ..core.tensor import (
     Tensor,
-    as_tensor,
     float16,
     float32,
     float64,
@@ -268,12 +267,12 @@ __all__ = [
 # ``tf.keras.__version__``). It is not gputape's own version (``gputape.__version__``), and code
 # that branches on ``tf.__version__`` takes TensorFlow 2's paths.
 __version__ = "2.16.0"
-version = types.SimpleNamespace(VERSION=__version__, GIT_VERSION="gputape", COMPILER_VERSION="n/a")
+version = _types.SimpleNamespace(VERSION=__version__, GIT_VERSION="gputape", COMPILER_VERSION="n/a")
 
-DType = np.dtype
+DType = _np.dtype
 
 
-def as_dtype(type_value: Any) -> np.dtype:
+def as_dtype(type_value: _Any) -> _np.dtype:
     """TensorFlow's ``tf.as_dtype``: the dtype for a name, a numpy type or a dtype.
 
     >>> import gputape.tf as tf
@@ -281,12 +280,12 @@ def as_dtype(type_value: Any) -> np.dtype:
     (True, True)
     """
     try:
-        return np.dtype(type_value)
+        return _np.dtype(type_value)
     except TypeError as e:
         raise TypeError(f"tf.as_dtype: cannot convert {type_value!r} to a dtype") from e
 
 
-dtypes = types.SimpleNamespace(
+dtypes = _types.SimpleNamespace(
     DType=DType,
     as_dtype=as_dtype,
     cast=cast,
@@ -319,10 +318,13 @@ def _set_log_device_placement(enabled: bool) -> None:
     _placement.log_device_placement(enabled)
 
 
-debugging = types.SimpleNamespace(set_log_device_placement=_set_log_device_placement)
+debugging = _types.SimpleNamespace(set_log_device_placement=_set_log_device_placement)
 
 # tf.signal: the Fourier transforms over the innermost dimensions (gputape.fft)
 from ..ops.fft import TF_SIGNAL as _TF_SIGNAL  # noqa: E402
 
-signal = types.SimpleNamespace(**_TF_SIGNAL)
+signal = _types.SimpleNamespace(**_TF_SIGNAL)
 __all__ += ["config", "debugging", "device"]
+
+# The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
+del annotations

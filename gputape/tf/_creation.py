@@ -33,15 +33,17 @@ def constant(value: Any, dtype: Any = None, shape: Any = None, name: str | None 
 def convert_to_tensor(value: Any, dtype: Any = None, dtype_hint: Any = None, name: str | None = None) -> Tensor:
     """``value`` if it is already a tensor (cast to ``dtype`` if given), a Variable's value, else a constant.
 
-    A Variable is read (as TensorFlow does), so a recording tape watches it
-    and the returned tensor's gradient flows to the variable.
+    A Variable is read (as TensorFlow does): each call returns a new tensor, which a
+    recording tape links to the variable, so gradients flow to it.
 
     >>> import gputape.tf as tf
     >>> str(tf.convert_to_tensor([1.0, 2.0]).dtype), type(tf.convert_to_tensor(tf.Variable(1.0))).__name__
     ('float32', 'Tensor')
     """
     if isinstance(value, Variable):
-        value = value.value()
+        # A read is a new tensor, as in TensorFlow: two reads of one variable are two tensors
+        # (each its own gradient), and a gradient through either still reaches the variable.
+        value = _ops.identity(value)
     if isinstance(value, Tensor):
         return value if dtype is None or value.dtype == np.dtype(dtype) else _ops.cast(value, dtype)
     if dtype is None and dtype_hint is not None:

@@ -5,7 +5,8 @@ operations (``ds.shuffle(n).batch(b)`` shuffles examples, ``ds.batch(b).shuffle(
 shuffles batches). Elements are gt tensors on the current device, in the
 structure that was sliced (a tensor, a tuple or a dict). ``shuffle`` uses
 TensorFlow's buffer algorithm, so a buffer at least as large as the dataset
-gives a uniform shuffle; by default each iteration reshuffles.
+gives a uniform shuffle; by default each iteration reshuffles. Without a
+``seed`` its orders follow the global seed (``tf.random.set_seed``).
 
 >>> import gputape.tf as tf, numpy as np
 >>> ds = tf.data.Dataset.from_tensor_slices((np.arange(6.0), np.arange(6))).shuffle(6, seed=0).batch(4)
@@ -15,33 +16,36 @@ gives a uniform shuffle; by default each iteration reshuffles.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable as _Callable
+from collections.abc import Iterator as _Iterator
+from typing import Any as _Any
 
-import numpy as np
+import numpy as _np
 
-from ..core.tensor import Tensor, constant
-from ..devices.backend import to_host
-from ..devices.placement import current_device
+from .. import random as _random
+from ..core.tensor import Tensor as _Tensor
+from ..core.tensor import constant as _constant
+from ..devices.backend import to_host as _to_host
+from ..devices.placement import current_device as _current_device
 
 __all__ = ["AUTOTUNE", "Dataset"]
 
 AUTOTUNE = -1
 
 
-def _host(x: Any) -> np.ndarray:
-    if isinstance(x, Tensor):
-        return np.asarray(to_host(x._data))
+def _host(x: _Any) -> _np.ndarray:
+    if isinstance(x, _Tensor):
+        return _np.asarray(_to_host(x._data))
     if isinstance(x, (list, float, int)):
-        return constant(x).numpy()  # TensorFlow's Python-value dtypes: float32, int32
-    return np.asarray(x)
+        return _constant(x).numpy()  # TensorFlow's Python-value dtypes: float32, int32
+    return _np.asarray(x)
 
 
-def _to_device(a: np.ndarray) -> Tensor:
-    return constant(a, device=current_device())
+def _to_device(a: _np.ndarray) -> _Tensor:
+    return _constant(a, device=_current_device())
 
 
-def _map_structure(fn: Callable[[Any], Any], s: Any) -> Any:
+def _map_structure(fn: _Callable[[_Any], _Any], s: _Any) -> _Any:
     if isinstance(s, dict):
         return {k: _map_structure(fn, v) for k, v in s.items()}
     if isinstance(s, tuple):
@@ -49,7 +53,7 @@ def _map_structure(fn: Callable[[Any], Any], s: Any) -> Any:
     return fn(s)
 
 
-def _leaves(s: Any) -> list[Any]:
+def _leaves(s: _Any) -> list[_Any]:
     if isinstance(s, dict):
         return [leaf for v in s.values() for leaf in _leaves(v)]
     if isinstance(s, tuple):
@@ -57,12 +61,12 @@ def _leaves(s: Any) -> list[Any]:
     return [s]
 
 
-def _spec_text(s: Any, batched: bool) -> str:
+def _spec_text(s: _Any, batched: bool) -> str:
     if isinstance(s, dict):
         return "{" + ", ".join(f"{k!r}: {_spec_text(v, batched)}" for k, v in s.items()) + "}"
     if isinstance(s, tuple):
         return "(" + ", ".join(_spec_text(v, batched) for v in s) + ")"
-    a = np.asarray(s)
+    a = _np.asarray(s)
     shape = (None, *a.shape[1:]) if batched and a.ndim else a.shape  # a batch's first dimension varies
     return f"TensorSpec(shape={shape}, dtype={a.dtype})"
 
@@ -77,12 +81,12 @@ class Dataset:
 
     _batched = False  # set on datasets made by batch(): their first dimension prints as None
 
-    def __init__(self, make: Callable[[], Iterator[Any]], length: int | None) -> None:
+    def __init__(self, make: _Callable[[], _Iterator[_Any]], length: int | None) -> None:
         self._make = make  # a fresh iterator of host-array elements per pass
         self._length = length
 
     @staticmethod
-    def from_tensor_slices(tensors: Any) -> Dataset:
+    def from_tensor_slices(tensors: _Any) -> Dataset:
         """One element per entry of the first dimension of ``tensors`` (an array, or a tuple/dict of them).
 
         >>> import gputape.tf as tf
@@ -95,7 +99,7 @@ class Dataset:
             raise ValueError(f"from_tensor_slices: all components need the same first dimension, got {lengths}")
         n = lengths.pop()
 
-        def make() -> Iterator[Any]:
+        def make() -> _Iterator[_Any]:
             for i in range(n):
                 yield _map_structure(lambda a, i=i: a[i], data)
 
@@ -110,13 +114,15 @@ class Dataset:
         """
         if buffer_size < 1:
             raise ValueError(f"shuffle: buffer_size must be >= 1, got {buffer_size}")
-        master = np.random.default_rng(seed)
+        # Without an op seed the order comes from gt.random's global seed and op counter, so
+        # tf.random.set_seed makes it the same in every process (TensorFlow's rule).
+        master = _np.random.default_rng(seed) if seed is not None else _random.generator()
         fixed = master.integers(2**63)
         parent = self._make
 
-        def make() -> Iterator[Any]:
-            rng = np.random.default_rng(master.integers(2**63) if reshuffle_each_iteration else fixed)
-            buf: list[Any] = []
+        def make() -> _Iterator[_Any]:
+            rng = _np.random.default_rng(master.integers(2**63) if reshuffle_each_iteration else fixed)
+            buf: list[_Any] = []
             for item in parent():
                 if len(buf) < buffer_size:
                     buf.append(item)
@@ -129,7 +135,7 @@ class Dataset:
 
         return Dataset(make, self._length)
 
-    def batch(self, batch_size: int, drop_remainder: bool = False, **kwargs: Any) -> Dataset:
+    def batch(self, batch_size: int, drop_remainder: bool = False, **kwargs: _Any) -> Dataset:
         """Stack ``batch_size`` consecutive elements (``num_parallel_calls`` etc. are ignored).
 
         >>> import gputape.tf as tf
@@ -138,16 +144,16 @@ class Dataset:
         """
         parent = self._make
 
-        def stack(items: list[Any]) -> Any:
+        def stack(items: list[_Any]) -> _Any:
             first = items[0]
             if isinstance(first, dict):
                 return {k: stack([it[k] for it in items]) for k in first}
             if isinstance(first, tuple):
                 return tuple(stack([it[i] for it in items]) for i in range(len(first)))
-            return np.stack(items)
+            return _np.stack(items)
 
-        def make() -> Iterator[Any]:
-            items: list[Any] = []
+        def make() -> _Iterator[_Any]:
+            items: list[_Any] = []
             for item in parent():
                 items.append(item)
                 if len(items) == batch_size:
@@ -171,7 +177,7 @@ class Dataset:
         """
         parent = self._make
 
-        def make() -> Iterator[Any]:
+        def make() -> _Iterator[_Any]:
             i = 0
             while count is None or i < count:
                 yield from parent()
@@ -188,7 +194,7 @@ class Dataset:
         """
         parent = self._make
 
-        def make() -> Iterator[Any]:
+        def make() -> _Iterator[_Any]:
             for i, item in enumerate(parent()):
                 if i >= count:
                     return
@@ -196,7 +202,7 @@ class Dataset:
 
         return Dataset(make, None if self._length is None else min(count, self._length))
 
-    def map(self, fn: Callable[..., Any], num_parallel_calls: Any = None) -> Dataset:
+    def map(self, fn: _Callable[..., _Any], num_parallel_calls: _Any = None) -> Dataset:
         """Apply ``fn`` to each element (a tuple element is passed as separate arguments, as in TF).
 
         >>> import gputape.tf as tf
@@ -205,7 +211,7 @@ class Dataset:
         """
         parent = self._make
 
-        def make() -> Iterator[Any]:
+        def make() -> _Iterator[_Any]:
             for item in parent():
                 t = _map_structure(_to_device, item)
                 out = fn(*t) if isinstance(t, tuple) else fn(t)
@@ -213,7 +219,7 @@ class Dataset:
 
         return Dataset(make, self._length)
 
-    def prefetch(self, buffer_size: Any = None) -> Dataset:
+    def prefetch(self, buffer_size: _Any = None) -> Dataset:
         """Returns the dataset unchanged (eager iteration has nothing to overlap).
 
         >>> import gputape.tf as tf
@@ -224,7 +230,7 @@ class Dataset:
 
     cache = prefetch
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> _Iterator[_Any]:
         for item in self._make():
             yield _map_structure(_to_device, item)
 
@@ -256,3 +262,7 @@ class Dataset:
         -1
         """
         return -1 if self._length is None else self._length
+
+
+# The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
+del annotations

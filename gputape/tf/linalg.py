@@ -15,17 +15,20 @@ TensorFlow's ``ord``/``axis`` rules (below), not numpy's.
 
 from __future__ import annotations
 
-import math
-from typing import Any
+import math as _math
+from typing import Any as _Any
 
-import numpy as np
+import numpy as _np
 
 from .. import linalg as _la
 from .. import ops as _ops
 from ..core import _errors
-from ..core.tensor import Tensor, as_tensor
-from ..devices import backend
-from ..ops._util import norm_flag, norm_real, norm_size
+from ..core.tensor import Tensor as _Tensor
+from ..core.tensor import as_tensor as _as_tensor
+from ..devices import backend as _backend
+from ..ops._util import norm_flag as _norm_flag
+from ..ops._util import norm_real as _norm_real
+from ..ops._util import norm_size as _norm_size
 
 __all__ = [
     "adjoint",
@@ -58,11 +61,11 @@ eye = _ops.eye
 einsum = _ops.einsum
 
 
-def _t(x: Any) -> Tensor:
+def _t(x: _Any) -> _Tensor:
     return _ops.swapaxes(x, -1, -2)
 
 
-def matrix_transpose(a: Any, name: str | None = None, conjugate: bool = False) -> Tensor:
+def matrix_transpose(a: _Any, name: str | None = None, conjugate: bool = False) -> _Tensor:
     """Transpose of the last two axes; with ``conjugate=True`` of a complex tensor, the conjugate transpose.
 
     >>> import gputape.tf as tf
@@ -72,13 +75,13 @@ def matrix_transpose(a: Any, name: str | None = None, conjugate: bool = False) -
     return _adjoint(a) if conjugate else _t(a)
 
 
-def _adjoint(x: Any) -> Tensor:
+def _adjoint(x: _Any) -> _Tensor:
     """The conjugate transpose (the transpose for real dtypes)."""
     t = _t(x)
     return _ops.conj(t) if t.dtype.kind == "c" else t
 
 
-def adjoint(matrix: Any, name: str | None = None) -> Tensor:
+def adjoint(matrix: _Any, name: str | None = None) -> _Tensor:
     """The conjugate transpose of the last two axes (``tf.linalg.adjoint``).
 
     >>> import gputape.tf as tf, numpy as np
@@ -89,14 +92,14 @@ def adjoint(matrix: Any, name: str | None = None) -> Tensor:
 
 
 def matmul(
-    a: Any,
-    b: Any,
+    a: _Any,
+    b: _Any,
     transpose_a: bool = False,
     transpose_b: bool = False,
     adjoint_a: bool = False,
     adjoint_b: bool = False,
     name: str | None = None,
-) -> Tensor:
+) -> _Tensor:
     """``tf.linalg.matmul`` (= ``tf.matmul``): matrix product, optionally transposing (``transpose_*``) or
     conjugate-transposing (``adjoint_*``) either operand.
 
@@ -115,7 +118,7 @@ def matmul(
     return _ops.matmul(a, b)
 
 
-def matvec(a: Any, b: Any, transpose_a: bool = False, adjoint_a: bool = False, name: str | None = None) -> Tensor:
+def matvec(a: _Any, b: _Any, transpose_a: bool = False, adjoint_a: bool = False, name: str | None = None) -> _Tensor:
     """Matrix times vector over the last axes: ``a @ b[..., None]`` without the trailing 1.
 
     >>> import gputape.tf as tf
@@ -126,7 +129,7 @@ def matvec(a: Any, b: Any, transpose_a: bool = False, adjoint_a: bool = False, n
     return _ops.squeeze(_ops.matmul(a, _ops.expand_dims(b, -1)), -1)
 
 
-def inv(input: Any, adjoint: bool = False, name: str | None = None) -> Tensor:
+def inv(input: _Any, adjoint: bool = False, name: str | None = None) -> _Tensor:
     """Inverse of each square matrix (of its transpose with ``adjoint=True``).
 
     >>> import gputape.tf as tf
@@ -136,20 +139,20 @@ def inv(input: Any, adjoint: bool = False, name: str | None = None) -> Tensor:
     return _la.inv(_t(input) if adjoint else input)
 
 
-def solve(matrix: Any, rhs: Any, adjoint: bool = False, name: str | None = None) -> Tensor:
+def solve(matrix: _Any, rhs: _Any, adjoint: bool = False, name: str | None = None) -> _Tensor:
     """Solve ``matrix @ x = rhs`` (``rhs`` is ``(..., M, K)``; ``adjoint=True`` solves with the transpose).
 
     >>> import gputape.tf as tf
     >>> tf.linalg.solve(tf.constant([[2.0, 0.0], [0.0, 4.0]]), tf.constant([[1.0], [1.0]])).numpy().tolist()
     [[0.5], [0.25]]
     """
-    r = as_tensor(rhs)
+    r = _as_tensor(rhs)
     if r.ndim < 2:
         raise ValueError(f"tf.linalg.solve: rhs must be a matrix (..., M, K), got shape {r.shape}; use rhs[:, None]")
     return _la.solve(_t(matrix) if adjoint else matrix, r)
 
 
-def triangular_solve(matrix: Any, rhs: Any, lower: bool = True, adjoint: bool = False, name: str | None = None):
+def triangular_solve(matrix: _Any, rhs: _Any, lower: bool = True, adjoint: bool = False, name: str | None = None):
     """Solve ``matrix @ x = rhs`` reading only the lower (or upper) triangle of ``matrix``.
 
     A composition: ``solve(band_part(matrix), rhs)`` (the ignored triangle gets gradient 0).
@@ -163,23 +166,23 @@ def triangular_solve(matrix: Any, rhs: Any, lower: bool = True, adjoint: bool = 
     return solve(tri, rhs, adjoint=adjoint)
 
 
-def band_part(input: Any, num_lower: int, num_upper: int, name: str | None = None) -> Tensor:
+def band_part(input: _Any, num_lower: int, num_upper: int, name: str | None = None) -> _Tensor:
     """Keep ``num_lower`` subdiagonals and ``num_upper`` superdiagonals (negative: the whole triangle).
 
     >>> import gputape.tf as tf
     >>> tf.linalg.band_part(tf.ones((3, 3)), 0, -1).numpy().tolist()
     [[1.0, 1.0, 1.0], [0.0, 1.0, 1.0], [0.0, 0.0, 1.0]]
     """
-    lo, up = (norm_size(v, "band_part", "a number of diagonals", None) for v in (num_lower, num_upper))
+    lo, up = (_norm_size(v, "band_part", "a number of diagonals", None) for v in (num_lower, num_upper))
     return _la.band_part(input, None if lo < 0 else lo, None if up < 0 else up)
 
 
-def _eye_for(x: Tensor, m: int, n: int) -> Tensor:
+def _eye_for(x: _Tensor, m: int, n: int) -> _Tensor:
     """An identity constant on ``x``'s device, in its dtype."""
-    return as_tensor(backend.xp_of(x._data).eye(m, n, dtype=x.dtype))
+    return _as_tensor(_backend.xp_of(x._data).eye(m, n, dtype=x.dtype))
 
 
-def diag_part(input: Any, name: str | None = None, k: int = 0, padding_value: Any = 0, align: str = "RIGHT_LEFT"):
+def diag_part(input: _Any, name: str | None = None, k: int = 0, padding_value: _Any = 0, align: str = "RIGHT_LEFT"):
     """The main diagonal of each matrix, shape ``(..., min(M, N))`` (only ``k=0``).
 
     >>> import gputape.tf as tf
@@ -188,14 +191,14 @@ def diag_part(input: Any, name: str | None = None, k: int = 0, padding_value: An
     """
     if k != 0:
         raise NotImplementedError("tf.linalg.diag_part: only k=0 (the main diagonal) is supported")
-    x = as_tensor(input)
+    x = _as_tensor(input)
     m, n = x.shape[-2:]
     d = min(m, n)
     sq = x[..., :d, :d] if (m, n) != (d, d) else x
     return _ops.sum(sq * _eye_for(x, d, d), -1)
 
 
-def diag(diagonal: Any, name: str | None = None, k: int = 0, num_rows: int = -1, num_cols: int = -1, **kwargs: Any):
+def diag(diagonal: _Any, name: str | None = None, k: int = 0, num_rows: int = -1, num_cols: int = -1, **kwargs: _Any):
     """Square matrices with ``diagonal`` (shape ``(..., N)``) on the main diagonal (only ``k=0``).
 
     >>> import gputape.tf as tf
@@ -204,12 +207,12 @@ def diag(diagonal: Any, name: str | None = None, k: int = 0, num_rows: int = -1,
     """
     if k != 0 or num_rows != -1 or num_cols != -1:
         raise NotImplementedError("tf.linalg.diag: only k=0 and square results are supported")
-    d = as_tensor(diagonal)
+    d = _as_tensor(diagonal)
     n = d.shape[-1]
     return _ops.expand_dims(d, -1) * _eye_for(d, n, n)
 
 
-def trace(x: Any, name: str | None = None) -> Tensor:
+def trace(x: _Any, name: str | None = None) -> _Tensor:
     """Sum of each matrix's main diagonal.
 
     >>> import gputape.tf as tf
@@ -219,7 +222,7 @@ def trace(x: Any, name: str | None = None) -> Tensor:
     return _ops.sum(diag_part(x), -1)
 
 
-def det(input: Any, name: str | None = None) -> Tensor:
+def det(input: _Any, name: str | None = None) -> _Tensor:
     """Determinant of each square matrix.
 
     >>> import gputape.tf as tf
@@ -229,7 +232,7 @@ def det(input: Any, name: str | None = None) -> Tensor:
     return _la.det(input)
 
 
-def slogdet(input: Any, name: str | None = None) -> tuple[Tensor, Tensor]:
+def slogdet(input: _Any, name: str | None = None) -> tuple[_Tensor, _Tensor]:
     """``(sign, log_abs_determinant)`` of each square matrix.
 
     >>> import gputape.tf as tf
@@ -241,7 +244,7 @@ def slogdet(input: Any, name: str | None = None) -> tuple[Tensor, Tensor]:
     return sign, logabs
 
 
-def logdet(matrix: Any, name: str | None = None) -> Tensor:
+def logdet(matrix: _Any, name: str | None = None) -> _Tensor:
     """Log determinant of a symmetric positive-definite matrix: ``2 * sum(log(diag(cholesky(matrix))))``.
 
     >>> import gputape.tf as tf
@@ -251,7 +254,7 @@ def logdet(matrix: Any, name: str | None = None) -> Tensor:
     return 2.0 * _ops.sum(_ops.log(diag_part(_la.cholesky(matrix))), -1)
 
 
-def cholesky(input: Any, name: str | None = None) -> Tensor:
+def cholesky(input: _Any, name: str | None = None) -> _Tensor:
     """Lower Cholesky factor of each symmetric positive-definite matrix (see ``gt.linalg.cholesky``).
 
     >>> import gputape.tf as tf
@@ -261,7 +264,7 @@ def cholesky(input: Any, name: str | None = None) -> Tensor:
     return _la.cholesky(input)
 
 
-def eigh(tensor: Any, name: str | None = None) -> tuple[Tensor, Tensor]:
+def eigh(tensor: _Any, name: str | None = None) -> tuple[_Tensor, _Tensor]:
     """``(e, v)``: ascending eigenvalues and eigenvectors (columns) of symmetric matrices.
 
     >>> import gputape.tf as tf
@@ -273,7 +276,7 @@ def eigh(tensor: Any, name: str | None = None) -> tuple[Tensor, Tensor]:
     return e, v
 
 
-def eigvalsh(tensor: Any, name: str | None = None) -> Tensor:
+def eigvalsh(tensor: _Any, name: str | None = None) -> _Tensor:
     """Ascending eigenvalues of symmetric matrices.
 
     >>> import gputape.tf as tf
@@ -283,7 +286,7 @@ def eigvalsh(tensor: Any, name: str | None = None) -> Tensor:
     return _la.eigvalsh(tensor)
 
 
-def svd(tensor: Any, full_matrices: bool = False, compute_uv: bool = True, name: str | None = None) -> Any:
+def svd(tensor: _Any, full_matrices: bool = False, compute_uv: bool = True, name: str | None = None) -> _Any:
     """TensorFlow's SVD: ``s`` alone, or ``(s, u, v)`` with ``tensor = u @ diag(s) @ transpose(v)``.
 
     ``v`` is numpy's ``Vh`` transposed. Gradients as ``gt.linalg.svd``.
@@ -293,13 +296,13 @@ def svd(tensor: Any, full_matrices: bool = False, compute_uv: bool = True, name:
     >>> s.numpy().tolist(), abs(v.numpy()).tolist()
     ([2.0, 1.0], [[0.0, 1.0], [1.0, 0.0]])
     """
-    if not norm_flag(compute_uv, "svd"):
+    if not _norm_flag(compute_uv, "svd"):
         return _la.svd(tensor, compute_uv=False)
-    u, s, vh = _la.svd(tensor, full_matrices=norm_flag(full_matrices, "svd"))
+    u, s, vh = _la.svd(tensor, full_matrices=_norm_flag(full_matrices, "svd"))
     return s, u, _t(vh)
 
 
-def qr(input: Any, full_matrices: bool = False, name: str | None = None) -> tuple[Tensor, Tensor]:
+def qr(input: _Any, full_matrices: bool = False, name: str | None = None) -> tuple[_Tensor, _Tensor]:
     """``(q, r)``; ``full_matrices=True`` is numpy's ``mode='complete'``.
 
     >>> import gputape.tf as tf
@@ -307,27 +310,27 @@ def qr(input: Any, full_matrices: bool = False, name: str | None = None) -> tupl
     >>> q.shape, r.shape
     ((3, 2), (2, 2))
     """
-    q, r = _la.qr(input, mode="complete" if norm_flag(full_matrices, "qr") else "reduced")
+    q, r = _la.qr(input, mode="complete" if _norm_flag(full_matrices, "qr") else "reduced")
     return q, r
 
 
-def pinv(a: Any, rcond: float | None = None, validate_args: bool = False, name: str | None = None) -> Tensor:
+def pinv(a: _Any, rcond: float | None = None, validate_args: bool = False, name: str | None = None) -> _Tensor:
     """Pseudo-inverse; TensorFlow's default cutoff ``rcond = 10 * max(M, N) * eps``.
 
     >>> import gputape.tf as tf
     >>> tf.linalg.pinv(tf.constant([[2.0, 0.0], [0.0, 0.0]])).numpy().tolist()
     [[0.5, 0.0], [0.0, 0.0]]
     """
-    t = as_tensor(a)
+    t = _as_tensor(a)
     return _la.pinv(t, rcond=_default_rcond(t) if rcond is None else rcond)
 
 
-def _default_rcond(t: Tensor) -> float:
+def _default_rcond(t: _Tensor) -> float:
     """TensorFlow's pinv cutoff: ``10 * max(M, N) * eps``."""
-    return 10.0 * max(t.shape[-2:]) * float(np.finfo(t.dtype).eps)
+    return 10.0 * max(t.shape[-2:]) * float(_np.finfo(t.dtype).eps)
 
 
-def lstsq(matrix: Any, rhs: Any, l2_regularizer: float = 0.0, fast: bool = True, name: str | None = None):
+def lstsq(matrix: _Any, rhs: _Any, l2_regularizer: float = 0.0, fast: bool = True, name: str | None = None):
     """Least squares for each matrix: ``argmin ||matrix @ x - rhs||^2 + l2_regularizer ||x||^2``.
 
     A composition: ``pinv(matrix) @ rhs`` without regularisation; with it, the regularised
@@ -339,10 +342,10 @@ def lstsq(matrix: Any, rhs: Any, l2_regularizer: float = 0.0, fast: bool = True,
     >>> tf.linalg.lstsq(a, tf.constant([[1.0], [1.0], [3.0]], tf.float64)).numpy().round(6).tolist()
     [[1.333333], [1.333333]]
     """
-    a, b = as_tensor(matrix), as_tensor(rhs)
+    a, b = _as_tensor(matrix), _as_tensor(rhs)
     if b.ndim < 2:
         raise ValueError(f"tf.linalg.lstsq: rhs must be a matrix (..., M, K), got shape {b.shape}")
-    lam = norm_real(l2_regularizer, "lstsq", "l2_regularizer", finite=True)
+    lam = _norm_real(l2_regularizer, "lstsq", "l2_regularizer", finite=True)
     if lam < 0:
         raise _errors.argument_error(l2_regularizer, "must not be negative", arg="l2_regularizer", cls=ValueError)
     if lam == 0.0:
@@ -353,11 +356,11 @@ def lstsq(matrix: Any, rhs: Any, l2_regularizer: float = 0.0, fast: bool = True,
     return _ops.matmul(_t(a), _la.solve(_ops.matmul(a, _t(a)) + lam * _eye_for(a, m, m), b))
 
 
-_VECTOR = {"euclidean": 2, 1: 1, 2: 2, math.inf: math.inf}
-_MATRIX = {"euclidean": "fro", "fro": "fro", 1: 1, 2: 2, math.inf: math.inf}
+_VECTOR = {"euclidean": 2, 1: 1, 2: 2, _math.inf: _math.inf}
+_MATRIX = {"euclidean": "fro", "fro": "fro", 1: 1, 2: 2, _math.inf: _math.inf}
 
 
-def norm(tensor: Any, ord: Any = "euclidean", axis: Any = None, keepdims: Any = None, name: str | None = None):
+def norm(tensor: _Any, ord: _Any = "euclidean", axis: _Any = None, keepdims: _Any = None, name: str | None = None):
     """TensorFlow's ``norm``: ``axis=None`` is a vector norm of all entries (any rank); an int
     axis a vector norm (``'euclidean'``, ``1``, ``2``, ``inf`` or any ``p > 0``); a pair of
     axes a matrix norm (``'euclidean'``/``'fro'``, ``1``, ``2`` (spectral), ``inf``).
@@ -370,9 +373,9 @@ def norm(tensor: Any, ord: Any = "euclidean", axis: Any = None, keepdims: Any = 
     >>> float(tf.linalg.norm(tf.constant([[3.0, 0.0], [0.0, 4.0]]), ord=2, axis=[0, 1]))
     4.0
     """
-    x = as_tensor(tensor)
-    keep = norm_flag(keepdims, "norm")
-    if isinstance(axis, Tensor):
+    x = _as_tensor(tensor)
+    keep = _norm_flag(keepdims, "norm")
+    if isinstance(axis, _Tensor):
         axis = axis.numpy().tolist()
     if isinstance(axis, (list, tuple)) and len(axis) == 2:
         ax = tuple(axis)
@@ -395,3 +398,7 @@ def norm(tensor: Any, ord: Any = "euclidean", axis: Any = None, keepdims: Any = 
         out = _la.norm(_ops.reshape(x, (-1,)), p)
         return _ops.reshape(out, (1,) * x.ndim) if keep else out
     return _la.norm(x, p, axis=axis, keepdims=keep)
+
+
+# The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
+del annotations

@@ -11,14 +11,15 @@ are accepted and ignored (gputape names no ops).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any as _Any
 
 from .. import ops as _ops
 from ..core import _errors
-from ..core.tensor import as_tensor
+from ..core.tensor import as_tensor as _as_tensor
 from ..nn import functional as _fn
-from ..ops._util import norm_axis, norm_list
-from ._util import axis_arg
+from ..ops._util import norm_axis as _norm_axis
+from ..ops._util import norm_list as _norm_list
+from ._util import axis_arg as _axis_arg
 
 __all__ = [
     "abs",
@@ -146,137 +147,137 @@ sigmoid = _fn.sigmoid
 softplus = _fn.softplus
 
 
-def reduce_sum(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+def reduce_sum(input_tensor: _Any, axis: _Any = None, keepdims: bool = False, name: str | None = None) -> _Any:
     """Sum over ``axis`` (all axes when None).
 
     >>> import gputape.tf as tf
     >>> tf.reduce_sum(tf.ones((2, 3)), axis=[0, 1]).numpy().tolist()
     6.0
     """
-    return _ops.sum(input_tensor, axis_arg(axis), keepdims)
+    return _ops.sum(input_tensor, _axis_arg(axis), keepdims)
 
 
-def reduce_mean(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+def reduce_mean(input_tensor: _Any, axis: _Any = None, keepdims: bool = False, name: str | None = None) -> _Any:
     """Mean over ``axis``.
 
     >>> import gputape.tf as tf
     >>> tf.reduce_mean(tf.constant([1.0, 2.0])).numpy().tolist()
     1.5
     """
-    return _ops.mean(input_tensor, axis_arg(axis), keepdims)
+    return _ops.mean(input_tensor, _axis_arg(axis), keepdims)
 
 
-def reduce_max(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+def reduce_max(input_tensor: _Any, axis: _Any = None, keepdims: bool = False, name: str | None = None) -> _Any:
     """Maximum over ``axis``.
 
     >>> import gputape.tf as tf
     >>> tf.reduce_max(tf.constant([[1.0, 5.0]]), axis=1).numpy().tolist()
     [5.0]
     """
-    return _ops.max(input_tensor, axis_arg(axis), keepdims)
+    return _ops.max(input_tensor, _axis_arg(axis), keepdims)
 
 
-def reduce_min(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+def reduce_min(input_tensor: _Any, axis: _Any = None, keepdims: bool = False, name: str | None = None) -> _Any:
     """Minimum over ``axis``.
 
     >>> import gputape.tf as tf
     >>> tf.reduce_min(tf.constant([1.0, 5.0])).numpy().tolist()
     1.0
     """
-    return _ops.min(input_tensor, axis_arg(axis), keepdims)
+    return _ops.min(input_tensor, _axis_arg(axis), keepdims)
 
 
-def reduce_prod(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+def reduce_prod(input_tensor: _Any, axis: _Any = None, keepdims: bool = False, name: str | None = None) -> _Any:
     """Product over ``axis``.
 
     >>> import gputape.tf as tf
     >>> tf.math.reduce_prod(tf.constant([2.0, 3.0])).numpy().tolist()
     6.0
     """
-    return _ops.prod(input_tensor, axis_arg(axis), keepdims)
+    return _ops.prod(input_tensor, _axis_arg(axis), keepdims)
 
 
-def reduce_logsumexp(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+def reduce_logsumexp(input_tensor: _Any, axis: _Any = None, keepdims: bool = False, name: str | None = None) -> _Any:
     """``log(sum(exp(x)))`` over ``axis``, computed stably.
 
     >>> import gputape.tf as tf
     >>> print(f"{float(tf.reduce_logsumexp(tf.constant([0.0, 0.0]))):.4f}")
     0.6931
     """
-    return _ops.logsumexp(input_tensor, axis_arg(axis), keepdims)
+    return _ops.logsumexp(input_tensor, _axis_arg(axis), keepdims)
 
 
-def reduce_variance(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+def reduce_variance(input_tensor: _Any, axis: _Any = None, keepdims: bool = False, name: str | None = None) -> _Any:
     """Population variance over ``axis``.
 
     >>> import gputape.tf as tf
     >>> tf.math.reduce_variance(tf.constant([1.0, 3.0])).numpy().tolist()
     1.0
     """
-    return _ops.var(input_tensor, axis_arg(axis), keepdims)
+    return _ops.var(input_tensor, _axis_arg(axis), keepdims)
 
 
-def reduce_std(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+def reduce_std(input_tensor: _Any, axis: _Any = None, keepdims: bool = False, name: str | None = None) -> _Any:
     """Population standard deviation over ``axis``.
 
     >>> import gputape.tf as tf
     >>> tf.math.reduce_std(tf.constant([1.0, 3.0])).numpy().tolist()
     1.0
     """
-    return _ops.std(input_tensor, axis_arg(axis), keepdims)
+    return _ops.std(input_tensor, _axis_arg(axis), keepdims)
 
 
-def reduce_all(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+def reduce_all(input_tensor: _Any, axis: _Any = None, keepdims: bool = False, name: str | None = None) -> _Any:
     """Logical AND over ``axis`` (no gradient).
 
     >>> import gputape.tf as tf
     >>> bool(tf.reduce_all(tf.constant([True, False])))
     False
     """
-    return _ops.min(_ops.cast(input_tensor, "bool"), axis_arg(axis), keepdims)
+    return _ops.min(_ops.cast(input_tensor, "bool"), _axis_arg(axis), keepdims)
 
 
-def reduce_any(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+def reduce_any(input_tensor: _Any, axis: _Any = None, keepdims: bool = False, name: str | None = None) -> _Any:
     """Logical OR over ``axis`` (no gradient).
 
     >>> import gputape.tf as tf
     >>> bool(tf.reduce_any(tf.constant([True, False])))
     True
     """
-    return _ops.max(_ops.cast(input_tensor, "bool"), axis_arg(axis), keepdims)
+    return _ops.max(_ops.cast(input_tensor, "bool"), _axis_arg(axis), keepdims)
 
 
-def argmax(input: Any, axis: Any = None, output_type: Any = "int64", name: str | None = None) -> Any:
+def argmax(input: _Any, axis: _Any = None, output_type: _Any = "int64", name: str | None = None) -> _Any:
     """Index of the largest entry along ``axis`` (TensorFlow's default axis is 0, not all).
 
     >>> import gputape.tf as tf
     >>> tf.argmax(tf.constant([[1.0, 9.0], [5.0, 2.0]])).numpy().tolist()
     [1, 0]
     """
-    return _ops.cast(_ops.argmax(input, 0 if axis is None else axis_arg(axis)), output_type)
+    return _ops.cast(_ops.argmax(input, 0 if axis is None else _axis_arg(axis)), output_type)
 
 
-def argmin(input: Any, axis: Any = None, output_type: Any = "int64", name: str | None = None) -> Any:
+def argmin(input: _Any, axis: _Any = None, output_type: _Any = "int64", name: str | None = None) -> _Any:
     """Index of the smallest entry along ``axis`` (default 0).
 
     >>> import gputape.tf as tf
     >>> tf.argmin(tf.constant([3.0, 1.0])).numpy().tolist()
     1
     """
-    return _ops.cast(_ops.argmin(input, 0 if axis is None else axis_arg(axis)), output_type)
+    return _ops.cast(_ops.argmin(input, 0 if axis is None else _axis_arg(axis)), output_type)
 
 
-def add_n(inputs: list[Any], name: str | None = None) -> Any:
+def add_n(inputs: list[_Any], name: str | None = None) -> _Any:
     """Elementwise sum of a non-empty list of tensors of one shape (TensorFlow's rule: no broadcasting).
 
     >>> import gputape.tf as tf
     >>> tf.add_n([tf.constant([1.0]), tf.constant([2.0])]).numpy().tolist()
     [3.0]
     """
-    items = norm_list(inputs, "add_n", "a list of tensors")
+    items = _norm_list(inputs, "add_n", "a list of tensors")
     if not items:
         raise _errors.argument_error(inputs, "is empty: add_n needs at least one tensor", cls=ValueError)
-    ts = [as_tensor(t) for t in items]
+    ts = [_as_tensor(t) for t in items]
     for i, t in enumerate(ts[1:], 1):
         if t.shape != ts[0].shape:  # TensorFlow's rule: no broadcasting in add_n
             raise _errors.argument_error(
@@ -291,7 +292,7 @@ def add_n(inputs: list[Any], name: str | None = None) -> Any:
     return total
 
 
-def rsqrt(x: Any, name: str | None = None) -> Any:
+def rsqrt(x: _Any, name: str | None = None) -> _Any:
     """``1 / sqrt(x)``.
 
     >>> import gputape.tf as tf
@@ -301,7 +302,7 @@ def rsqrt(x: Any, name: str | None = None) -> Any:
     return _ops.reciprocal(_ops.sqrt(x))
 
 
-def squared_difference(x: Any, y: Any, name: str | None = None) -> Any:
+def squared_difference(x: _Any, y: _Any, name: str | None = None) -> _Any:
     """``(x - y) ** 2``.
 
     >>> import gputape.tf as tf
@@ -311,20 +312,20 @@ def squared_difference(x: Any, y: Any, name: str | None = None) -> Any:
     return _ops.square(_ops.subtract(x, y))
 
 
-def divide_no_nan(x: Any, y: Any, name: str | None = None) -> Any:
+def divide_no_nan(x: _Any, y: _Any, name: str | None = None) -> _Any:
     """``x / y``, and 0 where ``y == 0`` (with a zero gradient there).
 
     >>> import gputape.tf as tf
     >>> tf.math.divide_no_nan(tf.constant([1.0, 1.0]), tf.constant([2.0, 0.0])).numpy().tolist()
     [0.5, 0.0]
     """
-    y = as_tensor(y)
+    y = _as_tensor(y)
     nz = _ops.not_equal(y, 0)
     safe = _ops.where(nz, y, _ops.ones_like(y))
     return _ops.where(nz, _ops.divide(x, safe), _ops.zeros_like(safe))
 
 
-def log_sigmoid(x: Any, name: str | None = None) -> Any:
+def log_sigmoid(x: _Any, name: str | None = None) -> _Any:
     """``log(sigmoid(x)) = -softplus(-x)``, stable for large ``|x|``.
 
     >>> import gputape.tf as tf
@@ -334,21 +335,21 @@ def log_sigmoid(x: Any, name: str | None = None) -> Any:
     return _ops.negative(_fn.softplus(_ops.negative(x)))
 
 
-def l2_normalize(x: Any, axis: Any = None, epsilon: float = 1e-12, name: str | None = None) -> Any:
+def l2_normalize(x: _Any, axis: _Any = None, epsilon: float = 1e-12, name: str | None = None) -> _Any:
     """``x / sqrt(max(sum(x**2, axis), epsilon))``.
 
     >>> import gputape.tf as tf
     >>> tf.math.l2_normalize(tf.constant([3.0, 4.0], tf.float64)).numpy().round(2).tolist()
     [0.6, 0.8]
     """
-    x = as_tensor(x)
-    ss = _ops.sum(_ops.square(x), axis_arg(axis), True)
+    x = _as_tensor(x)
+    ss = _ops.sum(_ops.square(x), _axis_arg(axis), True)
     return x * rsqrt(_ops.maximum(ss, epsilon))
 
 
-def _cumulative(op: Any, x: Any, axis: int, exclusive: bool, reverse: bool, start: float) -> Any:
-    x = as_tensor(x)
-    ax = norm_axis(axis, max(x.ndim, 1), op.__name__)
+def _cumulative(op: _Any, x: _Any, axis: int, exclusive: bool, reverse: bool, start: float) -> _Any:
+    x = _as_tensor(x)
+    ax = _norm_axis(axis, max(x.ndim, 1), op.__name__)
     if reverse:
         x = _ops.flip(x, ax)
     if exclusive:  # the scan of everything before each entry: shift by one, the identity first
@@ -359,7 +360,7 @@ def _cumulative(op: Any, x: Any, axis: int, exclusive: bool, reverse: bool, star
     return _ops.flip(y, ax) if reverse else y
 
 
-def cumsum(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False, name: str | None = None) -> Any:
+def cumsum(x: _Any, axis: int = 0, exclusive: bool = False, reverse: bool = False, name: str | None = None) -> _Any:
     """Cumulative sum along ``axis``; ``exclusive`` leaves each entry out, ``reverse`` runs from the end.
 
     >>> import gputape.tf as tf
@@ -370,7 +371,7 @@ def cumsum(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False
     return _cumulative(_ops.cumsum, x, axis, exclusive, reverse, 0)
 
 
-def cumprod(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False, name: str | None = None) -> Any:
+def cumprod(x: _Any, axis: int = 0, exclusive: bool = False, reverse: bool = False, name: str | None = None) -> _Any:
     """Cumulative product along ``axis`` (``exclusive``/``reverse`` as for ``cumsum``).
 
     >>> import gputape.tf as tf
@@ -378,3 +379,7 @@ def cumprod(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = Fals
     [1.0, 1.0, 2.0]
     """
     return _cumulative(_ops.cumprod, x, axis, exclusive, reverse, 1)
+
+
+# The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
+del annotations

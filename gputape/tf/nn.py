@@ -8,16 +8,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
+from typing import Any as _Any
 
 from .. import ops as _ops
 from .. import random as _random
-from ..core.tensor import as_tensor, constant
+from ..core.tensor import as_tensor as _as_tensor
+from ..core.tensor import constant as _constant
 from ..nn import functional as _fn
 from ..nn.activations import silu as _silu
-from ._util import axis_arg
+from ._util import axis_arg as _axis_arg
 
 __all__ = [
     "bias_add",
@@ -49,7 +48,7 @@ tanh = _ops.tanh
 softplus = _fn.softplus
 
 
-def relu(features: Any, name: str | None = None) -> Any:
+def relu(features: _Any, name: str | None = None) -> _Any:
     """``max(features, 0)``.
 
     >>> import gputape.tf as tf
@@ -59,7 +58,7 @@ def relu(features: Any, name: str | None = None) -> Any:
     return _fn.relu(features)
 
 
-def relu6(features: Any, name: str | None = None) -> Any:
+def relu6(features: _Any, name: str | None = None) -> _Any:
     """``min(max(features, 0), 6)``.
 
     >>> import gputape.tf as tf
@@ -69,7 +68,7 @@ def relu6(features: Any, name: str | None = None) -> Any:
     return _ops.minimum(_fn.relu(features), 6.0)
 
 
-def leaky_relu(features: Any, alpha: float = 0.2, name: str | None = None) -> Any:
+def leaky_relu(features: _Any, alpha: float = 0.2, name: str | None = None) -> _Any:
     """``features`` where positive, ``alpha * features`` elsewhere.
 
     >>> import gputape.tf as tf
@@ -79,7 +78,7 @@ def leaky_relu(features: Any, alpha: float = 0.2, name: str | None = None) -> An
     return _fn.leaky_relu(features, alpha)
 
 
-def elu(features: Any, name: str | None = None) -> Any:
+def elu(features: _Any, name: str | None = None) -> _Any:
     """Exponential linear unit.
 
     >>> import gputape.tf as tf
@@ -89,7 +88,7 @@ def elu(features: Any, name: str | None = None) -> Any:
     return _fn.elu(features)
 
 
-def gelu(features: Any, approximate: bool = False, name: str | None = None) -> Any:
+def gelu(features: _Any, approximate: bool = False, name: str | None = None) -> _Any:
     """Gaussian error linear unit (exact unless ``approximate``).
 
     >>> import gputape.tf as tf
@@ -99,7 +98,7 @@ def gelu(features: Any, approximate: bool = False, name: str | None = None) -> A
     return _fn.gelu(features, approximate)
 
 
-def silu(features: Any, beta: float = 1.0) -> Any:
+def silu(features: _Any, beta: float = 1.0) -> _Any:
     """``features * sigmoid(beta * features)`` (also ``tf.nn.swish``).
 
     >>> import gputape.tf as tf
@@ -108,13 +107,13 @@ def silu(features: Any, beta: float = 1.0) -> Any:
     """
     if beta == 1.0:
         return _silu(features)
-    return features * _fn.sigmoid(beta * as_tensor(features))
+    return features * _fn.sigmoid(beta * _as_tensor(features))
 
 
 swish = silu
 
 
-def softmax(logits: Any, axis: int | None = None, name: str | None = None) -> Any:
+def softmax(logits: _Any, axis: int | None = None, name: str | None = None) -> _Any:
     """Softmax along ``axis`` (the last by default).
 
     >>> import gputape.tf as tf
@@ -124,7 +123,7 @@ def softmax(logits: Any, axis: int | None = None, name: str | None = None) -> An
     return _fn.softmax(logits, -1 if axis is None else axis)
 
 
-def log_softmax(logits: Any, axis: int | None = None, name: str | None = None) -> Any:
+def log_softmax(logits: _Any, axis: int | None = None, name: str | None = None) -> _Any:
     """Log-softmax along ``axis`` (the last by default).
 
     >>> import gputape.tf as tf
@@ -134,7 +133,7 @@ def log_softmax(logits: Any, axis: int | None = None, name: str | None = None) -
     return _fn.log_softmax(logits, -1 if axis is None else axis)
 
 
-def sparse_softmax_cross_entropy_with_logits(labels: Any = None, logits: Any = None, name: str | None = None) -> Any:
+def sparse_softmax_cross_entropy_with_logits(labels: _Any = None, logits: _Any = None, name: str | None = None) -> _Any:
     """Per-example cross-entropy of integer ``labels`` against ``logits`` (call it with keywords, as in TF).
 
     >>> import gputape.tf as tf
@@ -147,7 +146,7 @@ def sparse_softmax_cross_entropy_with_logits(labels: Any = None, logits: Any = N
     return _fn.sparse_softmax_cross_entropy_with_logits(labels, logits)
 
 
-def softmax_cross_entropy_with_logits(labels: Any, logits: Any, axis: int = -1, name: str | None = None) -> Any:
+def softmax_cross_entropy_with_logits(labels: _Any, logits: _Any, axis: int = -1, name: str | None = None) -> _Any:
     """Per-example cross-entropy of probability ``labels`` against ``logits``.
 
     >>> import gputape.tf as tf
@@ -158,7 +157,7 @@ def softmax_cross_entropy_with_logits(labels: Any, logits: Any, axis: int = -1, 
     return _fn.softmax_cross_entropy_with_logits(labels, logits, axis)
 
 
-def sigmoid_cross_entropy_with_logits(labels: Any = None, logits: Any = None, name: str | None = None) -> Any:
+def sigmoid_cross_entropy_with_logits(labels: _Any = None, logits: _Any = None, name: str | None = None) -> _Any:
     """Elementwise binary cross-entropy of ``labels`` against ``logits``, stable.
 
     >>> import gputape.tf as tf
@@ -170,7 +169,7 @@ def sigmoid_cross_entropy_with_logits(labels: Any = None, logits: Any = None, na
     return _fn.sigmoid_cross_entropy_with_logits(labels, logits)
 
 
-def l2_loss(t: Any, name: str | None = None) -> Any:
+def l2_loss(t: _Any, name: str | None = None) -> _Any:
     """``sum(t ** 2) / 2``.
 
     >>> import gputape.tf as tf
@@ -180,7 +179,7 @@ def l2_loss(t: Any, name: str | None = None) -> Any:
     return _ops.sum(_ops.square(t)) * 0.5
 
 
-def bias_add(value: Any, bias: Any, data_format: str | None = None, name: str | None = None) -> Any:
+def bias_add(value: _Any, bias: _Any, data_format: str | None = None, name: str | None = None) -> _Any:
     """``value + bias`` along the last axis.
 
     >>> import gputape.tf as tf
@@ -192,7 +191,9 @@ def bias_add(value: Any, bias: Any, data_format: str | None = None, name: str | 
     return _ops.add(value, bias)
 
 
-def moments(x: Any, axes: Any, shift: Any = None, keepdims: bool = False, name: str | None = None) -> tuple[Any, Any]:
+def moments(
+    x: _Any, axes: _Any, shift: _Any = None, keepdims: bool = False, name: str | None = None
+) -> tuple[_Any, _Any]:
     """``(mean, variance)`` over ``axes``.
 
     >>> import gputape.tf as tf
@@ -200,15 +201,15 @@ def moments(x: Any, axes: Any, shift: Any = None, keepdims: bool = False, name: 
     >>> float(m), float(v)
     (2.0, 1.0)
     """
-    ax = axis_arg(axes)
+    ax = _axis_arg(axes)
     return _ops.mean(x, ax, keepdims), _ops.var(x, ax, keepdims)
 
 
-def dropout(x: Any, rate: float, noise_shape: Any = None, seed: int | None = None, name: str | None = None) -> Any:
+def dropout(x: _Any, rate: float, noise_shape: _Any = None, seed: int | None = None, name: str | None = None) -> _Any:
     """Zero each entry with probability ``rate`` and scale the rest by ``1 / (1 - rate)`` (always; TF's ``nn.dropout``).
 
-    The mask comes from ``gt.random``'s generator, or from
-    ``np.random.default_rng(seed)`` for this call when ``seed`` is given.
+    The mask comes from ``gt.random``'s op streams: TensorFlow's global seed plus op
+    seed (``tf.random.set_seed``).
 
     >>> import gputape.tf as tf
     >>> sorted(set(tf.nn.dropout(tf.ones((1, 8)), 0.5, seed=0).numpy().ravel().tolist()))
@@ -216,8 +217,12 @@ def dropout(x: Any, rate: float, noise_shape: Any = None, seed: int | None = Non
     """
     if not 0.0 <= rate < 1.0:
         raise ValueError(f"dropout: rate must be in [0, 1), got {rate!r}")
-    x = as_tensor(x)
-    rng = np.random.default_rng(seed) if seed is not None else _random.generator()
+    x = _as_tensor(x)
+    rng = _random._op_generator(seed, "dropout")
     shape = x.shape if noise_shape is None else tuple(int(s) for s in noise_shape)
     mask = (rng.random(shape) >= rate).astype(x.dtype) / x.dtype.type(1.0 - rate)
-    return x * constant(mask, device=x.device)
+    return x * _constant(mask, device=x.device)
+
+
+# The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
+del annotations

@@ -12,28 +12,28 @@ When gputape's own profiler (``gputape.debug.profiler``) is present these run it
 
 from __future__ import annotations
 
-import importlib
-import os
-import types
-import warnings
-from typing import Any
+import importlib as _importlib
+import os as _os
+import types as _types
+import warnings as _warnings
+from typing import Any as _Any
 
-from ..core.tape import GputapeWarning
+from ..core.tape import GputapeWarning as _GputapeWarning
 
 __all__ = ["experimental"]
 
 _unprofiled: str | None = None  # logdir of a start() that had no profiler to run
 
 
-def _backend() -> Any:
+def _backend() -> _Any:
     try:
-        mod = importlib.import_module("gputape.debug.profiler")
+        mod = _importlib.import_module("gputape.debug.profiler")
     except ImportError:
         return None
     return mod if hasattr(mod, "start") and hasattr(mod, "stop") else None
 
 
-def start(logdir: str | os.PathLike[str], options: Any = None) -> None:
+def _start(logdir: str | _os.PathLike[str], options: _Any = None) -> None:
     """Start profiling; the trace goes to ``logdir`` when :func:`stop` is called.
 
     ``options`` (TensorFlow's ``ProfilerOptions``) is accepted and ignored.
@@ -49,16 +49,16 @@ def start(logdir: str | os.PathLike[str], options: Any = None) -> None:
         return
     if _unprofiled is not None:
         raise RuntimeError("tf.profiler.experimental.start: a profiling session is already running; call stop() first")
-    _unprofiled = os.fspath(logdir)
-    warnings.warn(
+    _unprofiled = _os.fspath(logdir)
+    _warnings.warn(
         "tf.profiler.experimental.start: gputape's profiler is not implemented yet in this installation; "
         f"nothing is recorded and nothing will be written to {_unprofiled!r}",
-        GputapeWarning,
+        _GputapeWarning,
         stacklevel=2,
     )
 
 
-def stop(save: bool = True) -> None:
+def _stop(save: bool = True) -> None:
     """Stop profiling and write the results (see the module docstring).
 
     >>> import gputape.tf as tf
@@ -75,7 +75,7 @@ def stop(save: bool = True) -> None:
     _unprofiled = None
 
 
-class Profile:
+class _Profile:
     """``with tf.profiler.experimental.Profile(logdir):`` runs :func:`start` and :func:`stop` around a block.
 
     >>> import gputape.tf as tf
@@ -83,16 +83,19 @@ class Profile:
     'logs'
     """
 
-    def __init__(self, logdir: str | os.PathLike[str], options: Any = None) -> None:
+    def __init__(self, logdir: str | _os.PathLike[str], options: _Any = None) -> None:
         self.logdir = logdir
         self.options = options
 
-    def __enter__(self) -> Profile:
-        start(self.logdir, self.options)
+    def __enter__(self) -> _Profile:
+        _start(self.logdir, self.options)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        stop()
+    def __exit__(self, *exc: _Any) -> None:
+        _stop()
 
 
-experimental = types.SimpleNamespace(start=start, stop=stop, Profile=Profile)
+experimental = _types.SimpleNamespace(start=_start, stop=_stop, Profile=_Profile)
+
+# The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
+del annotations

@@ -597,6 +597,8 @@ CUDA_PRELUDE = _cuda_prelude()
 
 
 # the names a VJP's text is written over (Derivative.python's rename replaces them)
+# Expressions that are a name or a number: as a VJP's result, one of its arguments passed through
+_LEAVES = frozenset(("var", "param", "const"))
 _VJP_NAMES = re.compile(r"\b(g|a[0-9]+|F|node)\b")
 
 
@@ -607,11 +609,15 @@ class Derivative:
     cotangent (None: not differentiable), ``params`` the parameters the
     expressions read. ``save``/``save_out`` are the residuals the expressions
     need (in the primitive's convention), ``operands`` their names in the
-    order the VJP receives them (``a0, a1, ...``).
+    order the VJP receives them (``a0, a1, ...``). ``fresh``: per input, whether its
+    cotangent is an operation's result (a numpy ufunc's or ``where``'s output on host arrays:
+    memory the VJP allocated), not a bare name passed through (``g``, an operand, a
+    parameter): the primitive's :attr:`~gputape.core.primitive.Primitive.fresh_cotangents`.
     """
 
     __slots__ = (
         "_kernels",
+        "fresh",
         "gpu_kernel",
         "grads",
         "inputs",
@@ -643,6 +649,7 @@ class Derivative:
         self.save: bool | tuple[int, ...] = True if len(idx) == len(inputs) else idx
         self.save_out = "out" in used
         self.operands = [inputs[i] for i in idx] + (["out"] if self.save_out else [])
+        self.fresh = tuple(gr is not None and gr.op not in _LEAVES for gr in grads)
         self._kernels: dict[Any, Any] = {}
         # the VJP launches one generated kernel on a GPU (_gpu) instead of a cupy launch per operation
         self.gpu_kernel = len(inputs) == 1 and _size(self.grads[0]) >= 2

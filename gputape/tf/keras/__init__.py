@@ -13,15 +13,17 @@ see :mod:`gputape.nn.training`), and custom GradientTape loops work as well.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any as _Any
 
 from ...nn import Layer as _Layer
 from ...nn import Sequential as _Sequential
 from ...nn.base_layer import _call_layer
 from ...nn.keras_tensor import _shape_of
-from ...nn.training import Trainer, _flatten, _map
-from . import activations, callbacks, initializers, layers, losses, metrics, optimizers
-from .layers import Input, InputLayer, KerasTensor
+from ...nn.training import Trainer as _Trainer
+from ...nn.training import _flatten, _map
+from . import activations, callbacks, initializers, layers, losses, metrics, optimizers, utils
+from .layers import Input, KerasTensor
+from .layers import InputLayer as _InputLayer
 
 # The Keras 3 release whose sources the layers, losses, metrics and their documented examples were
 # checked against (keras/src/...); gputape.tf.__version__ is the TensorFlow API level.
@@ -39,10 +41,11 @@ __all__ = [
     "losses",
     "metrics",
     "optimizers",
+    "utils",
 ]
 
 
-class Model(Trainer, _Layer):
+class Model(_Trainer, _Layer):
     """A Keras model: ``Model(inputs, outputs)`` (the functional API), or a subclass that defines ``call``.
 
     Subclassed: create layers in ``__init__`` and define ``call(self, inputs, training=None)``.
@@ -62,12 +65,12 @@ class Model(Trainer, _Layer):
     Functional: see :class:`Functional`.
     """
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+    def __new__(cls, *args: _Any, **kwargs: _Any) -> _Any:
         if cls is Model and (args or "inputs" in kwargs or "outputs" in kwargs):
             return super().__new__(Functional)  # Python then runs Functional.__init__
         return super().__new__(cls)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: _Any, **kwargs: _Any) -> None:
         if args or "inputs" in kwargs or "outputs" in kwargs:
             raise NotImplementedError(
                 f"{type(self).__name__}: a subclassed Model cannot also take inputs/outputs here; build the "
@@ -81,7 +84,7 @@ class Model(Trainer, _Layer):
         self.built = True
 
     @property
-    def layers(self) -> list[Any]:
+    def layers(self) -> list[_Any]:
         """The model's direct layers (a functional model's in graph order, its InputLayers first).
 
         >>> import gputape.tf as tf
@@ -110,7 +113,9 @@ class Functional(Model):
     [(5, 1), (5, 6)]
     """
 
-    def __init__(self, inputs: Any, outputs: Any, name: str | None = None, trainable: bool = True, **kw: Any) -> None:
+    def __init__(
+        self, inputs: _Any, outputs: _Any, name: str | None = None, trainable: bool = True, **kw: _Any
+    ) -> None:
         _Layer.__init__(self, name=name, trainable=trainable, **kw)
         flat_in, flat_out = _flatten(inputs), _flatten(outputs)
         for what, flat in (("inputs", flat_in), ("outputs", flat_out)):
@@ -120,18 +125,18 @@ class Functional(Model):
                     f"Model: {what} must be symbolic tensors from tf.keras.Input and layer calls, got {bad or 'none'}"
                 )
         for t in flat_in:
-            if not isinstance(t._node.layer, InputLayer):
+            if not isinstance(t._node.layer, _InputLayer):
                 raise ValueError(f"Model: every input must come from tf.keras.Input, got {t!r} made by a layer")
         self._inputs_struct, self._outputs_struct = inputs, outputs
         self.inputs, self.outputs = flat_in, flat_out
-        nodes: list[Any] = []
+        nodes: list[_Any] = []
         done: set[int] = set()
 
         def visit(t: KerasTensor) -> None:
             node = t._node
             if id(node) in done:
                 return
-            if isinstance(node.layer, InputLayer):
+            if isinstance(node.layer, _InputLayer):
                 if not any(t is i for i in flat_in):
                     raise ValueError(
                         f"Model: graph disconnected: the outputs depend on {t!r}, which is not among the inputs "
@@ -150,14 +155,14 @@ class Functional(Model):
         self._layer_list = list({id(layer): layer for layer in order}.values())
         self.built = True
 
-    def call(self, inputs: Any, training: bool | None = None) -> Any:
+    def call(self, inputs: _Any, training: bool | None = None) -> _Any:
         given = _flatten(inputs)
         if len(given) != len(self.inputs):
             raise ValueError(
                 f"Model {self.name!r}: expects {len(self.inputs)} input(s) shaped like {self._inputs_struct!r}, "
                 f"got {len(given)}"
             )
-        values: dict[int, Any] = {}
+        values: dict[int, _Any] = {}
         for k, (spec, value) in enumerate(zip(self.inputs, given)):
             shape = _shape_of(value)
             if len(shape) != len(spec.shape) or any(d is not None and d != g for d, g in zip(spec.shape, shape)):
@@ -182,11 +187,11 @@ class Sequential(_Sequential):
     [(4, 3), (3,)]
     """
 
-    def __init__(self, layers: Any = None, name: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, layers: _Any = None, name: str | None = None, **kwargs: _Any) -> None:
         layers = list(layers or ())
-        if layers and isinstance(layers[0], KerasTensor) and isinstance(layers[0]._node.layer, InputLayer):
+        if layers and isinstance(layers[0], KerasTensor) and isinstance(layers[0]._node.layer, _InputLayer):
             layers[0] = layers[0]._node.layer
-        spec = layers.pop(0) if layers and isinstance(layers[0], InputLayer) else None
+        spec = layers.pop(0) if layers and isinstance(layers[0], _InputLayer) else None
         super().__init__(layers, name=name, **kwargs)
         if spec is not None:
             if any(d is None for d in spec.shape[1:]):
@@ -196,3 +201,7 @@ class Sequential(_Sequential):
                 self.built = True
             else:
                 self.build(spec.shape)
+
+
+# The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
+del annotations

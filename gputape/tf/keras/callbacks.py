@@ -10,3 +10,6 @@ from __future__ import annotations
 from ...nn.callbacks import Callback, EarlyStopping, History, LambdaCallback, ModelCheckpoint
 
 __all__ = ["Callback", "EarlyStopping", "History", "LambdaCallback", "ModelCheckpoint"]
+
+# The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
+del annotations

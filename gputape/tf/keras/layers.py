@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any as _Any
 
 from ...nn import (
     Activation,
@@ -26,7 +26,7 @@ from ...nn import (
     Reshape,
 )
 from ...nn.keras_tensor import _Node
-from ...ops import identity
+from ...ops import identity as _identity
 
 __all__ = [
     "Activation",
@@ -61,11 +61,11 @@ class InputLayer(Layer):
 
     def __init__(
         self,
-        shape: Any = None,
-        dtype: Any = None,
+        shape: _Any = None,
+        dtype: _Any = None,
         name: str | None = None,
         batch_size: int | None = None,
-        **kwargs: Any,
+        **kwargs: _Any,
     ) -> None:
         if shape is None:
             shape = kwargs.pop("input_shape", None)
@@ -82,16 +82,16 @@ class InputLayer(Layer):
         self.output._node = _Node(self, None, (), {})
         self.output._node.outputs = self.output
 
-    def call(self, inputs: Any) -> Any:
-        return identity(inputs)
+    def call(self, inputs: _Any) -> _Any:
+        return _identity(inputs)
 
 
 def Input(
-    shape: Any = None,
+    shape: _Any = None,
     batch_size: int | None = None,
-    dtype: Any = None,
+    dtype: _Any = None,
     name: str | None = None,
-    **kwargs: Any,
+    **kwargs: _Any,
 ) -> KerasTensor:
     """Keras' ``Input``: a symbolic tensor to build a functional ``Model`` from (or to start a ``Sequential``).
 
@@ -104,3 +104,7 @@ def Input(
     ((4, 2), 2)
     """
     return InputLayer(shape=shape, batch_size=batch_size, dtype=dtype, name=name, **kwargs).output
+
+
+# The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
+del annotations

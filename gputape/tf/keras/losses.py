@@ -48,3 +48,6 @@ __all__ = [
     "mse",
     "sparse_categorical_crossentropy",
 ]
+
+# The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
+del annotations

@@ -38,3 +38,6 @@ __all__ = [
     "Sum",
     "get",
 ]
+
+# The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
+del annotations

@@ -12,7 +12,7 @@ The update rules are Keras 3's; see :mod:`gputape.optim`.
 
 from __future__ import annotations
 
-import types
+import types as _types
 
 from ...optim import (
     SGD,
@@ -28,9 +28,12 @@ from ...optim import (
 
 __all__ = ["SGD", "Adam", "AdamW", "Optimizer", "RMSprop", "schedules"]
 
-schedules = types.SimpleNamespace(
+schedules = _types.SimpleNamespace(
     CosineDecay=CosineDecay,
     ExponentialDecay=ExponentialDecay,
     LearningRateSchedule=LearningRateSchedule,
     PiecewiseConstantDecay=PiecewiseConstantDecay,
 )
+
+# The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
+del annotations
