@@ -400,21 +400,29 @@ def test_an_interrupt_in_a_donating_step_leaves_the_step_undone(monkeypatch):
         f(x, y)
         twin_step(x, y)
     before = [p.numpy().copy() for p in params]
-    real = optim_base._rules.plain_sgd
+    real_step = optim_base.Optimizer._step_plain
     calls = []
 
-    def interrupted(grads, lr, into=None):
-        real(grads, lr, into)  # the donated gradients are written ...
+    def recording(self, raw, variables, into=None):
         calls.append(into)
-        raise KeyboardInterrupt  # ... and then a Ctrl-C comes, before the commit
+        return real_step(self, raw, variables, into)
 
-    monkeypatch.setattr(optim_base._rules, "plain_sgd", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        f(*batches[2])
+    class CtrlC:  # at the commit's entry: every new value computed, the donated gradients written
+        def __enter__(self):
+            raise KeyboardInterrupt
+
+        def __exit__(self, *exc):
+            return False
+
+    with monkeypatch.context() as m:
+        m.setattr(optim_base.Optimizer, "_step_plain", recording)
+        m.setattr(optim_base, "defer_interrupts", CtrlC)
+        m.setattr(optim_base, "_PLAIN_STEPS", {})  # (generated anew, with the interrupting commit)
+        with pytest.raises(KeyboardInterrupt):
+            f(*batches[2])
     assert calls == [(True, False, True, False, True, False)]
     assert all(p.numpy().tobytes() == b.tobytes() for p, b in zip(params, before))
     assert int(opt.iterations) == 2
-    monkeypatch.setattr(optim_base._rules, "plain_sgd", real)
     for x, y in batches[2:]:
         f(x, y)
         twin_step(x, y)

@@ -1,8 +1,9 @@
 """The optimizer's fixed cost: plain SGD's one-loop path, and defer_interrupts' one handler object.
 
-Plain SGD (no momentum, weight decay or clipping) skips the general step's per-variable slot
-bookkeeping (``Optimizer._step_plain``); these tests check it gives the general path's bits
-and errors, and hands every case it does not take to the general path.
+Plain SGD (no momentum, weight decay or clipping) takes a step generated per variable count
+(``optim_base._plain_steps``) instead of the general step's per-variable calls; these tests check
+it gives the general path's bits and errors, and hands every case it does not take to the general
+path.
 """
 
 from __future__ import annotations
@@ -32,19 +33,31 @@ def _grads(dtype=np.float32, seed=1):
 
 @pytest.fixture
 def paths(monkeypatch):
-    """Counts the steps each host path took."""
+    """Counts the steps each host path took: the generated plain step (with or without its parse) or the general one."""
     taken = {"plain": 0, "general": 0}
-    plain, general = optim_base.Optimizer._step_plain, optim_base.Optimizer._apply_host
+    steps, general = optim_base._plain_steps, optim_base.Optimizer._apply_host
 
-    def count_plain(self, *a):
-        taken["plain"] += 1
-        return plain(self, *a)
+    def counted(n):
+        parse, raw = steps(n)
+
+        def count_parse(self, pairs):
+            done = parse(self, pairs)
+            taken["plain"] += done is not None
+            return done
+
+        def count_raw(self, *a):
+            taken["plain"] += 1
+            return raw(self, *a)
+
+        pair = optim_base._PLAIN_STEPS[n] = (count_parse, count_raw)
+        return pair
 
     def count_general(self, *a):
         taken["general"] += 1
         return general(self, *a)
 
-    monkeypatch.setattr(optim_base.Optimizer, "_step_plain", count_plain)
+    monkeypatch.setattr(optim_base, "_PLAIN_STEPS", {})
+    monkeypatch.setattr(optim_base, "_plain_steps", counted)
     monkeypatch.setattr(optim_base.Optimizer, "_apply_host", count_general)
     return taken
 

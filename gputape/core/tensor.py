@@ -23,6 +23,7 @@ import numpy as np
 from ..devices import backend
 from ..devices.placement import placement, tensor_dlpack, tensor_dlpack_device
 from . import _errors
+from ._generate import generate
 from .state import tls as _tls
 
 # Two id streams: outputs of ops get even ids, constants and variables odd ids.
@@ -613,25 +614,6 @@ def _numpy_text(data: Any, how: Any) -> str:
 _LATE_REPORTS = (FloatingPointError, Warning)
 
 
-def _combined(old: Any, arr: Any, add: bool, out: Any = None) -> Any:
-    """``old + arr`` (``add``) or ``old - arr`` into ``out``, a new array of ``old``'s type, shape and
-    dtype when not given; ``old`` is only read. The one statement of a variable's update.
-
-    ``out`` is a temporary of the caller's own that nothing else references (an optimizer's
-    step ``lr * g``: the update then allocates nothing more). A floating-point report numpy
-    raises after it wrote the result (``np.seterr`` "raise", a warning filter set to "error")
-    comes as :class:`_LateReportError`, which carries the result.
-    """
-    xp = backend.xp_of(old)
-    if out is None:  # (out= always: numpy makes a scalar of 0-d + 0-d, and a variable holds an array)
-        out = xp.empty_like(old)
-    try:
-        (xp.add if add else xp.subtract)(old, arr, out=out)
-    except _LATE_REPORTS as exc:
-        raise _LateReportError(out, exc) from None
-    return out
-
-
 class _LateReportError(Exception):
     """A floating-point report numpy raised after writing an update's result: ``value`` is the result."""
 
@@ -641,8 +623,57 @@ class _LateReportError(Exception):
         self.error = error
 
 
-def _same_kind(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a.shape == b.shape and a.dtype == b.dtype
+# A variable's update, declared once as source: _same_kind and _combined below are compiled from
+# these statements, and generated code that updates variables (gputape.optim's plain-SGD step)
+# inlines the same text instead of calling them per variable.
+# SAME_KIND: ``{a}`` may stand where ``{b}``'s value goes without a conversion (array type, shape, dtype).
+SAME_KIND = "type({a}) is type({b}) and {a}.shape == {b}.shape and {a}.dtype == {b}.dtype"
+# COMBINE: ``{ufunc}`` (add or subtract) of ``{old}`` and ``{arr}`` into ``{out}``; a floating-point
+# report numpy raises after it wrote the result (np.seterr "raise", a warning filter set to "error")
+# is handed to ``{report}``, a statement that sees it as ``exc``.
+COMBINE = """\
+try:
+    {ufunc}({old}, {arr}, out={out})
+except _LATE_REPORTS as exc:
+    {report}
+"""
+
+
+def _indent(src: str, by: str) -> str:
+    return "".join(by + line if line.strip() else line for line in src.splitlines(True))
+
+
+_same_kind = generate(
+    "_same_kind",
+    f"def _same_kind(a, b):\n    return {SAME_KIND.format(a='a', b='b')}\n",
+    globals(),
+)
+
+_combined = generate(
+    "_combined",
+    "def _combined(old, arr, add, out=None):\n"
+    '    """``old + arr`` (``add``) or ``old - arr`` into ``out``, a new array of ``old``\'s type, shape and\n'
+    "    dtype when not given; ``old`` is only read. The one statement of a variable's update.\n\n"
+    "    ``out`` is a temporary of the caller's own that nothing else references (an optimizer's\n"
+    "    step ``lr * g``: the update then allocates nothing more). A floating-point report numpy\n"
+    "    raises after it wrote the result comes as :class:`_LateReportError`, which carries the result.\n"
+    '    """\n'
+    "    xp = backend.xp_of(old)\n"
+    "    if out is None:  # (out= always: numpy makes a scalar of 0-d + 0-d, and a variable holds an array)\n"
+    "        out = xp.empty_like(old)\n"
+    + _indent(
+        COMBINE.format(
+            ufunc="(xp.add if add else xp.subtract)",
+            old="old",
+            arr="arr",
+            out="out",
+            report="raise _LateReportError(out, exc) from None",
+        ),
+        "    ",
+    )
+    + "    return out\n",
+    globals(),
+)
 
 
 def constant(value: Any, dtype: Any = None, device: str | None = None) -> Tensor:

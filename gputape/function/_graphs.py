@@ -260,7 +260,7 @@ class _GraphRunner:
         for i, (fn, refs, outs, kind) in enumerate(self.steps):
             if kind != "host:matmul":
                 continue
-            if isinstance(fn, functools.partial) and fn.func is _matmul.fwd:
+            if fn is _matmul.cpu or (isinstance(fn, functools.partial) and fn.func is _matmul.fwd):
                 self.steps[i] = _Step(gemm.matmul, refs, outs, "device")
             elif fn is _matmul.vjp and type(refs[0]) is _Const:  # refs[0]: the VJP's F (see _Trace._vjp)
                 F = self.consts[refs[0].k]

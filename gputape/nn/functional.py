@@ -603,12 +603,13 @@ def sparse_softmax_cross_entropy_with_logits(labels: Any, logits: Any) -> Any:
             f"gt.nn.sparse_softmax_cross_entropy_with_logits: labels must be integers, got {lab.dtype}; "
             "for one-hot or probability labels use softmax_cross_entropy_with_logits"
         )
-    if lab.shape != logits.shape[:-1]:
+    shape = logits._data.shape  # (the array's: Tensor.shape is a property call per read)
+    if lab.shape != shape[:-1]:
         raise ValueError(
             f"gt.nn.sparse_softmax_cross_entropy_with_logits: labels shape {lab.shape} must equal "
-            f"logits.shape[:-1] = {logits.shape[:-1]}"
+            f"logits.shape[:-1] = {shape[:-1]}"
         )
-    c = logits.shape[-1]
+    c = shape[-1]
     if lab.size and (int(lab.min()) < 0 or int(lab.max()) >= c):
         raise ValueError(
             f"gt.nn.sparse_softmax_cross_entropy_with_logits: labels must be in [0, {c}); got values "

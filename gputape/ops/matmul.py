@@ -5,6 +5,8 @@ from __future__ import annotations
 import string
 from typing import Any
 
+import numpy as np
+
 from ..core import _errors
 from ..core.dispatch import apply, binary_op, primitive
 from ..core.tensor import as_tensor
@@ -58,8 +60,10 @@ _MATMUL_DOC = """Matrix product with numpy's rules (1-D operands, broadcast batc
     """
 
 # Generated like the elementwise operators (two operands, no parameters): every MLP layer
-# runs it, and the generic apply() costs ~0.6 us more per call. (No C-level ``cpu`` forward:
-# gt.function's CUDA-graph runner recognises matrix products by their forward, _matmul.fwd.)
+# runs it, and the generic apply() costs more per call. On host arrays the forward is numpy's
+# matmul itself (a Python frame less per product); gt.function's CUDA-graph runner recognises
+# matrix products by either forward.
+_matmul.cpu = np.matmul
 matmul = binary_op(_matmul, "matmul", _MATMUL_DOC)
 
 

@@ -10,6 +10,7 @@ off. On GPU arrays SGD/Adam/AdamW take the one-launch path instead
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from collections.abc import Callable, Iterable
@@ -18,12 +19,14 @@ from typing import Any
 import numpy as np
 
 from ..core import state as _state
+from ..core._generate import generate
 from ..core.state import defer_interrupts
 from ..core.tape import GputapeWarning, GradientTape
-from ..core.tensor import Tensor, Variable, _combined, _LateReportError, _same_kind, _wrap
+from ..core.tensor import _LATE_REPORTS, COMBINE, SAME_KIND, Tensor, Variable, _indent, _same_kind, _wrap
 from ..devices import backend
 from . import rules as _rules
 from .fused import FusedOptimizer
+from .rules import SCALED, SCALED_INTO
 from .schedules import _integer, _rate, _real
 
 
@@ -345,13 +348,15 @@ class Optimizer:
         """
         pairs = list(grads_and_vars)
         if _state.tls.obs is None and self._plain():
-            # plain SGD's common case, checked in one loop: (Tensor, Variable) pairs of host arrays
-            # of equal shapes and dtypes, each variable once, outside gt.function's trace and with no
-            # observer. Anything else (None, a bad pair, a cast, a repeat) is the general path's to
-            # parse: it raises or warns exactly as before.
-            parsed = _plain_pairs(pairs)
-            if parsed is not None:
-                return self._step_plain(parsed[0], parsed[1])
+            # plain SGD's common case, parsed and stepped by one function generated for this many
+            # pairs: (Tensor, Variable) pairs of host arrays of equal shapes and dtypes, each variable
+            # once, outside gt.function's trace and with no observer. It returns None, having changed
+            # nothing, for anything else (None, a bad pair, a cast, a repeat): the general path's to
+            # parse, which raises or warns exactly as before.
+            n = len(pairs)
+            done = (_PLAIN_STEPS.get(n) or _plain_steps(n))[0](self, pairs)
+            if done is not None:
+                return done
         if not pairs:
             return self._step_count()
         live = []
@@ -403,19 +408,12 @@ class Optimizer:
         return False
 
     def _step_plain(self, raw: list[Any], variables: list[Variable], into: tuple[bool, ...] | None = None) -> int:
-        """Plain SGD of checked host gradients: one loop computes, one commits.
+        """Plain SGD of checked host gradients: the generated step (:func:`_plain_steps`) without its parse.
 
-        The rule of the general path (:func:`~gputape.optim.rules.plain_sgd`) and its commit,
-        without its per-variable slot and call bookkeeping, which is most of a small step's cost.
-        Each ``g * lr`` is a new array of this step's own (or, ``into[k]``, the donated gradient
-        itself): ``w - g * lr`` is written into it.
+        ``into[k]``: gradient ``k`` is donated (gt.function's replay proved it its own): ``g * lr``
+        and then ``w - g * lr`` are written into it (:data:`~gputape.optim.rules.SCALED_INTO`).
         """
-        step = self._step_count() + 1
-        lr = self._rate_at(step - 1)
-        late: list[BaseException] = []
-        news = [_new_value(v, v._data, d, False, d, late) for v, d in zip(variables, _rules.plain_sgd(raw, lr, into))]
-        self._commit(variables, news, step, late=late)
-        return step
+        return (_PLAIN_STEPS.get(len(raw)) or _plain_steps(len(raw)))[1](self, raw, variables, into)
 
     def _apply_live(self, live: list[tuple[Any, Variable]], donated: tuple[bool, ...] | None = None) -> int:
         # Phase 1 computes every new value and changes nothing: whatever raises here
@@ -684,45 +682,196 @@ _NOSLOTS: dict[str, Any] = {}
 _ndarray = np.ndarray
 
 
-def _plain_pairs(pairs: list[Any]) -> tuple[list[np.ndarray], list[Variable]] | None:
-    """(gradient arrays, variables) when every pair is (Tensor of a host array, Variable of its shape and dtype).
+# A variable's new value, ``{w} + {delta}`` or ``{w} - {delta}`` (``ufunc``; ``op`` names it in errors), as source:
+# _new_value is compiled from it and the generated plain-SGD step inlines it for each variable.
+# Into ``{out}``, a temporary of this step's own that nothing else references, when it is one of the
+# variable's array type, shape and dtype; else into a new array (``{out}`` then names the result).
+# ``{w}`` is only read. A ``{delta}`` of another kind is cast as ``assign_sub`` casts (or refused,
+# before anything changed); a floating-point report numpy makes after writing the result goes to
+# the list ``{late}``.
+_NEW_VALUE = """\
+if not ({delta_kind}):
+    {delta} = {v}._check({op}, _wrap({delta}))
+if {out} is None or not ({out_kind}):
+    {out} = {xp}.empty_like({w})
+{combine}"""
 
-    None when any is not, or a variable repeats, or there are none: the general parse then
-    raises, warns or skips as it always has.
+
+def _new_value_source(v: str, w: str, delta: str, out: str, late: str, xp: str, op: str, ufunc: str) -> str:
+    """:data:`_NEW_VALUE` with these names (``op``, ``ufunc``: expressions of the operation)."""
+    return _NEW_VALUE.format(
+        v=v,
+        w=w,
+        delta=delta,
+        out=out,
+        xp=xp,
+        op=op,
+        delta_kind=SAME_KIND.format(a=delta, b=w),
+        out_kind=SAME_KIND.format(a=out, b=w),
+        combine=COMBINE.format(ufunc=ufunc, old=w, arr=delta, out=out, report=f"{late}.append(exc)"),
+    )
+
+
+_new_value = generate(
+    "_new_value",
+    "def _new_value(v, w, delta, add, out, late):\n"
+    '    """``w + delta`` (``add``) or ``w - delta`` for variable ``v`` (``w``: its value so far this step)."""\n'
+    "    xp = backend.xp_of(w)\n"
+    + _indent(
+        _new_value_source(
+            v="v",
+            w="w",
+            delta="delta",
+            out="out",
+            late="late",
+            xp="xp",
+            op='("assign_add" if add else "assign_sub")',
+            ufunc="(xp.add if add else xp.subtract)",
+        ),
+        "    ",
+    )
+    + "    return out\n",
+    {"backend": backend, "_wrap": _wrap, "_LATE_REPORTS": _LATE_REPORTS},
+)
+
+
+def _parse_source(i: str | int, fail: str) -> list[str]:
+    """Pair ``p{i}`` parsed into ``g{i}, v{i}`` and its host array ``a{i}``, or ``fail`` (a statement).
+
+    The general parse's common case: a (Tensor, Variable) tuple, a host array of the variable's kind.
     """
-    raw = []
-    for pair in pairs:
-        if type(pair) is not tuple or len(pair) != 2:
-            return None
-        g, v = pair
-        if not isinstance(v, Variable) or not isinstance(g, Tensor):
-            return None
-        a = g._data
-        if not (type(a) is _ndarray and _same_kind(a, v._data)):
-            return None
-        raw.append(a)
-    if not raw or len({id(v) for _, v in pairs}) < len(raw):
-        return None
-    return raw, [v for _, v in pairs]
+    return [
+        f"if type(p{i}) is not tuple or len(p{i}) != 2:",
+        f"    {fail}",
+        f"g{i}, v{i} = p{i}",
+        f"if not isinstance(v{i}, Variable) or not isinstance(g{i}, Tensor):",
+        f"    {fail}",
+        f"a{i} = g{i}._data",
+        f"w{i} = v{i}._data",
+        f"if not (type(a{i}) is ndarray and {SAME_KIND.format(a=f'a{i}', b=f'w{i}')}):",
+        f"    {fail}",
+    ]
 
 
-def _new_value(v: Variable, w: Any, delta: Any, add: bool, out: Any, late: list[BaseException]) -> Any:
-    """``w + delta`` (``add``) or ``w - delta`` for variable ``v`` (``w``: its value so far this step).
+def _update_source(i: str | int, first: bool, donated: str | None = None) -> list[str]:
+    """Variable ``v{i}``'s new value ``o{i}`` from host gradient ``a{i}``: the rule, then :data:`_NEW_VALUE`.
 
-    Into ``out``, a temporary of this step's own that nothing else references, when it is one of
-    the variable's array type, shape and dtype; else into a new array. ``w`` is only read. A
-    ``delta`` of another dtype is cast as ``assign_sub`` casts (or refused, before anything changed);
-    a floating-point report numpy makes after writing the result is kept in ``late``.
+    The rule is :data:`gputape.optim.rules.SCALED` with the rate converted once per run of equal
+    dtypes, as ``scaled`` converts it (``first``: the first variable, which starts the run); where
+    ``donated`` (an expression) is true, :data:`~gputape.optim.rules.SCALED_INTO`, into ``a{i}``.
     """
-    if not _same_kind(delta, w):
-        delta = v._check("assign_add" if add else "assign_sub", _wrap(delta))
-    if out is not None and not _same_kind(out, w):
-        out = None
-    try:
-        return _combined(w, delta, add, out)
-    except _LateReportError as report:
-        late.append(report.error)
-        return report.value
+    lines = [f"dt = a{i}.dtype", f"t = _rate(a{i}, lr)"]
+    if not first:
+        lines = [f"if a{i}.dtype is not dt:"] + ["    " + x for x in lines]
+    # (d{i}, this step's own new array, is the out of its update: written into, nothing allocated;
+    # the variable's value is read again here, as the general path reads it after the rate)
+    rule = f"d{i} = {SCALED.format(g=f'a{i}', rate='t')}"
+    if donated is not None:
+        into = SCALED_INTO.format(xp="np", g=f"a{i}", rate="t", into=f"a{i}")
+        rule = f"if {donated}:\n    d{i} = {into}\nelse:\n    {rule}"
+    lines += rule.split("\n") + [f"w{i} = v{i}._data", f"o{i} = d{i}"]
+    return lines + _new_value_source(f"v{i}", f"w{i}", f"d{i}", f"o{i}", "late", "np", '"assign_sub"', "subtract")[
+        :-1
+    ].split("\n")
+
+
+def _block(lines: list[str], by: str = "    ") -> list[str]:
+    return [by + x for x in lines]
+
+
+# At most this many variables get a step of one block each; more get the loop form (one function
+# for any count), whose compile time does not grow with the model.
+_UNROLL = 32
+
+
+def _plain_step_source(n: int) -> str:
+    """The source of plain SGD's step of ``n`` variables: ``plain_sgd_step_{n}(self, pairs)`` and ``..._raw_{n}``.
+
+    From the declarations the general path runs: the parse (:func:`_parse_source`), the rule and
+    each new value (:func:`_update_source`) and the commit (reference stores with Ctrl-C held, as
+    :meth:`Optimizer._commit`), variable by variable in the general path's order (numpy's warnings
+    and error callbacks come in the same order). The parse returns None before anything changed
+    for any pair it does not take; ``plain_sgd_step_raw_{n}`` takes gradients the general parse
+    checked (``into``: which of them are donated, see :meth:`Optimizer._step_plain`).
+    Straight-line, one block per variable, up to :data:`_UNROLL` variables; beyond, the
+    same blocks in loops (``n`` is then 0 in the names: one function for every count).
+    """
+    head, raw_head = f"def plain_sgd_step_{n}(self, pairs):", f"def plain_sgd_step_raw_{n}(self, raw, variables, into):"
+    start = ["step = self._step_count() + 1", "lr = self._rate_at(step - 1)", "late = []"]
+    end = ["if late:", "    raise late[0]", "return step"]
+    if n == 0:  # (no pairs: the general path's no-op)
+        return f"{head}\n    return None\n\n\n{raw_head}\n    return None\n"
+    if n > _UNROLL:
+
+        def loop(donated: str | None) -> list[str]:
+            lines = start + ["news = []", "dt = None"]
+            if donated is None:
+                lines.append("for a, v in zip(raw, variables):")
+            else:
+                lines.append("for a, v, m in zip(raw, variables, repeat(False) if into is None else into):")
+            lines += _block(_update_source("", False, donated)) + ["    news.append(o)", "with defer_interrupts():"]
+            lines += ["    for v, o in zip(variables, news):", "        v._data = o"]
+            return lines + ["    self._count_step(step)"]
+
+        parse = ["raw = []", "variables = []", "for p in pairs:"] + _block(_parse_source("", "return None"))
+        parse += ["    raw.append(a)", "    variables.append(v)"]
+        # each variable once: one step reads every old value before it writes any
+        parse += ["if len(set(map(id, variables))) < len(raw):", "    return None"]
+        lines = [head] + _block(parse + loop(None) + end) + ["", "", raw_head] + _block(loop("m") + end)
+        return "\n".join(lines) + "\n"
+    parse = [f"{', '.join(f'p{i}' for i in range(n))}, = pairs"]
+    for i in range(n):
+        parse += _parse_source(i, "return None")
+    parse += [f"if len({{{', '.join(f'id(v{i})' for i in range(n))}}}) < {n}:", "    return None"]
+
+    def body(donated: bool) -> list[str]:
+        lines = list(start)
+        for i in range(n):
+            lines += _update_source(i, i == 0, f"into is not None and into[{i}]" if donated else None)
+        lines += ["with defer_interrupts():"] + [f"    v{i}._data = o{i}" for i in range(n)]
+        return lines + ["    self._count_step(step)"] + end
+
+    unpack = [f"{', '.join(f'a{i}' for i in range(n))}, = raw", f"{', '.join(f'v{i}' for i in range(n))}, = variables"]
+    lines = [head] + _block(parse + body(False)) + ["", "", raw_head] + _block(unpack + body(True))
+    return "\n".join(lines) + "\n"
+
+
+# n -> (plain_sgd_step, plain_sgd_step_raw) for n variables (the loop form under n = 0's names
+# beyond _UNROLL), generated on first use
+_PLAIN_STEPS: dict[int, tuple[Callable[..., Any], Callable[..., Any]]] = {}
+
+
+def _plain_steps(n: int) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """Plain SGD's generated step of ``n`` variables (:func:`_plain_step_source`), made once per ``n``."""
+    if n > _UNROLL:
+        pair = _PLAIN_STEPS.get(-1)
+        if pair is None:
+            pair = _PLAIN_STEPS[-1] = _compile_plain_step(n, "loop")
+        _PLAIN_STEPS[n] = pair
+        return pair
+    pair = _compile_plain_step(n, str(n))
+    if len(_PLAIN_STEPS) >= 64:  # (a program whose variable count keeps changing: keep the cache small)
+        _PLAIN_STEPS.clear()
+    _PLAIN_STEPS[n] = pair
+    return pair
+
+
+def _compile_plain_step(n: int, suffix: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    ns = {
+        "np": np,
+        "ndarray": np.ndarray,
+        "subtract": np.subtract,
+        "Tensor": Tensor,
+        "Variable": Variable,
+        "_rate": _rules._rate,
+        "_wrap": _wrap,
+        "_LATE_REPORTS": _LATE_REPORTS,
+        "defer_interrupts": defer_interrupts,
+        "repeat": itertools.repeat,
+    }
+    src = _plain_step_source(n).replace(f"_step_{n}(", f"_step_{suffix}(").replace(f"_raw_{n}(", f"_raw_{suffix}(")
+    step = generate(f"plain_sgd_step_{suffix}", src, ns)
+    return step, ns[f"plain_sgd_step_raw_{suffix}"]
 
 
 __all__ = ["Optimizer"]

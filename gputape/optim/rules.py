@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core._generate import generate
 from ..devices import backend
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
@@ -51,40 +52,30 @@ def decoupled_decay(p: Any, lr: float, weight_decay: float) -> Any:
     return p * (lr * weight_decay)
 
 
-def scaled(g: Any, lr: float, into: Any = None) -> Any:
-    """``g * lr``, plain SGD's step (and momentum SGD's ``lr * g``): a new array of ``g``'s dtype.
+# Plain SGD's step (and momentum SGD's ``lr * g``), declared once as source: ``{g}`` times
+# ``{rate}``, the learning rate as numpy converts it beside ``{g}`` (:func:`_rate`), into a new
+# array; SCALED_INTO is the same ufunc on the same operands into ``{into}``, a gradient donated to
+# the step (``g`` itself, an array nothing else can see: ``gputape.function``'s replay proves it),
+# so the same bits. scaled() is compiled from them, and the optimizer's generated plain-SGD step
+# inlines the same text.
+SCALED = "{g} * {rate}"
+SCALED_INTO = "{xp}.multiply({g}, {rate}, out={into})"
 
-    ``into``: a gradient donated to the step (``g`` itself, an array nothing else can see:
-    ``gputape.function``'s replay proves it), written instead of a new array: the same ufunc
-    on the same operands, so the same bits.
-    """
-    if type(g) is np.ndarray:
-        lr = _rate(g, lr)
-    if into is not None:
-        return backend.xp_of(g).multiply(g, lr, out=into)
-    return g * lr
-
-
-def plain_sgd(grads: list[np.ndarray], lr: float, into: tuple[bool, ...] | None = None) -> list[np.ndarray]:
-    """:func:`scaled` of each host gradient, in one loop: plain SGD's steps ``g * lr`` for ``w - g * lr``.
-
-    Each is a new array that nothing else references, or (``into[k]``: a donated gradient,
-    see :func:`scaled`) the gradient itself: the optimizer writes ``w - g * lr`` into it.
-
-    >>> g, h = np.array([2.0, 4.0]), np.array([1.0])
-    >>> d, e = plain_sgd([g, h], 0.5)
-    >>> d.tolist(), d is g, e.tolist()
-    ([1.0, 2.0], False, [0.5])
-    >>> plain_sgd([g, h], 0.5, (True, False))[0] is g, g.tolist()
-    (True, [1.0, 2.0])
-    """
-    out = []
-    dt = t = None
-    for k, g in enumerate(grads):
-        if g.dtype is not dt:
-            dt, t = g.dtype, _rate(g, lr)
-        out.append(np.multiply(g, t, out=g) if into is not None and into[k] else g * t)
-    return out
+scaled = generate(
+    "scaled",
+    "def scaled(g, lr, into=None):\n"
+    "    \"\"\"``g * lr``, plain SGD's step (and momentum SGD's ``lr * g``): a new array of ``g``'s dtype,\n"
+    "    or ``into``, a donated gradient (:data:`SCALED_INTO`).\n\n"
+    "    >>> scaled(np.array([2.0, 4.0]), 0.5).tolist()\n"
+    "    [1.0, 2.0]\n"
+    '    """\n'
+    "    if type(g) is np.ndarray:\n"
+    "        lr = _rate(g, lr)\n"
+    "    if into is not None:\n"
+    f"        return {SCALED_INTO.format(xp='backend.xp_of(g)', g='g', rate='lr', into='into')}\n"
+    f"    return {SCALED.format(g='g', rate='lr')}\n",
+    globals(),
+)
 
 
 def sgd(g: Any, lr: float, momentum: float, nesterov: bool, m0: Any, m_out: Any, into: Any = None) -> tuple[Any, bool]:
@@ -149,4 +140,4 @@ def adam(
     return delta, False
 
 
-__all__ = ["adam", "decoupled_decay", "plain_sgd", "scaled", "sgd"]
+__all__ = ["adam", "decoupled_decay", "scaled", "sgd"]
