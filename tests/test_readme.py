@@ -169,3 +169,23 @@ def test_readme_python_block_runs_on_its_own(line, code, reason, tmp_path):
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60, env=ENV
     )
     assert out.returncode == 0, f"README.md:{line} fails on its own:\n{out.stderr}"
+
+
+def _github_anchor(heading: str) -> str:
+    """The id GitHub gives a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_readme_links_to_its_own_sections_resolve():
+    """The table of contents (and every other `](#anchor)` link) points at a real heading."""
+    text = re.sub(r"```.*?```", "", README, flags=re.S)
+    anchors = {_github_anchor(h) for h in re.findall(r"^#{1,6} (.+)$", text, flags=re.M)}
+    links = re.findall(r"\]\(#([^)]+)\)", text)
+    assert "quickstart" in links, "the README has a table of contents"
+    missing = sorted({a for a in links if a not in anchors})
+    assert not missing, f"README links to missing sections: {missing}"
+
+
+def test_quickstart_comes_right_after_set_up():
+    headings = re.findall(r"^## (.+)$", re.sub(r"```.*?```", "", README, flags=re.S), flags=re.M)
+    assert headings[headings.index("Set up") + 1] == "Quickstart", headings
