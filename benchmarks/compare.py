@@ -10,7 +10,7 @@ calibrated once so a block takes about ``--block-ms``), systems in a rotating or
 drifts of a noisy machine hit all systems alike. Per pair we report the median over rounds
 of the per-call time; a ratio between two systems is the median over rounds of the paired
 ratio ``t_a[r] / t_b[r]``. Before timing, every system's first result is checked against
-numpy's. Prints markdown tables (medians and ratios, the issue-6 targets, peak memory) with
+numpy's. Prints markdown tables (medians and ratios, gputape's CPU targets, peak memory) with
 the machine and the versions; ``--markdown FILE`` also writes them to a file.
 """
 
@@ -514,7 +514,7 @@ def long_table(res: Results, cases: list[Case], systems: list[str]) -> str:
     return "\n".join(rows)
 
 
-# Issue 6, point 4 (CPU): (description, case, system, baseline system, bound); met when the
+# gputape's CPU speed targets: (description, case, system, baseline system, bound); met when the
 # paired median ratio system/baseline is <= bound (strictly below for "faster than").
 TARGETS: list[tuple[str, Case, str, str, float, bool]] = [
     ("eager MLP step (B=128) <= 1.05x numpy", ("mlp", 128), "gputape", "numpy", 1.05, False),
@@ -537,7 +537,7 @@ def _why_missing(res: Results, case: Case, *systems: str) -> str:
 
 
 def targets_table(res: Results) -> str:
-    rows = ["| target (issue 6, CPU) | measured (paired median) | status |", "| --- | ---: | --- |"]
+    rows = ["| target (CPU) | measured (paired median) | status |", "| --- | ---: | --- |"]
     for desc, case, s, base, bound, strict in TARGETS:
         rr = paired(res, case, s, base)
         if rr is None:

@@ -41,7 +41,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import gputape as gt  # noqa: E402
-from benchmarks.workloads import numpy_mlp_loss_and_grads  # noqa: E402 - the anchor's step, shared
+from benchmarks.workloads import numpy_mlp_loss_and_grads  # noqa: E402 - the hand-written numpy step, shared
 from gputape.devices import backend  # noqa: E402
 from gputape.kernels import registry as K  # noqa: E402, N812
 

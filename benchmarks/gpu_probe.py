@@ -1,7 +1,7 @@
 """What CuPy allows under CUDA-graph capture, and what a launch costs (called by gpu_check.sh).
 
-Issue 6 asks that ``gt.function`` replay GPU steps as CUDA graphs "where CuPy allows it", and
-that the approach around cuBLAS be chosen by measurement. This probe answers, on the machine at
+``gt.function`` replays GPU steps as CUDA graphs where CuPy allows it, and its way around
+cuBLAS was chosen by measurement. This probe answers, on the machine at
 hand, with one line per question:
 
 * host cost of one launch: cupy elementwise ufunc, ElementwiseKernel, RawKernel, cupy.matmul;

@@ -4,7 +4,7 @@ The forward of the 100-link chain of ``workloads.py`` (251 ops on 16 float32 val
 ways, interleaved round by round: hand-written numpy, gputape outside any tape (dispatch: the
 Tensor in and out), and gputape under a ``GradientTape`` that watches the input (recording one
 node per op; no gradient taken). Per op: the numpy time, what dispatch adds, what recording
-adds (medians over rounds). Issue 15's target is recording <= 1 us per op.
+adds (medians over rounds). gputape's target is recording <= 1 us per op.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m benchmarks.recording
 """

@@ -5,12 +5,12 @@
 * ``mlp``: one SGD step of a 784-256-256-10 float32 MLP on a batch of ``B`` (default 128)
   with softmax cross-entropy, written with gputape exactly as a user would (a GradientTape
   forward, ``tape.gradient``, ``gt.optim.SGD.apply_gradients``), beside the hand-written
-  numpy step of ``shared/anchors/mlp_peers.py``.
+  numpy step (the reference every system is checked and timed against).
 * ``chain``: a 100-link chain of small elementwise ops on 16 float32 values, forward and
-  backward, beside the hand-written numpy version of ``shared/anchors/op_overhead.py``.
+  backward, beside a hand-written numpy version.
 * ``jacobian``: the full Jacobian of one 64->64 tanh layer ``y = tanh(x @ W + b)`` with
-  respect to its input vector ``x`` (the anchors have no Jacobian workload; this one is
-  defined here). By hand, ``J = diag(1 - y**2) @ W.T``, written as the broadcast
+  respect to its input vector ``x`` (by hand, beside PyTorch's ``torch.func.jacrev`` and
+  JAX's jitted ``jax.jacrev``). By hand, ``J = diag(1 - y**2) @ W.T``, written as the broadcast
   ``(1 - y * y)[:, None] * W.T``. Every system computes the forward too.
 
 Systems: ``numpy`` (by hand, the baseline), ``gputape`` (eager), ``onehot`` (eager, the MLP step's
@@ -55,7 +55,7 @@ SYSTEMS = ("numpy", "gputape", "onehot", "compiled", "torch", "autograd", "jax")
 VARIANTS = {"onehot": "mlp"}
 WORKLOADS = ("mlp", "chain", "jacobian")
 PARAM_NAMES = ("w1", "b1", "w2", "b2", "w3", "b3")
-THREADS: int | None = None  # torch threads for peers built from now on; None: all cores, as the anchors
+THREADS: int | None = None  # torch threads for peers built from now on; None: all cores, torch's default
 
 
 class UnavailableError(Exception):
@@ -256,7 +256,7 @@ def make_compiled_mlp(data: MLPData, lr: float = LR) -> Step:
 
 
 def numpy_mlp_forward(X: np.ndarray, Y: np.ndarray, p: list[np.ndarray]) -> tuple[np.floating, tuple]:
-    """The anchor's hand-written forward: the loss and what its backward needs."""
+    """The reference's hand-written forward: the loss and what its backward needs."""
     B = X.shape[0]
     w1, c1, w2, c2, w3, c3 = p
     z1 = X @ w1 + c1
@@ -272,7 +272,7 @@ def numpy_mlp_forward(X: np.ndarray, Y: np.ndarray, p: list[np.ndarray]) -> tupl
 
 
 def numpy_mlp_backward(Yoh: np.ndarray, cache: tuple) -> tuple[np.ndarray, ...]:
-    """The anchor's hand-written backward: (gw1, gb1, gw2, gb2, gw3, gb3)."""
+    """The reference's hand-written backward: (gw1, gb1, gw2, gb2, gw3, gb3)."""
     X, z1, h1, z2, h2, s, w2, w3 = cache
     g3 = (s - Yoh) / X.shape[0]
     gw3 = h2.T @ g3
@@ -289,7 +289,7 @@ def numpy_mlp_backward(Yoh: np.ndarray, cache: tuple) -> tuple[np.ndarray, ...]:
 def numpy_mlp_loss_and_grads(
     X: np.ndarray, Y: np.ndarray, Yoh: np.ndarray, p: list[np.ndarray]
 ) -> tuple[np.floating, tuple[np.ndarray, ...]]:
-    """The anchor's hand-written forward and backward: loss and (gw1, gb1, gw2, gb2, gw3, gb3)."""
+    """The reference's hand-written forward and backward: loss and (gw1, gb1, gw2, gb2, gw3, gb3)."""
     loss, cache = numpy_mlp_forward(X, Y, p)
     return loss, numpy_mlp_backward(Yoh, cache)
 
@@ -364,7 +364,7 @@ def make_autograd_mlp(data: MLPData, lr: float = LR) -> Step:
 
 
 def make_jax_mlp(data: MLPData, lr: float = LR) -> Step:
-    """The anchor's JAX step (``jax.jit`` of gradient + update); it also returns the loss, to check it."""
+    """The reference's JAX step (``jax.jit`` of gradient + update); it also returns the loss, to check it."""
     import jax
     import jax.numpy as jnp
 
@@ -420,7 +420,7 @@ def make_compiled_chain(x0: np.ndarray) -> Step:
 
 
 def numpy_chain_grad(x0: np.ndarray) -> np.ndarray:
-    """The anchor's hand-written forward (saving each link's input) and backward."""
+    """The reference's hand-written forward (saving each link's input) and backward."""
     y = x0
     saved = []
     for i in range(K):

@@ -8,6 +8,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # the subprocesses import gputape from this checkout even where it is not installed
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -100,3 +102,90 @@ def test_readme_compiled_step_example_runs():
     assert out.returncode == 0, out.stderr
     loss, traces = out.stdout.split()
     assert float(loss) > 0 and traces == "1"
+
+
+# Every ```python block of the README runs on its own: a newcomer copies one block into a
+# fresh file, not the README from the top. A block may opt out only with the line
+# `<!-- not run: REASON -->` just before it; a reason "needs the X package" (or "needs X")
+# still runs the block where X is importable, and "needs a GPU" runs it where one answers.
+_NOT_RUN = re.compile(r"<!--\s*not run:(.*?)-->")
+_NEEDS_PACKAGE = re.compile(r"needs (?:the )?`?([A-Za-z_][\w.]*)`?(?: package)?")
+
+
+def _python_blocks() -> list[tuple[int, str, str | None]]:
+    """(line number, code, opt-out reason or None) for each ```python block."""
+    blocks = []
+    lines = README.splitlines()
+    i = 0
+    while i < len(lines):
+        if lines[i].strip() == "```python":
+            start = i
+            j = i + 1
+            while lines[j].strip() != "```":
+                j += 1
+            prev = lines[start - 1] if start else ""
+            m = _NOT_RUN.search(prev)
+            blocks.append((start + 1, "\n".join(lines[start + 1 : j]) + "\n", m.group(1).strip() if m else None))
+            i = j
+        i += 1
+    return blocks
+
+
+def _gpu_answers() -> bool:
+    code = "import gputape as gt, sys; sys.exit(0 if str(gt.zeros(1).device).startswith('cuda') else 1)"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, env=ENV, timeout=120).returncode == 0
+
+
+def _skip_reason(reason: str | None) -> str | None:
+    """None when the block should run here, else why it is skipped."""
+    import importlib.util
+
+    if reason is None:
+        return None
+    if "gpu" in reason.lower():
+        return None if _gpu_answers() else reason
+    m = _NEEDS_PACKAGE.search(reason)
+    if m and m.group(1) != "a":
+        return None if importlib.util.find_spec(m.group(1).split(".")[0]) else reason
+    return reason
+
+
+_BLOCKS = _python_blocks()
+
+
+def test_readme_python_blocks_are_found():
+    assert len(_BLOCKS) >= 5, _BLOCKS
+    for line, _code, reason in _BLOCKS:
+        assert reason is None or reason, f"README.md:{line}: `<!-- not run: -->` needs a reason"
+
+
+@pytest.mark.parametrize("line,code,reason", _BLOCKS, ids=[f"README.md:{b[0]}" for b in _BLOCKS])
+def test_readme_python_block_runs_on_its_own(line, code, reason, tmp_path):
+    assert reason is None or reason, f"README.md:{line}: `<!-- not run: -->` needs a reason"
+    why = _skip_reason(reason)
+    if why:
+        pytest.skip(f"README.md:{line}: {why}")
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60, env=ENV
+    )
+    assert out.returncode == 0, f"README.md:{line} fails on its own:\n{out.stderr}"
+
+
+def _github_anchor(heading: str) -> str:
+    """The id GitHub gives a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_readme_links_to_its_own_sections_resolve():
+    """The table of contents (and every other `](#anchor)` link) points at a real heading."""
+    text = re.sub(r"```.*?```", "", README, flags=re.S)
+    anchors = {_github_anchor(h) for h in re.findall(r"^#{1,6} (.+)$", text, flags=re.M)}
+    links = re.findall(r"\]\(#([^)]+)\)", text)
+    assert "quickstart" in links, "the README has a table of contents"
+    missing = sorted({a for a in links if a not in anchors})
+    assert not missing, f"README links to missing sections: {missing}"
+
+
+def test_quickstart_comes_right_after_set_up():
+    headings = re.findall(r"^## (.+)$", re.sub(r"```.*?```", "", README, flags=re.S), flags=re.M)
+    assert headings[headings.index("Set up") + 1] == "Quickstart", headings
