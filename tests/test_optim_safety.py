@@ -407,6 +407,54 @@ class _CountingDefer(defer_interrupts):
         return super().__exit__(*exc)
 
 
+def _interrupted_steps(run, run_twin, state, twin_state, trials: int, rng, step: float, counts: Counter) -> None:
+    """Call ``run`` ``trials`` times, each cut by a real SIGINT at a random moment within 1.3 step
+    times, and count each outcome against a twin that ``run_twin`` steps without interruption:
+    ``before`` (interrupted, nothing applied), ``after`` (interrupted, the whole step applied),
+    ``late`` (the signal came after the step returned), ``half`` (anything else: the bug; the
+    state is then reset to the twin's). ``state``/``twin_state``: ``(params, optimizer)``."""
+    (params, opt), (twin_params, twin) = state, twin_state
+    expected = _snapshot(twin_params, twin)
+    assert _same(_snapshot(params, opt), expected)
+    old_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    old_switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # the timer thread gets the GIL at once, not after 5 ms
+    try:
+        for _ in range(trials):
+            timer = SigintAfter(float(rng.uniform(0.0, 1.3 * step)))
+            inside = True
+            try:
+                timer.arm()
+                run()
+                inside = False
+                timer.join()
+                time.sleep(0)  # the handler runs here when the signal came after the step
+                for _spin in range(100):
+                    pass
+            except KeyboardInterrupt:
+                timer.join()
+            now = _snapshot(params, opt)
+            if _same(now, expected):
+                kind = "before" if inside else "half"  # returning normally without a change is wrong too
+            else:
+                run_twin()
+                expected = _snapshot(twin_params, twin)
+                if _same(now, expected):
+                    kind = "after" if inside else "late"
+                else:  # count it, and carry on from the twin's state
+                    kind = "half"
+                    for p, q in zip(params, twin_params):
+                        p.assign(q.numpy())
+                    st = twin.get_state()
+                    opt.set_state(
+                        {"iterations": st["iterations"], "slots": [(p, s) for p, (_, s) in zip(params, st["slots"])]}
+                    )
+            counts[kind] += 1
+    finally:
+        signal.signal(signal.SIGINT, old_handler)
+        sys.setswitchinterval(old_switch)
+
+
 def interrupt_trials(make: Callable[[], gt.optim.Optimizer], trials: int, sizes=(784, 384, 192, 10), seed=0):
     """Deliver SIGINT at random moments during ``apply_gradients``; classify each outcome.
 
@@ -433,49 +481,22 @@ def interrupt_trials(make: Callable[[], gt.optim.Optimizer], trials: int, sizes=
     step = statistics.median(times)
     rng = np.random.default_rng(seed)
     counts: Counter = Counter(step_us=round(step * 1e6))
-    expected = _snapshot(twin_params, twin)
-    assert _same(_snapshot(params, opt), expected)
     counting = "defer_interrupts" in vars(optim_base)
-    old_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
-    old_switch = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)  # the timer thread gets the GIL at once, not after 5 ms
     if counting:
         _CountingDefer.held = 0
         optim_base.defer_interrupts = _CountingDefer
     try:
-        for _ in range(trials):
-            timer = SigintAfter(float(rng.uniform(0.0, 1.3 * step)))
-            inside = True
-            try:
-                timer.arm()
-                opt.apply_gradients(pairs)
-                inside = False
-                timer.join()
-                time.sleep(0)  # the handler runs here when the signal came after the step
-                for _spin in range(100):
-                    pass
-            except KeyboardInterrupt:
-                timer.join()
-            now = _snapshot(params, opt)
-            if _same(now, expected):
-                kind = "before" if inside else "half"  # returning normally without a change is wrong too
-            else:
-                twin.apply_gradients(twin_pairs)
-                expected = _snapshot(twin_params, twin)
-                if _same(now, expected):
-                    kind = "after" if inside else "late"
-                else:  # count it, and carry on from the twin's state
-                    kind = "half"
-                    for p, q in zip(params, twin_params):
-                        p.assign(q.numpy())
-                    st = twin.get_state()
-                    opt.set_state(
-                        {"iterations": st["iterations"], "slots": [(p, s) for p, (_, s) in zip(params, st["slots"])]}
-                    )
-            counts[kind] += 1
+        _interrupted_steps(
+            lambda: opt.apply_gradients(pairs),
+            lambda: twin.apply_gradients(twin_pairs),
+            (params, opt),
+            (twin_params, twin),
+            trials,
+            rng,
+            step,
+            counts,
+        )
     finally:
-        signal.signal(signal.SIGINT, old_handler)
-        sys.setswitchinterval(old_switch)
         if counting:
             optim_base.defer_interrupts = defer_interrupts
             counts["held"] = _CountingDefer.held
@@ -553,45 +574,9 @@ def compiled_interrupt_trials(make, trials: int, sizes=(784, 256, 10), batch=64,
         twin_f(x, y)
     step = statistics.median(times)
     counts: Counter = Counter(step_us=round(step * 1e6))
-    expected = _snapshot(twin_params, twin)
-    assert _same(_snapshot(params, opt), expected)
-    old_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
-    old_switch = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)
-    try:
-        for _ in range(trials):
-            timer = SigintAfter(float(rng.uniform(0.0, 1.3 * step)))
-            inside = True
-            try:
-                timer.arm()
-                f(x, y)
-                inside = False
-                timer.join()
-                time.sleep(0)
-                for _spin in range(100):
-                    pass
-            except KeyboardInterrupt:
-                timer.join()
-            now = _snapshot(params, opt)
-            if _same(now, expected):
-                kind = "before" if inside else "half"
-            else:
-                twin_f(x, y)
-                expected = _snapshot(twin_params, twin)
-                if _same(now, expected):
-                    kind = "after" if inside else "late"
-                else:
-                    kind = "half"
-                    for p, q in zip(params, twin_params):
-                        p.assign(q.numpy())
-                    st = twin.get_state()
-                    opt.set_state(
-                        {"iterations": st["iterations"], "slots": [(p, s) for p, (_, s) in zip(params, st["slots"])]}
-                    )
-            counts[kind] += 1
-    finally:
-        signal.signal(signal.SIGINT, old_handler)
-        sys.setswitchinterval(old_switch)
+    _interrupted_steps(
+        lambda: f(x, y), lambda: twin_f(x, y), (params, opt), (twin_params, twin), trials, rng, step, counts
+    )
     for _ in range(2):
         f(x, y)
         twin_f(x, y)
