@@ -104,6 +104,31 @@ def seed(n: Any) -> None:
     _kernels.clear()
 
 
+def _snapshot() -> tuple:
+    """The state every draw advances (the op counter, the op-seeded streams, the unseeded generator).
+
+    ``gt.function`` takes it before a replay that has guards and hands it to :func:`_restore`
+    when a guard abandons the replay, so the call's draws come out as in an eager run.
+    """
+    global _counter
+    n = next(_counter)
+    _counter = itertools.count(n)
+    kernels = dict(_kernels)
+    return n, kernels, {k: g.bit_generator.state for k, g in kernels.items()}, _unseeded.bit_generator.state
+
+
+def _restore(snap: tuple) -> None:
+    """Put back what :func:`_snapshot` took."""
+    global _counter
+    n, kernels, states, unseeded = snap
+    for k, g in kernels.items():
+        g.bit_generator.state = states[k]
+    _kernels.clear()
+    _kernels.update(kernels)
+    _unseeded.bit_generator.state = unseeded
+    _counter = itertools.count(n)
+
+
 def get_seed() -> Any:
     """The global seed last set (``None`` when unset).
 
