@@ -234,7 +234,8 @@ def test_value_dependent_python_without_autograph_is_a_clear_trace_time_error(bo
     src = f"def f(x):\n    {body}\n    return x\n"
     exec(compile(src, "user_step.py", "exec"), ns)
     f = gt.function(ns["f"], autograph=False)
-    with pytest.raises(OperatorNotAllowedInGraphError, match=r"gt.function\(f\).*user_step.py:2.*autograph=False.*gt.where"):
+    msg = r"gt.function\(f\).*user_step.py:2.*autograph=False.*gt.where"
+    with pytest.raises(OperatorNotAllowedInGraphError, match=msg):
         f(gt.constant([1.0, 2.0]))
     assert f.tracing_count == 0  # nothing cached: the next call traces again
     assert isinstance(gt.TracingError("x"), TypeError)

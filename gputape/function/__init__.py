@@ -134,6 +134,7 @@ from ._graphs import (
     _Segment,
     _step_name,
 )
+from ._guards import MAX_TRACES, _Signature, defer_output, do_not_convert, guarded_replay, missed_warning, undo_set
 from ._signature import (
     _PY_CASTS,
     InputSignatureError,
@@ -150,7 +151,6 @@ from ._signature import (
     _spec_of_value,
     _tf_dtype,
 )
-from ._guards import MAX_TRACES, _Signature, defer_output, do_not_convert, guarded_replay, missed_warning, undo_set
 from ._trace import (
     _HOST_PRIMS,
     OperatorNotAllowedInGraphError,

@@ -34,7 +34,7 @@ from .. import random as _random
 from ..core import state as _state
 from ..core.state import defer_interrupts
 from ..core.tape import GputapeWarning
-from ._trace import _Deferred, _GuardFailed, _OptimizerStep, _replay_assign, _Trace
+from ._trace import _Deferred, _GuardFailedError, _OptimizerStep, _replay_assign, _Trace
 
 # Traces kept per input signature for value-dependent control flow; one more path than this
 # runs eagerly. TensorFlow warns after five retraces, so this is its threshold.
@@ -72,7 +72,7 @@ class _Signature:
             for i, conc in enumerate(traces):
                 try:
                     out = conc(leaves)
-                except _GuardFailed as exc:
+                except _GuardFailedError as exc:
                     missed = exc.guard
                     continue
                 if i:  # the path this call took is likely the next call's too
@@ -120,7 +120,7 @@ def guarded_replay(replay: Callable[..., Any], variables: list, optimizers: list
         pending.clear()
         try:
             res = replay(*arrays)
-        except _GuardFailed:
+        except _GuardFailedError:
             pending.clear()
             with defer_interrupts():
                 for v, a in saved:

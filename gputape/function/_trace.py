@@ -38,7 +38,7 @@ class OperatorNotAllowedInGraphError(TracingError):
     __module__ = "gputape.function"
 
 
-class _GuardFailed(Exception):
+class _GuardFailedError(Exception):
     """A replay's guard saw another value than its trace did: the replay is abandoned and undone.
 
     Never escapes ``gt.function``: the caller rolls the state back and replays another trace,
@@ -63,7 +63,7 @@ class _Guard:
     """A guard step: the value read into Python while tracing, read again the same way at replay.
 
     ``convert`` (a function of the host array, see ``gputape.core.tensor.read_value``) is
-    called on the replay's array; another value than ``value`` raises :class:`_GuardFailed`.
+    called on the replay's array; another value than ``value`` raises :class:`_GuardFailedError`.
     """
 
     def __init__(self, convert: Callable[[Any], Any], value: Any, where: str) -> None:
@@ -73,7 +73,7 @@ class _Guard:
 
     def __call__(self, arr: Any) -> None:
         if not _same(self.convert(backend.to_host(arr)), self.value):
-            raise _GuardFailed(self)
+            raise _GuardFailedError(self)
 
 
 class _Deferred:

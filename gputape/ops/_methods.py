@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.tensor import Tensor, _tolist, read_value
-from ..devices import backend
 from . import aliases as _aliases
 from . import creation as _creation
 from . import elementwise as _elementwise
