@@ -116,6 +116,25 @@ def test_shape_dependent_loop_retraces_by_signature():
     assert float(f(gt.constant([-1.0, 2.0]))) == 2.0
 
 
+def test_a_boolean_mask_guards_the_result_shape():
+    # x[mask]'s size is the mask's count: code shaped by it (here y.shape[0]) held only for that count
+    @gt.function
+    def f(x):
+        y = x[x > 0]
+        return gt.sum(y) * y.shape[0]
+
+    assert [float(f(gt.constant(v))) for v in ([1.0, -1.0, 2.0], [1.0, 2.0, 3.0], [-1.0, -1.0, 2.0])] == [6.0, 18.0, 2.0]
+
+
+def test_tf_where_of_a_condition_alone_follows_the_values():
+    @tf.function
+    def f(c):
+        return tf.where(c)
+
+    assert f(tf.constant([True, False])).numpy().tolist() == [[0]]
+    assert f(tf.constant([False, True])).numpy().tolist() == [[1]]
+
+
 # -- TensorFlow-style programs, compiled vs eager ---------------------------------------------
 
 
@@ -776,3 +795,46 @@ def test_random_programs_with_branches_equal_eager(prog, xs):
         for v in xs + xs[:1]:
             x = gt.constant(v)
             assert g(x).numpy().tobytes() == f(x).numpy().tobytes()
+
+
+# -- tf.TensorShape --------------------------------------------------------------------------------
+
+
+def test_tensor_shape_known_and_unknown():
+    S = tf.TensorShape
+    s = S([None, 3])
+    assert s.rank == s.ndims == len(s) == 2 and s.as_list() == [None, 3] and s.dims == [None, 3]
+    assert s[0] is None and s[1] == 3 and s[-1] == 3 and s[1:] == S([3]) and isinstance(s[:1], S)
+    assert s == S([None, 3]) and s == [None, 3] and s != S([2, 3]) and s != (None, 3, 1)
+    assert S([2, 3]) == (2, 3) and (2, 3) == S([2, 3]) and tf.zeros([2, 3]).shape == S([2, 3])
+    assert hash(S([2, None])) == hash(S((2, None)))
+    assert repr(s) == "TensorShape([None, 3])" and str(s) == "(None, 3)" and str(S([4])) == "(4,)"
+    assert not s.is_fully_defined() and s.num_elements() is None and S([2, 3]).num_elements() == 6
+    u = S(None)
+    assert u.rank is None and u.dims is None and not u and repr(u) == "TensorShape(None)" and str(u) == "<unknown>"
+    assert u[0] is None and u.is_compatible_with([1, 2, 3]) and u.merge_with([1, None]) == S([1, None])
+    with pytest.raises(ValueError, match="unknown TensorShape"):
+        u.as_list()
+    with pytest.raises(ValueError, match="unknown rank"):
+        len(u)
+    assert S(3) == S([3]) and S(S([1, 2])) == S([1, 2]) and S(tf.zeros([2]).shape) == S([2])
+
+
+def test_tensor_shape_compatibility_and_merge():
+    S = tf.TensorShape
+    assert S([None, 3]).is_compatible_with(S([5, 3])) and S([None, 3]).is_compatible_with((5, None))
+    assert not S([None, 3]).is_compatible_with([5, 4]) and not S([None, 3]).is_compatible_with([3])
+    assert S([None, 3]).merge_with([5, None]) == S([5, 3])
+    with pytest.raises(ValueError, match=r"Shapes \(None, 3\) and \(5, 4\) are not compatible"):
+        S([None, 3]).merge_with([5, 4])
+    with pytest.raises(ValueError, match="incompatible"):
+        S([2]).assert_is_compatible_with([3])
+    assert S([2, 3]).most_specific_compatible_shape([2, 4]) == S([2, None])
+    assert S([2]).concatenate([None]) == S([2, None]) and (S([1]) + S([2])) == S([1, 2])
+    assert S(None).with_rank(2) == S([None, None]) and S([1, 2]).with_rank(2) == S([1, 2])
+    with pytest.raises(ValueError, match="rank 3"):
+        S([1, 2]).with_rank(3)
+    with pytest.raises(ValueError, match=">= 0"):
+        S([-1])
+    with pytest.raises(TypeError, match="int or None"):
+        S(["a"])

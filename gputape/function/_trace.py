@@ -66,7 +66,7 @@ class _Guard:
     called on the replay's array; another value than ``value`` raises :class:`_GuardFailedError`.
     """
 
-    def __init__(self, convert: Callable[[Any], Any], value: Any, where: str) -> None:
+    def __init__(self, convert: Callable[[Any], Any], value: Any, where: str | None) -> None:
         self.convert = convert
         self.value = value
         self.where = where
@@ -188,6 +188,20 @@ class _Trace(_state.Scope):
         self._step(fn, refs, res, _kind(prim))
         if prim.fresh_forward and xp is np:
             self.fresh_steps.add(len(self.steps) - 1)
+        if prim.name == "getitem":
+            self._mask_guards(args)
+
+    def _mask_guards(self, args: tuple) -> None:
+        """``x[mask]``'s shape is the mask's count of True: Python that reads the result's shape
+        (or code shaped by it, as the backward's) holds only for that count, so it is guarded."""
+        for a in args[1:]:
+            d = a._data if isinstance(a, Tensor) else a
+            if getattr(d, "dtype", None) == np.bool_ and d.ndim and id(d) in self.slot_of:
+                self._guard(_Slot(self.slot_of[id(d)]), _count_true, _count_true(backend.to_host(d)))
+
+    def _guard(self, ref: Any, convert: Callable[[Any], Any], value: Any, where: str | None = None) -> None:
+        self.guards.append(len(self.steps))
+        self.steps.append(_Step(_Guard(convert, value, where or _where()), [ref], None, "guard"))
 
     def forward1(self, prim: Any, args: tuple, res: Tensor) -> None:
         """The ops' fast paths: one or two operands, no parameters, ``prim.cpu`` on host arrays."""
@@ -305,9 +319,7 @@ class _Trace(_state.Scope):
                 f"{f' at {where}' if where else ''} is not allowed: {why}, or use tensor ops instead "
                 "(gt.where, gt.maximum, gt.cast)."
             )
-        ref = self.ref(t)
-        self.guards.append(len(self.steps))
-        self.steps.append(_Step(_Guard(convert, value, where), [ref], None, "guard"))
+        self._guard(self.ref(t), convert, value, where)
 
     def compile(self, arg_slots: list[int], out_refs: list[Any]) -> tuple[Callable[..., Any], str]:
         """Straight-line Python source for the record; each slot deleted after its last use."""
@@ -326,6 +338,10 @@ def _kind(prim: Any) -> str:
     if prim.name in _HOST_PRIMS:
         return f"host:{prim.name}"  # (matmul: capturable through gputape.devices.cublas, see _GraphRunner)
     return "device"
+
+
+def _count_true(host: Any) -> int:
+    return int(np.count_nonzero(host))
 
 
 def _fixed(fn: Callable[..., Any]) -> Callable[..., Any]:
