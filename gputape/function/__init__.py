@@ -34,18 +34,34 @@ What a user of ``tf.function`` should know:
   targets, ``mean``'s divisor, the backward pass's ``sum_to`` shapes):
   re-recording keeps every size bitwise equal to eager. ``reduce_retracing``
   counts traces as TensorFlow's shape generalisation would.
-* **Value-dependent Python is an error at trace time.** ``bool()``, ``float()``,
-  ``int()``, ``.numpy()``, ``np.asarray`` or ``.item()`` of a traced tensor (an
-  argument, anything computed from one, or a Variable's value) raises
-  :class:`TracingError` naming the line, instead of freezing the first call's
-  branch. Use tensor ops (``gt.where``, ``gt.maximum``) or move the decision
-  out of the function.
+* **Python control flow on tensor values gives the eager result.** ``if``,
+  ``while``, ``for v in tensor``, ``for i in tf.range(n)``, ``range(int(t))``,
+  ``break``/``continue``/``return``: every read of a traced tensor's value into
+  Python (``bool()``, ``float()``, ``int()``, ``.numpy()``, ``np.asarray``,
+  ``.item()``, an op taking a tensor as a shape, count or bound, a boolean
+  mask's count) is a **guard** step of the record (see :mod:`gputape.function._guards`
+  for why guards rather than AutoGraph's source conversion). A replay reads the
+  value again: the same value replays on; another one abandons the replay,
+  undoes what it changed (variables, optimizer state, random state; ``tf.print``
+  output waits for the last guard), and replays another trace of the signature
+  made for that path, or traces anew. After ``MAX_TRACES`` (5) traces for one
+  signature, a new path makes that signature run eagerly from then on (exact,
+  uncompiled), with one warning naming the guard's line. A function without
+  guards replays exactly as before (CUDA graphs included); one with guards
+  replays without CUDA graphs. ``autograph=False`` (and code under
+  ``do_not_convert``) refuses such reads with ``OperatorNotAllowedInGraphError``
+  (a :class:`TracingError`), as TensorFlow does.
+* **Results come back as tensors**: a Python number, bool or numpy array the
+  function returns is a tensor (nested in the same lists, tuples, dicts and
+  namedtuples), as ``tf.function`` converts its outputs; ``None`` stays ``None``.
 * **Results equal eager execution**, bitwise on the CPU: a replay calls the
   same array functions on the same values in the same order as the eager run.
   Returned tensors are new constants each call.
 * **Not compiled, run eagerly instead**: a call made while a GradientTape is
   recording (so the outer tape sees the ops), inside another function's trace,
-  or under ``gt.debug.check_numerics`` (whose checks are per-op).
+  under ``gt.debug.check_numerics`` (whose checks are per-op), a signature past
+  the trace bound, or one whose host Python step (a metric update) comes before
+  a guard (it could not be undone if the guard failed).
 * **Variables created inside the function** are created at trace time only
   (TensorFlow allows it on the first call only, for the same reason).
 * **Variables are updated as eagerly**: every update computes the new value into a
