@@ -410,7 +410,8 @@ class Function:
             if not sig.eager:
                 sig.eager = True
                 self._warn_eager(len(sig.traces), guard, f"{len(sig.traces) + 1} paths through its Python control flow")
-        args, kwargs = unflatten(sig.spec, leaves)
+        # arrays as tensors, as a trace passes them
+        args, kwargs = unflatten(sig.spec, [_wrap(x) if _is_array(x) else x for x in leaves])
         return _outputs(self.python_function(*args, **kwargs))
 
     def _warn_eager(self, n: int, guard: Any, why: str) -> None:
