@@ -123,7 +123,8 @@ def test_a_boolean_mask_guards_the_result_shape():
         y = x[x > 0]
         return gt.sum(y) * y.shape[0]
 
-    assert [float(f(gt.constant(v))) for v in ([1.0, -1.0, 2.0], [1.0, 2.0, 3.0], [-1.0, -1.0, 2.0])] == [6.0, 18.0, 2.0]
+    vals = ([1.0, -1.0, 2.0], [1.0, 2.0, 3.0], [-1.0, -1.0, 2.0])
+    assert [float(f(gt.constant(v))) for v in vals] == [6.0, 18.0, 2.0]
 
 
 def test_tf_where_of_a_condition_alone_follows_the_values():
