@@ -512,6 +512,27 @@ def test_programs_replay_the_paths_they_saw():
     assert g.tracing_count == n
 
 
+def test_guards_with_an_input_signature_and_on_methods():
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def f(x):
+        return tf.reduce_sum(x) if tf.reduce_sum(x) > 0 else tf.constant(0.0)
+
+    assert [float(f(v)) for v in ([1.0, 2.0], [-3.0], [4.0], [-1.0, -1.0, -1.0])] == [3.0, 0.0, 4.0, 0.0]
+
+    class Counter(tf.Module):
+        def __init__(self):
+            self.v = tf.Variable(0)
+
+        @tf.function
+        def bump(self, limit):
+            while self.v < limit:
+                self.v.assign_add(1)
+            return self.v.read_value()
+
+    a, b = Counter(), Counter()
+    assert [int(a.bump(tf.constant(3))), int(b.bump(tf.constant(1))), int(a.bump(tf.constant(5)))] == [3, 1, 5]
+
+
 # -- rollback: an abandoned replay leaves the state an eager run leaves ------------------------
 
 
