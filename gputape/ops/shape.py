@@ -19,7 +19,7 @@ from ..core.dispatch import apply, primitive
 from ..core.primitive import Node
 from ..core.recording import _note_edge, _note_exported_operands, _own, _watch_on_read, _where
 from ..core.tensor import FLOAT_DTYPES, Tensor, _new, _to_array, as_tensor
-from ._util import is_index, norm_axis, norm_shape, norm_size
+from ._util import array_sequence, is_index, norm_axis, norm_shape, norm_size
 
 _ndarray = np.ndarray
 
@@ -38,9 +38,9 @@ _NUMPY_PAD_MODES = (
 
 
 def _tensors(xs: Any, op: str) -> list[Any]:
-    """The list-of-tensors argument of concatenate/stack: a non-empty sequence, each converted."""
-    if isinstance(xs, Tensor) or not isinstance(xs, (list, tuple)):
-        raise _errors.argument_error(xs, "is not a list or tuple of tensors", arg="xs", cls=TypeError)
+    """The list-of-tensors argument of concatenate/stack: a non-empty sequence (or one tensor,
+    iterated along its first axis: numpy's rule), each converted."""
+    xs = array_sequence(xs, None, "xs")  # (the public function is found on the caller's frame)
     if not xs:
         raise _errors.argument_error(xs, "is empty; need at least one tensor", arg="xs", cls=ValueError)
     return [as_tensor(x) for x in xs]
