@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..core.dispatch import apply, primitive
+from ..core.primitive import UNORDERED, refused
 from ..core.tensor import Tensor, as_tensor
 from ..devices import backend
 from ._compat import check_out
@@ -88,7 +89,7 @@ def _widen(F: Any, g: Any, shape: tuple) -> Any:
     return F.broadcast_to(g, shape)
 
 
-@primitive("sum")
+@primitive("sum", complex="holomorphic")
 def _sum(xp, x, axis, keepdims, kept):
     if xp is np and x.dtype.kind == "f":  # the ufunc method: no Python-level wrapper
         return np.add.reduce(x, axis=axis, keepdims=keepdims)
@@ -116,7 +117,7 @@ def sum(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, 
     return apply(_sum, (x,), p)
 
 
-@primitive("mean")
+@primitive("mean", complex="holomorphic")
 def _mean(xp, x, axis, keepdims, kept):
     n = 1
     for a in axis:
@@ -174,7 +175,7 @@ def _extreme_vjp(F, g, needs, nb, node, x, out):
     return (_expand(F, g, nb, node) * w,)
 
 
-@primitive("max", save=True, save_out=True)
+@primitive("max", complex=UNORDERED, save=True, save_out=True)
 def _max(xp, x, axis, keepdims, kept):
     if xp is np:
         return np.maximum.reduce(x, axis=axis, keepdims=keepdims)
@@ -199,7 +200,7 @@ def max(x: Any, axis: Any = None, keepdims: bool = False, *, out: None = None) -
     return apply(_max, (x,), p)
 
 
-@primitive("min", save=True, save_out=True)
+@primitive("min", complex=UNORDERED, save=True, save_out=True)
 def _min(xp, x, axis, keepdims, kept):
     if xp is np:
         return np.minimum.reduce(x, axis=axis, keepdims=keepdims)
@@ -224,7 +225,7 @@ def min(x: Any, axis: Any = None, keepdims: bool = False, *, out: None = None) -
     return apply(_min, (x,), p)
 
 
-@primitive("prod", save=True)
+@primitive("prod", complex="holomorphic", save=True)
 def _prod(xp, x, axis, keepdims, kept):
     return xp.prod(x, axis=axis, keepdims=keepdims)
 
@@ -282,7 +283,14 @@ def prod(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None,
     return apply(_prod, (x,), p)
 
 
-@primitive("logsumexp", save=True, save_out=True)
+# its stabilising shift is a max, which complex values do not have
+_COMPLEX_LOGSUMEXP = refused(
+    "its gradient is implemented for real values only (its stabilising shift is a max); "
+    "write gt.log(gt.sum(gt.exp(z))) for complex values"
+)
+
+
+@primitive("logsumexp", complex=_COMPLEX_LOGSUMEXP, save=True, save_out=True)
 def _logsumexp(xp, x, axis, keepdims, kept):
     # Shift by the max so large logits do not overflow.
     m = xp.max(x, axis=axis, keepdims=True)
