@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..core.dispatch import apply, primitive
-from ..core.primitive import UNORDERED, refused
+from ..core.primitive import UNORDERED
 from ..core.tensor import Tensor, as_tensor
 from ..devices import backend
 from ._compat import check_out
@@ -283,17 +283,11 @@ def prod(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None,
     return apply(_prod, (x,), p)
 
 
-# its stabilising shift is a max, which complex values do not have
-_COMPLEX_LOGSUMEXP = refused(
-    "its gradient is implemented for real values only (its stabilising shift is a max); "
-    "write gt.log(gt.sum(gt.exp(z))) for complex values"
-)
-
-
-@primitive("logsumexp", complex=_COMPLEX_LOGSUMEXP, save=True, save_out=True)
+@primitive("logsumexp", complex="holomorphic", save=True, save_out=True)
 def _logsumexp(xp, x, axis, keepdims, kept):
-    # Shift by the max so large logits do not overflow.
-    m = xp.max(x, axis=axis, keepdims=True)
+    # Shift by the max so large logits do not overflow; of complex values, by the max of the real
+    # parts: a real shift keeps log's principal branch, so the result is log(sum(exp(z))) exactly
+    m = xp.max(x.real, axis=axis, keepdims=True)
     m = xp.where(xp.isfinite(m), m, 0)
     out = xp.log(xp.sum(xp.exp(x - m), axis=axis, keepdims=True)) + m
     return out if keepdims else out.reshape(tuple(s for i, s in enumerate(x.shape) if i not in axis))

@@ -99,7 +99,7 @@ fmin = binary_op(
 
 # numpy's sign of a complex z is z / |z|: not piecewise constant, so the zero VJP would be wrong
 _COMPLEX_SIGN = refused(
-    "the complex sign z / |z| is not holomorphic and its gradient is not implemented; "
+    "the complex sign z / abs(z) is not holomorphic and its gradient is not implemented; "
     "write z / gt.abs(z), which is differentiable (0 at 0 needs a gt.where)"
 )
 
