@@ -5,8 +5,9 @@ VJP needs (``save``/``save_out``); :func:`primitive` registers one in :data:`REG
 elementwise primitives declare their derivative as one expression (:mod:`gputape.core.expr`), from
 which the VJP, the CPU replay's inline text, the CUDA kernel body and the numpy reference are
 generated. A :class:`Node` is one recorded application: what the sweep needs to call the VJP,
-and nothing else. Complex values follow TensorFlow's convention; each primitive declares what it does with them
-(``complex=``: holomorphic, direct, real or refused), and the end of the module runs that.
+and nothing else. Complex values follow TensorFlow's convention; each primitive declares what
+it does with them (``complex=``: holomorphic, direct, real or refused), and the end of the
+module runs that.
 
 This layer sits above :mod:`gputape.core.tensor` and below the dispatch, the sweep and the ops.
 """
