@@ -208,3 +208,30 @@ def test_readme_lists_every_primitives_complex_status_as_declared():
     assert ns.readme_block(readme, ns._CBLOCK) == ns.complex_table(), "run: python -m benchmarks.numpy_surface --write"
     listed = re.findall(r"`([\w.]+)`", ns.complex_table().split("| --- | --- |")[1])
     assert set(REGISTRY) <= set(listed)
+
+
+# -- HIPS autograd's complex cases (tests/numpy_utils.py: unary_ufunc_check and stat_check with
+# test_complex=True): comp = transform(lims, 0.4) + 0.1j * transform(lims, 0.3), and a matrix
+
+
+def _autograd_complex(lims):
+    lo, hi = lims
+    t = lambda x: x * (hi - lo) + lo  # autograd's transform
+    return [np.array(t(0.4) + 0.1j * t(0.3)), t(rng.random((3, 2))) + 0.1j * rng.random((3, 2))]
+
+
+@pytest.mark.parametrize(("name", "lims"), [("arccosh", (1.0, 4.0)), ("sinc", (-2.0, 2.0)), ("arcsinh", (-2.0, 2.0))])
+def test_complex_unary_ufuncs_autograd(name, lims):
+    for z in _autograd_complex(lims):
+        check_grads(getattr(gt, name), z, order=2)
+
+
+@pytest.mark.parametrize("name", ["max", "min", "amax", "amin"])
+def test_complex_max_and_min_are_refused_with_what_to_use_autograd(name):
+    z = gt.constant(_autograd_complex((-2.0, 2.0))[1])
+    with gt.GradientTape() as tape:
+        tape.watch(z)
+        with pytest.raises(TypeError, match=r"gt\.m(ax|in): gradients through complex values .*no order.*gt\.abs\(z\)"):
+            getattr(gt, name)(z, axis=0)
+    assert getattr(gt, name)(z).dtype == np.complex128  # off the tape numpy's forward runs
+    check_grads(lambda z: getattr(gt, name)(gt.abs(z)), z.numpy(), order=2)  # what the message says works
