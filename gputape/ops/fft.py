@@ -114,6 +114,7 @@ def _run(F: Any, prim: Any, g: Any, **params: Any) -> Any:
 
 
 # -- the three primitives ----------------------------------------------------------
+# ("direct": their VJPs are adjoints already in TensorFlow's convention, no conjugation around them)
 
 
 @primitive("fft.c2c", complex="direct")
