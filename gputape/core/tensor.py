@@ -147,12 +147,50 @@ def _py_dtype(value: Any) -> Any:
         return float32
     if isinstance(value, (list, tuple)):
         arr = np.asarray(value)
+        if arr.dtype.kind in "iufc":
+            typed = _typed_elements(value)
+            if typed:
+                # numpy scalars and arrays keep their dtype, promoted by numpy's rules with the
+                # Python numbers beside them weak (NEP 50), as in gputape's ops: [np.float64(1.1), 2.2]
+                # is float64 (numpy and TensorFlow agree), [np.float32(1), 2.2] float32 (numpy: float64)
+                return np.result_type(*typed, *_weak_samples(value))
         if arr.dtype.kind == "f":
             return float32
         if arr.dtype.kind in "iu":
             return int32
         return arr.dtype
     return None
+
+
+def _typed_elements(seq: Any) -> list:
+    """The dtypes of the numpy scalars and arrays in a nested list (empty for Python numbers only)."""
+    out: list = []
+    if set(map(type, seq)) <= _PY_NUMBERS:  # (the common case, at C speed: a long list of floats)
+        return out
+    for v in seq:
+        t = type(v)
+        if t is list or t is tuple:
+            out += _typed_elements(v)
+        elif isinstance(v, (np.generic, np.ndarray)):
+            out.append(v.dtype)
+    return out
+
+
+_PY_NUMBERS = frozenset((float, int, bool, complex))
+
+
+def _weak_samples(seq: Any) -> list:
+    """One Python number of each kind in a nested list (the weak operands of its promotion)."""
+    kinds: dict = {}
+    stack = [seq]
+    while stack:
+        for v in stack.pop():
+            t = type(v)
+            if t is list or t is tuple:
+                stack.append(v)
+            elif t is float or t is int or t is complex:
+                kinds[t] = v
+    return list(kinds.values())
 
 
 # The kinds of dtype a tensor may hold: numbers. numpy also makes object, string, structured

@@ -129,7 +129,7 @@ def per_matrix(xp: Any, fn: Any, a: Any, **kw: Any) -> tuple[Any, ...]:
 # -- band: the triangle masks (tril / triu) the VJPs need --------------------------
 
 
-@primitive("linalg.band")
+@primitive("linalg.band", complex="holomorphic")
 def _band(xp, x, lower, upper):
     n, m = x.shape[-2:]
     d = xp.arange(m)[None, :] - xp.arange(n)[:, None]  # column - row: 0 on the diagonal
@@ -174,7 +174,7 @@ def tril(F: Any, x: Any, k: int = 0) -> Any:
 # -- inv ---------------------------------------------------------------------------
 
 
-@primitive("linalg.inv", save_out=True)
+@primitive("linalg.inv", complex="real", save_out=True)
 def _inv(xp, a):
     return xp.linalg.inv(a)
 
@@ -202,7 +202,7 @@ def inv(a: Any) -> Tensor:
 # -- solve -------------------------------------------------------------------------
 
 
-@primitive("linalg.solve", save=(0,), save_out=True)
+@primitive("linalg.solve", complex="real", save=(0,), save_out=True)
 def _solve(xp, a, b, vector):
     if vector:  # numpy 2: a 1-D b is one right-hand side (the batch dims come from a)
         a, bm = broadcast_batch(xp, a, b[..., :, None])
@@ -252,7 +252,7 @@ def solve(a: Any, b: Any) -> Tensor:
 # -- det, slogdet --------------------------------------------------------------------
 
 
-@primitive("linalg.det", save=(0,), save_out=True)
+@primitive("linalg.det", complex="real", save=(0,), save_out=True)
 def _det(xp, a):
     return xp.linalg.det(a)
 
@@ -285,7 +285,7 @@ class SlogdetResult(NamedTuple):
     logabsdet: Any
 
 
-@primitive("linalg.slogdet", save=(0,), nout=2)
+@primitive("linalg.slogdet", complex="real", save=(0,), nout=2)
 def _slogdet(xp, a):
     sign, logabs = xp.linalg.slogdet(a)
     return (sign, logabs)
@@ -317,7 +317,7 @@ def slogdet(a: Any) -> SlogdetResult:
 # -- cholesky ------------------------------------------------------------------------
 
 
-@primitive("linalg.cholesky", save_out=True)
+@primitive("linalg.cholesky", complex="real", save_out=True)
 def _cholesky(xp, a):
     return xp.linalg.cholesky(a)
 

@@ -26,7 +26,7 @@ from ._core import _inv, matrix_arg, real_arg, run
 from ._spectral import svd
 
 
-@primitive("linalg.vector_norm", save=(0,), save_out=True)
+@primitive("linalg.vector_norm", complex="real", save=(0,), save_out=True)
 def _vector_norm(xp, x, p, axis, keepdims):
     if p == 2:
         return xp.sqrt(xp.sum(x * x, axis=axis, keepdims=keepdims))

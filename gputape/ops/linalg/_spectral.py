@@ -50,7 +50,7 @@ class EighResult(NamedTuple):
     eigenvectors: Any
 
 
-@primitive("linalg.eigh", save_out=True, nout=2)
+@primitive("linalg.eigh", complex="real", save_out=True, nout=2)
 def _eigh(xp, a, UPLO):
     w, v = xp.linalg.eigh(a, UPLO=UPLO)
     return (w, v)
@@ -120,7 +120,7 @@ class SVDResult(NamedTuple):
     Vh: Any
 
 
-@primitive("linalg.svd", save_out=True, nout=3)
+@primitive("linalg.svd", complex="real", save_out=True, nout=3)
 def _svd(xp, a, full_matrices):
     u, s, vh = xp.linalg.svd(a, full_matrices=full_matrices)
     return (u, s, vh)
@@ -203,7 +203,7 @@ class QRResult(NamedTuple):
     R: Any
 
 
-@primitive("linalg.qr", save=(0,), save_out=True, nout=2)
+@primitive("linalg.qr", complex="real", save=(0,), save_out=True, nout=2)
 def _qr(xp, a, mode):
     if a.ndim > 2 and xp is not np:
         try:
@@ -274,7 +274,7 @@ def qr(a: Any, mode: str = "reduced") -> Any:
 # -- pinv -------------------------------------------------------------------------------------
 
 
-@primitive("linalg.pinv", save=(0,), save_out=True)
+@primitive("linalg.pinv", complex="real", save=(0,), save_out=True)
 def _pinv(xp, a, rcond):
     return xp.linalg.pinv(a, rcond=rcond)
 
