@@ -39,7 +39,7 @@ import numpy as np
 
 from ..core import dispatch as _dispatch
 from ..core import expr as _x
-from ..core.dispatch import apply, binary_op, primitive, unary_op
+from ..core.dispatch import UnaryOp, apply, binary_op, primitive, unary_op
 from ..core.expr import multiply_no_nan as _mnn
 from ..core.primitive import COMPLEX_DIRECT, REGISTRY, Primitive
 from ._util import NOPARAMS
@@ -88,7 +88,7 @@ def _forward(fwd: Any) -> Any:
     return ufunc_fwd
 
 
-def _unary(name: str, fwd: Any, grad: Any, doc: str, vjp: Any = None) -> Any:
+def _unary(name: str, fwd: Any, grad: Any, doc: str, vjp: Any = None) -> UnaryOp:
     """The public function of unary primitive ``name``: ``fwd(xp, x)`` and its derivative
     expression ``grad`` (or, for the few without one, a hand-written ``vjp``)."""
     if vjp is None:
