@@ -113,6 +113,34 @@ def test_every_generated_entry_point_has_the_signature_its_type_declares():
     assert seen >= 60, seen  # the generated elementwise ops, under gt and gt.tf
 
 
+def test_ops_declared_to_return_a_tensor_return_one():
+    """Each public op annotated ``-> Tensor`` that takes one required operand returns a Tensor for
+    a matrix, a vector and a 0-d operand (no list or tuple behind the annotation)."""
+    checked = []
+    for path, name, obj in _public_names():
+        if not inspect.isfunction(obj) or _generated(obj):
+            continue
+        sig = inspect.signature(obj)
+        if sig.return_annotation not in ("Tensor", gt.Tensor):
+            continue
+        module = getattr(obj, "__module__", "")
+        operands = module == "gputape.nn.functional" or (
+            module.startswith("gputape.ops.") and module != "gputape.ops.creation"  # (creation ops take shapes)
+        )
+        positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        required = [p for p in sig.parameters.values() if p.default is p.empty and p.kind in positional]
+        if not operands or len(required) != 1:
+            continue
+        for value in ([[1.0, 2.0], [3.0, 4.0]], [1.0, 2.0], 3.0):
+            try:
+                out = obj(gt.constant(value, "float64"))
+            except (ValueError, TypeError, IndexError, gt.linalg.LinAlgError):
+                continue  # an operand of the wrong rank for this op (numpy's exception kinds): nothing returned
+            assert isinstance(out, gt.Tensor), f"{path}.{name} returned {type(out).__name__}"
+        checked.append(f"{path}.{name}")
+    assert {"gputape.mean", "gputape.sum", "gputape.transpose", "gputape.nn.softmax"} <= set(checked), checked
+
+
 # -- Tensor: the TYPE_CHECKING declarations against the attributes gputape.ops installs --------
 
 

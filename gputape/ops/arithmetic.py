@@ -42,6 +42,7 @@ from ..core import expr as _x
 from ..core.dispatch import UnaryOp, apply, binary_op, primitive, unary_op
 from ..core.expr import multiply_no_nan as _mnn
 from ..core.primitive import COMPLEX_DIRECT, REGISTRY, Primitive
+from ..core.tensor import Tensor
 from ._util import NOPARAMS
 
 _E = NOPARAMS
@@ -372,7 +373,7 @@ def _(F, g, needs, nb, node):
     return (g,)  # the sweep casts the cotangent back to the input's dtype
 
 
-def cast(x: Any, dtype: Any) -> Any:
+def cast(x: Any, dtype: Any) -> Tensor:
     """Convert to ``dtype``; float-to-float casts pass gradients, casts to int stop them.
 
     >>> import gputape as gt
