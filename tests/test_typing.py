@@ -45,8 +45,7 @@ def _public_names() -> list[tuple[str, str, object]]:
     out = []
     for path in PUBLIC:
         mod = importlib.import_module(path)
-        names = getattr(mod, "__all__", None) or [n for n in vars(mod) if not n.startswith("_")]
-        for name in names:
+        for name in mod.__all__:
             obj = getattr(mod, name)
             if not isinstance(obj, types.ModuleType):
                 out.append((path, name, obj))
@@ -73,6 +72,16 @@ _PROTOCOLS = {len(_call_params(p.__call__, True)): p for p in (UnaryOp, BinaryOp
 
 def test_the_public_paths_are_read_from_the_package_readme():
     assert {"gputape", "gputape.tf", "gputape.nn", "gputape.linalg"} <= set(PUBLIC), PUBLIC
+
+
+@pytest.mark.parametrize("path", PUBLIC)
+def test_each_public_path_lists_its_names_in_all(path):
+    """pyright treats a name a typed package only imports (``from .health import grad_report``) as
+    private unless ``__all__`` lists it; every public name must be listed, and exist."""
+    mod = importlib.import_module(path)
+    assert isinstance(getattr(mod, "__all__", None), list), f"{path} has no __all__ list"
+    missing = [n for n in mod.__all__ if not hasattr(mod, n)]
+    assert not missing, f"{path}.__all__ names what it does not define: {missing}"
 
 
 def test_ops_all_lists_every_op_it_defines():
