@@ -87,8 +87,8 @@ def part_a_vanishing(rng: np.random.Generator, plot: str | None) -> None:
         loss = gt.mean(gt.nn.sigmoid_cross_entropy_with_logits(y, forward(params, x, gt.nn.relu)))
     fixed = gt.debug.grad_report(tape.gradient(loss, weights), weights, learning_rate=lr)
     print(f"\nwith ReLU + He init instead: flagged = {[row.name for row in fixed.flagged]}")
-    norms = [row.norm for row in fixed]
-    print(f"gradient norms from w0 to w11 now span {min(norms):.2e} .. {max(norms):.2e}")
+    fixed_norms = [row.norm for row in fixed]
+    print(f"gradient norms from w0 to w11 now span {min(fixed_norms):.2e} .. {max(fixed_norms):.2e}")
 
 
 def part_b_nan(rng: np.random.Generator) -> None:

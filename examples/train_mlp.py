@@ -176,8 +176,8 @@ def main() -> float:
     return acc
 
 
-def fit(args: argparse.Namespace, model: gt.nn.Sequential, opt: gt.optim.Optimizer, train: tuple, test: tuple,
-        dev: str) -> float:  # fmt: skip
+def fit(args: argparse.Namespace, model: gt.nn.Sequential, opt: gt.optim.Optimizer,
+        train: tuple[np.ndarray, np.ndarray], test: tuple[np.ndarray, np.ndarray], dev: str) -> float:  # fmt: skip
     """The same training through Keras' compile/fit/evaluate (a compiled step, Keras' progress output)."""
     print(f"gputape {gt.__version__} on {dev}: digits with model.fit, {args.epochs} epochs of batch {args.batch_size}")
     model.compile(

@@ -9,9 +9,11 @@ on CuPy arrays on NVIDIA GPUs and numpy arrays everywhere else.
 [2.0, 4.0]
 """
 
-from importlib import import_module as _import_module
-
-from . import config, data, debug, distributed, nn, optim, random, testing
+# gt.linalg and gt.fft are the public modules gputape/linalg.py and gputape/fft.py (numpy.linalg's and
+# numpy.fft's names), which re-export gputape.ops.linalg and gputape.ops.fft (gt.fft.fft is the
+# transform, as np.fft.fft). Plain imports, so type checkers see the modules.
+from . import config, data, debug, distributed, fft, linalg, nn, optim, random, testing
+from . import ops as _ops
 from .checkpoint import load, save
 from .core.custom_gradient import custom_gradient, stop_gradient
 from .core.dispatch import primitive
@@ -46,18 +48,11 @@ from .devices.memory import (
 from .devices.placement import current_device, device
 from .function import Function, TracingError, function
 from .ops import *  # the op library is the public namespace
-from .ops import __all__ as _ops_all
 from .optim.clip import clip_by_global_norm, clip_by_norm, global_norm
-
-# gt.linalg and gt.fft are the public modules gputape/linalg.py and gputape/fft.py (numpy.linalg's and
-# numpy.fft's names), which re-export gputape.ops.linalg and gputape.ops.fft.
-linalg = _import_module(".linalg", __name__)
-fft = _import_module(".fft", __name__)  # numpy.fft's transforms (gt.fft.fft is the module, as np.fft)
 
 __version__ = "0.1.0"
 
-__all__ = [
-    *_ops_all,
+__all__ = [  # noqa: RUF022 (in the order the names were added, which keeps merges small)
     "REGISTRY",
     "GradientTape",
     "GputapeWarning",
@@ -109,3 +104,5 @@ __all__ = [
     "testing",
     "uint8",
 ]
+# (a separate statement: the form of __all__ that type checkers read through, pyright's included)
+__all__ += _ops.__all__

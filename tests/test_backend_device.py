@@ -146,6 +146,9 @@ def test_cpu_fallback_warning_is_public_and_names_each_fix(fresh_backend):
     import gputape as gt
 
     assert gt.CpuFallbackWarning is backend.CpuFallbackWarning
+    # one filter for every gputape warning catches it too (the base lives below the device layer)
+    assert issubclass(gt.CpuFallbackWarning, gt.GputapeWarning)
+    assert gt.GputapeWarning is gt.core.tape.GputapeWarning is gt.core._errors.GputapeWarning
     fresh_backend.setattr(backend, "_cupy", fake_cupy(count=0))
     with pytest.warns(gt.CpuFallbackWarning, match="CUDA reports no devices.*CUDA_VISIBLE_DEVICES"):
         backend.default_device()

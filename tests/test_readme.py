@@ -186,6 +186,20 @@ def test_readme_links_to_its_own_sections_resolve():
     assert not missing, f"README links to missing sections: {missing}"
 
 
+def test_links_into_the_benchmarks_readme_resolve_and_its_headings_say_what_was_measured():
+    """README.md links to sections of benchmarks/README.md by anchor: each must exist there, and no
+    heading there is named after a work item ("Issue 24", "third session") instead of what it measured."""
+    bench = (ROOT / "benchmarks" / "README.md").read_text()
+    headings = re.findall(r"^#{1,6} (.+)$", re.sub(r"```.*?```", "", bench, flags=re.S), flags=re.M)
+    anchors = {_github_anchor(h) for h in headings}
+    links = re.findall(r"\]\(benchmarks/README\.md#([^)]+)\)", README)
+    assert links, "README.md links to the benchmark tables it quotes"
+    missing = sorted({a for a in links if a not in anchors})
+    assert not missing, f"README.md links to missing sections of benchmarks/README.md: {missing}"
+    internal = [h for h in headings if re.search(r"\b(issue|session|deliverable)\b", h, flags=re.I)]
+    assert not internal, f"benchmarks/README.md headings named after work items: {internal}"
+
+
 def test_quickstart_comes_right_after_set_up():
     headings = re.findall(r"^## (.+)$", re.sub(r"```.*?```", "", README, flags=re.S), flags=re.M)
     assert headings[headings.index("Set up") + 1] == "Quickstart", headings

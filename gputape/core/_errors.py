@@ -27,6 +27,19 @@ from typing import Any
 
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
+class GputapeWarning(UserWarning):
+    """Warnings raised by gputape itself (integer sources, ignored arguments, a CPU fallback).
+
+    It lives in this leaf module, below the device layer, so that every gputape warning
+    (:class:`gputape.CpuFallbackWarning` included) can subclass it; ``gputape.GputapeWarning`` and
+    ``gputape.core.tape.GputapeWarning`` are this class.
+
+    >>> import gputape as gt
+    >>> issubclass(gt.CpuFallbackWarning, gt.GputapeWarning)
+    True
+    """
+
+
 #: exceptions passed through untouched wherever gputape wraps errors
 NEVER_WRAP = (MemoryError, FloatingPointError)
 

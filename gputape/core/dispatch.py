@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -31,6 +31,34 @@ from .state import tls as _tls
 from .tensor import Tensor, _new, _next_id, _wrap_op
 
 _ndarray = np.ndarray
+
+
+class UnaryOp(Protocol):
+    """What type checkers see of a generated one-operand entry point (``gt.exp``, ``gt.isnan``).
+
+    Its code is made at import time (:func:`unary_op`), so no ``def`` carries its signature; this
+    declaration does: one operand (a tensor, an array, a number or a nested list), a tensor back.
+    ``tests/test_typing.py`` checks every such entry point's runtime signature against it.
+
+    >>> import gputape as gt
+    >>> op: UnaryOp = gt.exp
+    >>> op(x=0.0).numpy().item()
+    1.0
+    """
+
+    def __call__(self, x: Any) -> Tensor: ...
+
+
+class BinaryOp(Protocol):
+    """What type checkers see of a generated two-operand entry point (``gt.add``, ``gt.equal``).
+
+    >>> import gputape as gt
+    >>> op: BinaryOp = gt.add
+    >>> op(x=1.0, y=2.0).numpy().item()
+    3.0
+    """
+
+    def __call__(self, x: Any, y: Any) -> Tensor: ...
 
 
 def _op_error(prim: Primitive, args: tuple, params: dict, exc: Exception) -> Exception:
@@ -278,7 +306,7 @@ def _inline_forward(prim: Primitive) -> str | None:
     return None if defs else _expr.python(res, {"x": "d"}, "np")
 
 
-def _entry(prim: Primitive, name: str, template: str, doc: str, **env: Any) -> Callable[..., Tensor]:
+def _entry(prim: Primitive, name: str, template: str, doc: str, **env: Any) -> Any:
     cpu = prim.cpu is not None
     operands = "d" if template is _UNARY else "a, b"
     inline = _inline_forward(prim) if template is _UNARY and not cpu else None
@@ -334,7 +362,7 @@ def _entry(prim: Primitive, name: str, template: str, doc: str, **env: Any) -> C
     return fn
 
 
-def unary_op(prim: Primitive, name: str, doc: str) -> Callable[[Any], Tensor]:
+def unary_op(prim: Primitive, name: str, doc: str) -> UnaryOp:
     """The public function of an elementwise one-argument primitive without parameters
     (its output has its input's shape: the recorder relies on it), generated from ``prim``.
 
@@ -345,7 +373,7 @@ def unary_op(prim: Primitive, name: str, doc: str) -> Callable[[Any], Tensor]:
     return _entry(prim, name, _UNARY, doc, recorder=recorder1(prim))
 
 
-def binary_op(prim: Primitive, name: str, doc: str, same: Primitive | None = None) -> Callable[[Any, Any], Tensor]:
+def binary_op(prim: Primitive, name: str, doc: str, same: Primitive | None = None) -> BinaryOp:
     """The public function of a two-argument primitive without parameters, generated from ``prim``.
 
     A tensor and a tensor-or-Python-number take the generated fast path; anything else

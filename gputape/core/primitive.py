@@ -97,7 +97,7 @@ class Primitive:
         self.fwd = fwd
         self.vjp: Callable[..., Any] | None = None
         self.fresh_cotangents: tuple[bool, ...] = ()  # declared with the VJP (defvjp); none by default
-        self.fresh_forward = False  # the forward's result is memory it allocated (declared where so)
+        self.fresh_forward: bool = False  # the forward's result is memory it allocated (declared where so)
         self.save = save
         self.save_out = save_out
         self.nout = nout

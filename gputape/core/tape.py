@@ -29,6 +29,7 @@ from ..ops import raw_namespace as _raw_namespace
 from . import _errors
 from . import state as _state
 from . import tensor as _tensor_mod
+from ._errors import GputapeWarning
 from ._nest import flatten as _flatten
 from ._nest import unflatten as _unflatten
 from .backward.compiled import gradients as _compiled_gradients
@@ -99,10 +100,6 @@ class _LiveTapes:
 
 
 _live_tapes = _LiveTapes()
-
-
-class GputapeWarning(UserWarning):
-    """Warnings raised by gputape itself (integer sources, ignored arguments)."""
 
 
 _warned: set[str] = set()

@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from ..core._errors import GputapeWarning
+
 _log = logging.getLogger("gputape")
 
 ndarray = np.ndarray
@@ -256,7 +258,7 @@ def gpu_available(device: str | int = 0) -> bool:
 _default: str | None = None
 
 
-class CpuFallbackWarning(UserWarning):
+class CpuFallbackWarning(GputapeWarning):
     """gputape runs on the CPU although CuPy is installed: no GPU answered (the message says why and what to do).
 
     Issued once per process, at the first default-device decision. ``GPUTAPE_DEVICE=cpu`` (the

@@ -319,10 +319,10 @@ class Function:
         self.capture_gemm = CAPTURE_GEMM if capture_gemm is None else bool(capture_gemm)
         self.fuse = FUSE_BACKWARD if fuse is None else bool(fuse)
         self.optimizer_in_graph = OPTIMIZER_IN_GRAPH if optimizer_in_graph is None else bool(optimizer_in_graph)
-        self._cache: dict[Any, _Concrete] = {}
+        self._cache: dict[Any, _Concrete | _Signature] = {}
         # The same recordings under a cheaper key for the common call: positional tensors,
         # arrays, variables and plain Python values (see _fast_key); filled on a _cache hit.
-        self._fast: dict[tuple, _Concrete] = {}
+        self._fast: dict[tuple, _Concrete | _Signature] = {}
         self._keys: list[Any] = []
         self._lock = threading.RLock()  # (re-entered: a guard miss found under it traces again)
         self._warned = False

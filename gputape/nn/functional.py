@@ -71,7 +71,7 @@ _relu_fwd = _xf.forward("relu", lambda x: _x.maximum(x, 0)).fn
 _relu = declared("relu", _relu_fwd, lambda x, out, g: g * (out > 0), complex="real")  # 0 at x == 0, as in TensorFlow
 
 
-def relu(x: Any) -> Any:
+def relu(x: Any) -> Tensor:
     """``max(x, 0)``; the gradient at 0 is 0 (TensorFlow's convention).
 
     >>> import gputape as gt
@@ -96,7 +96,7 @@ _leaky_relu = declared(
 )
 
 
-def leaky_relu(x: Any, alpha: float = 0.2) -> Any:
+def leaky_relu(x: Any, alpha: float = 0.2) -> Tensor:
     """``x`` for ``x > 0``, else ``alpha * x`` (TensorFlow's default ``alpha=0.2``).
 
     >>> import gputape as gt
@@ -119,7 +119,7 @@ _elu = declared(
 )
 
 
-def elu(x: Any, alpha: float = 1.0) -> Any:
+def elu(x: Any, alpha: float = 1.0) -> Tensor:
     """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``.
 
     >>> import gputape as gt
@@ -134,7 +134,7 @@ _sigmoid_fwd = _xf.forward("sigmoid", _x.sigmoid).fn  # the language's stable si
 _sigmoid = declared("sigmoid", _sigmoid_fwd, lambda x, out, g: g * (out * (1 - out)), complex="real")
 
 
-def sigmoid(x: Any) -> Any:
+def sigmoid(x: Any) -> Tensor:
     """The logistic function ``1 / (1 + exp(-x))``, stable for large ``|x|``.
 
     >>> import gputape as gt
@@ -148,7 +148,7 @@ _softplus_fwd = _xf.forward("softplus", lambda x: _x.log1p(_x.exp(-_x.absolute(x
 _softplus = declared("softplus", _softplus_fwd, lambda x, g: g * _x.sigmoid(x), complex="real")
 
 
-def softplus(x: Any) -> Any:
+def softplus(x: Any) -> Tensor:
     """``log(1 + exp(x))``, stable for large ``|x|``.
 
     >>> import gputape as gt
@@ -186,7 +186,7 @@ _xf.forward("tanh", _x.tanh)
 _xf.forward("identity", lambda x: x)
 
 
-def gelu(x: Any, approximate: bool = False) -> Any:
+def gelu(x: Any, approximate: bool = False) -> Tensor:
     """Gaussian error linear unit; exact (erf) by default, tanh form with ``approximate=True``.
 
     >>> import gputape as gt
@@ -299,7 +299,7 @@ def _neg_axis(x: Tensor, axis: int, op: str) -> int:
     return _util.norm_axis(axis, n, op) - n  # negative: right under batched cotangents
 
 
-def softmax(x: Any, axis: int = -1) -> Any:
+def softmax(x: Any, axis: int = -1) -> Tensor:
     """``exp(x) / sum(exp(x))`` along ``axis``, stable for large logits.
 
     >>> import gputape as gt
@@ -310,7 +310,7 @@ def softmax(x: Any, axis: int = -1) -> Any:
     return apply(_softmax, (x,), {"axis": _neg_axis(x, axis, "softmax")})
 
 
-def log_softmax(x: Any, axis: int = -1) -> Any:
+def log_softmax(x: Any, axis: int = -1) -> Tensor:
     """``x - logsumexp(x)`` along ``axis``, stable for large logits.
 
     >>> import gputape as gt

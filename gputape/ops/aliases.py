@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from ..core.tensor import as_tensor
+from ..core.tensor import Tensor, as_tensor
 from ._compat import check_out
 from ._util import norm_real, norm_size
 from .elementwise import abs, cast, identity, round
 
 
-def around(a: Any, decimals: int = 0, out: None = None) -> Any:
+def around(a: Any, decimals: int = 0, out: None = None) -> Tensor:
     """Round half to even to ``decimals`` decimal places (negative: to tens, hundreds, ...), numpy's method:
     ``round(x * 10**decimals) / 10**decimals``. Zero gradient, as ``round``; integers stay integers.
 
@@ -44,7 +44,7 @@ def around(a: Any, decimals: int = 0, out: None = None) -> Any:
     return round(x / f) * f
 
 
-def fabs(x: Any, /) -> Any:
+def fabs(x: Any, /) -> Tensor:
     """Absolute value as a float: numpy's ``fabs`` (integers become the float type numpy picks).
 
     ``abs`` after a cast to that type; complex input is refused, as numpy does.
@@ -61,7 +61,7 @@ def fabs(x: Any, /) -> Any:
     return abs(t if t.dtype == dt else cast(t, dt))
 
 
-def nan_to_num(x: Any, copy: bool = True, nan: Any = 0.0, posinf: Any = None, neginf: Any = None) -> Any:
+def nan_to_num(x: Any, copy: bool = True, nan: Any = 0.0, posinf: Any = None, neginf: Any = None) -> Tensor:
     """NaN replaced by ``nan``, +/-inf by ``posinf``/``neginf`` (default: the dtype's largest and
     smallest finite values), numpy's ``nan_to_num``. A composition of ``where``: the gradient is
     the incoming one where ``x`` is finite and 0 where a value was replaced. ``copy`` is accepted

@@ -39,9 +39,10 @@ import numpy as np
 
 from ..core import dispatch as _dispatch
 from ..core import expr as _x
-from ..core.dispatch import apply, binary_op, primitive, unary_op
+from ..core.dispatch import UnaryOp, apply, binary_op, primitive, unary_op
 from ..core.expr import multiply_no_nan as _mnn
 from ..core.primitive import REGISTRY, Primitive
+from ..core.tensor import Tensor
 from ._util import NOPARAMS
 
 _E = NOPARAMS
@@ -90,7 +91,7 @@ def _forward(fwd: Any) -> Any:
     return ufunc_fwd
 
 
-def _unary(name: str, fwd: Any, grad: Any, doc: str, vjp: Any = None, *, complex: str) -> Any:
+def _unary(name: str, fwd: Any, grad: Any, doc: str, vjp: Any = None, *, complex: str) -> UnaryOp:
     """The public function of unary primitive ``name``: ``fwd(xp, x)`` and its derivative
     expression ``grad`` (or, for the few without one, a hand-written ``vjp``)."""
     if vjp is None:
@@ -392,7 +393,7 @@ def _(F, g, needs, nb, node):
     return (g,)  # the sweep casts the cotangent back to the input's dtype
 
 
-def cast(x: Any, dtype: Any) -> Any:
+def cast(x: Any, dtype: Any) -> Tensor:
     """Convert to ``dtype``; float-to-float casts pass gradients, casts to int stop them.
 
     >>> import gputape as gt

@@ -6,12 +6,12 @@ Created tensors are constants: nothing to record. Default dtype is float32
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 
 from ..core import _errors
-from ..core.dispatch import _const_array
+from ..core.dispatch import BinaryOp, UnaryOp, _const_array
 from ..core.recording import integer_result
 from ..core.tensor import Tensor, _py_dtype, _to_array, _wrap, _wrap_op, as_tensor, read_value
 from ..devices import backend
@@ -245,8 +245,12 @@ def _linspace_diff(ends: list, num: int, endpoint: bool, retstep: bool, dt: Any,
 # -- comparisons and other non-differentiable ops: bool/int results, never recorded --
 
 
+@overload
+def _nondiff(name: str, nargs: Literal[1]) -> UnaryOp: ...
+@overload
+def _nondiff(name: str, nargs: Literal[2]) -> BinaryOp: ...
 def _nondiff(name: str, nargs: int) -> Any:
-    def op(*args: Any) -> Tensor:
+    def run(*args: Any) -> Tensor:
         # None stays None: numpy (and TensorFlow) say t == None is all False, not an error
         datas = [a._data if isinstance(a, Tensor) else a if a is None else _const_array(a, None) for a in args]
         xp = np
@@ -266,6 +270,18 @@ def _nondiff(name: str, nargs: int) -> Any:
         res = _wrap_op(np.asarray(r) if isinstance(r, np.generic) else r)
         integer_result(name, _fixed(getattr(xp, name)), tuple(args), res)
         return res
+
+    # The entry point takes its operands by name, as the generated ones do (gputape.core.dispatch's
+    # UnaryOp, BinaryOp say so to type checkers): gt.isnan(a, b) fails with Python's own message.
+    if nargs == 1:
+
+        def op(x: Any) -> Tensor:
+            return run(x)
+
+    else:
+
+        def op(x: Any, y: Any) -> Tensor:  # type: ignore[misc]
+            return run(x, y)
 
     _errors.own_code(op, name)
     op.__doc__ = f"""Elementwise ``{name}`` (no gradient: the result is {"bool" if name != "sign" else "float"}).

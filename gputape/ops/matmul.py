@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core import _errors
 from ..core.dispatch import apply, binary_op, primitive
-from ..core.tensor import as_tensor
+from ..core.tensor import Tensor, as_tensor
 from .arithmetic import _doctests
 
 
@@ -67,7 +67,7 @@ _matmul.cpu = np.matmul
 matmul = binary_op(_matmul, "matmul", _MATMUL_DOC)
 
 
-def dot(x: Any, y: Any) -> Any:
+def dot(x: Any, y: Any) -> Tensor:
     """numpy's ``dot``: matmul for 1-D/2-D operands, a product with a scalar, and for N-D
     operands a sum over the last axis of ``x`` and the second-to-last of ``y``.
 
@@ -166,7 +166,7 @@ def _(F, g, needs, nb, node, *ops):
     return tuple(grads)
 
 
-def einsum(subscripts: str, *operands: Any) -> Any:
+def einsum(subscripts: str, *operands: Any) -> Tensor:
     """Einstein summation (numpy's ``einsum``), differentiable in every operand.
 
     numpy's sublist form (``einsum(a, [0, 1], b, [1, 2], [0, 2])``, ``Ellipsis`` for ``...``) is

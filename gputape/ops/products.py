@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..core import _errors
-from ..core.tensor import as_tensor
+from ..core.tensor import Tensor, as_tensor
 from ._compat import check_out, on_device
 from ._util import is_index, norm_axis, norm_axis_seq, norm_dtype, norm_list, norm_size
 from .elementwise import cast, multiply, subtract, where
@@ -23,7 +23,7 @@ from .matmul import matmul
 from .shape import getitem, moveaxis, pad, reshape, scatter, stack, transpose
 
 
-def outer(a: Any, b: Any, out: None = None) -> Any:
+def outer(a: Any, b: Any, out: None = None) -> Tensor:
     """``out[i, j] = a.ravel()[i] * b.ravel()[j]``.
 
     >>> import gputape as gt
@@ -34,7 +34,7 @@ def outer(a: Any, b: Any, out: None = None) -> Any:
     return multiply(reshape(a, (-1, 1)), reshape(b, (1, -1)))
 
 
-def tensordot(a: Any, b: Any, axes: Any = 2) -> Any:
+def tensordot(a: Any, b: Any, axes: Any = 2) -> Tensor:
     """Sum products over the last ``axes`` axes of ``a`` and the first of ``b``, or over
     the axis lists ``axes = (axes_a, axes_b)``: numpy's algorithm (transpose, reshape, one matmul).
 
@@ -74,7 +74,7 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Any:
     return reshape(matmul(xa, yb), tuple(x.shape[i] for i in keep_a) + tuple(y.shape[i] for i in keep_b))
 
 
-def inner(a: Any, b: Any, /) -> Any:
+def inner(a: Any, b: Any, /) -> Tensor:
     """Sum of products over the last axes (``a * b`` when either is a scalar).
 
     >>> import gputape as gt
@@ -89,7 +89,7 @@ def inner(a: Any, b: Any, /) -> Any:
     return tensordot(x, y, ([-1], [-1]))
 
 
-def kron(a: Any, b: Any) -> Any:
+def kron(a: Any, b: Any) -> Tensor:
     """Kronecker product: blocks ``a[i, j] * b`` (ranks equalised by leading 1s, as numpy).
 
     >>> import gputape as gt
@@ -107,7 +107,7 @@ def kron(a: Any, b: Any) -> Any:
     return reshape(multiply(xa, yb), tuple(p * q for p, q in zip(sa, sb)))
 
 
-def cross(a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: Any = None) -> Any:
+def cross(a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: Any = None) -> Tensor:
     """Cross product of 3-vectors along ``axisa``/``axisb`` (``axis`` sets all three), broadcasting
     the others; 2-vectors count as having z = 0 (two 2-vectors give the z component only, as numpy).
 
@@ -149,7 +149,7 @@ def _diagonal_index(n1: int, n2: int, offset: int) -> tuple[np.ndarray, np.ndarr
     return np.arange(k) - offset, np.arange(k)
 
 
-def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
+def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
     """The ``offset`` diagonal of the 2-d slices in ``(axis1, axis2)``, appended as the last axis.
 
     A composition: an integer-array index (its gradient scatters into the diagonal).
@@ -172,7 +172,7 @@ def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
     return getitem(x, (Ellipsis, on_device(x, rows), on_device(x, cols)), adv=False)
 
 
-def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None, out: None = None) -> Any:
+def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None, out: None = None) -> Tensor:
     """Sum along the ``offset`` diagonal (``diagonal(...).sum(-1)``, numpy's dtype rules).
 
     >>> import gputape as gt
@@ -188,7 +188,7 @@ def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = 
     return sum(d, axis=-1)
 
 
-def diag(v: Any, k: int = 0) -> Any:
+def diag(v: Any, k: int = 0) -> Tensor:
     """A 1-d input: the square matrix with ``v`` on diagonal ``k``; a 2-d input: its diagonal ``k``.
 
     A composition: ``scatter`` into zeros, or ``diagonal``.
@@ -219,7 +219,7 @@ def _triangle(op: str, m: Any, k: int, lower: bool) -> Any:
     return where(on_device(x, keep), x, on_device(x, np.zeros((), x.dtype)))
 
 
-def triu(m: Any, k: int = 0) -> Any:
+def triu(m: Any, k: int = 0) -> Tensor:
     """Zero the entries below diagonal ``k`` of the last two axes (a 1-d input is tiled to a square).
 
     >>> import gputape as gt
@@ -229,7 +229,7 @@ def triu(m: Any, k: int = 0) -> Any:
     return _triangle("triu", m, k, lower=False)
 
 
-def tril(m: Any, k: int = 0) -> Any:
+def tril(m: Any, k: int = 0) -> Tensor:
     """Zero the entries above diagonal ``k`` of the last two axes (a 1-d input is tiled to a square).
 
     >>> import gputape as gt

@@ -104,7 +104,7 @@ def _(F, g, needs, nb, node):
     return (_widen(F, g, g.shape[:nb] + node.shapes[0]),)
 
 
-def sum(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: None = None) -> Any:
+def sum(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: None = None) -> Tensor:
     """Sum over ``axis`` (None: all axes).
 
     >>> import gputape as gt
@@ -149,7 +149,7 @@ def _(F, g, needs, nb, node):
     return (_widen(F, g, g.shape[:nb] + shape),)
 
 
-def mean(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: None = None) -> Any:
+def mean(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: None = None) -> Tensor:
     """Arithmetic mean over ``axis`` (None: all axes).
 
     Over zero elements it is NaN, with numpy's ``RuntimeWarning: Mean of empty slice``
@@ -185,7 +185,7 @@ def _max(xp, x, axis, keepdims, kept):
 _max.defvjp(_extreme_vjp)
 
 
-def max(x: Any, axis: Any = None, keepdims: bool = False, *, out: None = None) -> Any:
+def max(x: Any, axis: Any = None, keepdims: bool = False, *, out: None = None) -> Tensor:
     """Maximum over ``axis``; ties share the gradient equally (TensorFlow's rule).
 
     >>> import gputape as gt
@@ -210,7 +210,7 @@ def _min(xp, x, axis, keepdims, kept):
 _min.defvjp(_extreme_vjp)
 
 
-def min(x: Any, axis: Any = None, keepdims: bool = False, *, out: None = None) -> Any:
+def min(x: Any, axis: Any = None, keepdims: bool = False, *, out: None = None) -> Tensor:
     """Minimum over ``axis``; ties share the gradient equally (TensorFlow's rule).
 
     >>> import gputape as gt
@@ -270,7 +270,7 @@ def _others_exact(F: Any, x: Any, ax: tuple[int, ...]) -> Any:
     return F.transpose(others, tuple(inv))
 
 
-def prod(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: None = None) -> Any:
+def prod(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: None = None) -> Tensor:
     """Product over ``axis``; the gradient is exact with zeros present.
 
     >>> import gputape as gt
@@ -298,7 +298,7 @@ def _(F, g, needs, nb, node, x, out):
     return (_expand(F, g, nb, node) * F.exp(x - F.reshape(out, node.params["kept"])),)
 
 
-def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
     """``log(sum(exp(x)))`` over ``axis``, stable for large inputs.
 
     >>> import gputape as gt
@@ -309,7 +309,9 @@ def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     return apply(_logsumexp, (x,), p)
 
 
-def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0, *, dtype: Any = None, out: None = None) -> Any:
+def var(
+    x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0, *, dtype: Any = None, out: None = None
+) -> Tensor:
     """Variance over ``axis`` (``ddof`` as in numpy); composed from mean and square.
 
     As in numpy, the sum of squares is divided by ``max(n - ddof, 0)``: with no degrees
@@ -359,7 +361,9 @@ def _var(x: Any, axis: Any, keepdims: Any, ddof: Any, op: str) -> Any:
         return s * (math.inf if div == div else math.nan)
 
 
-def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0, *, dtype: Any = None, out: None = None) -> Any:
+def std(
+    x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0, *, dtype: Any = None, out: None = None
+) -> Tensor:
     """Standard deviation over ``axis``: ``sqrt(var(x))`` (NaN/inf without degrees of freedom, as in numpy).
 
     Where the result is 0 (a one-element axis, a slice of equal values) the gradient is 0, as in

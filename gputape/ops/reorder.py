@@ -31,7 +31,7 @@ from .elementwise import identity
 from .shape import broadcast_to, concatenate, expand_dims, flatten, getitem, reshape, take, transpose
 
 
-def flip(m: Any, axis: Any = None) -> Any:
+def flip(m: Any, axis: Any = None) -> Tensor:
     """Reverse the order of elements along ``axis`` (all axes when None). A composition: a slice.
 
     >>> import gputape as gt
@@ -43,7 +43,7 @@ def flip(m: Any, axis: Any = None) -> Any:
     return getitem(x, tuple(slice(None, None, -1) if i in axes else slice(None) for i in range(x.ndim)))
 
 
-def flipud(m: Any) -> Any:
+def flipud(m: Any) -> Tensor:
     """Reverse along axis 0 (``flip(m, 0)``).
 
     >>> import gputape as gt
@@ -56,7 +56,7 @@ def flipud(m: Any) -> Any:
     return flip(x, 0)
 
 
-def fliplr(m: Any) -> Any:
+def fliplr(m: Any) -> Tensor:
     """Reverse along axis 1 (``flip(m, 1)``).
 
     >>> import gputape as gt
@@ -69,7 +69,7 @@ def fliplr(m: Any) -> Any:
     return flip(x, 1)
 
 
-def rot90(m: Any, k: int = 1, axes: Any = (0, 1)) -> Any:
+def rot90(m: Any, k: int = 1, axes: Any = (0, 1)) -> Tensor:
     """Rotate by 90 degrees ``k`` times in the plane of ``axes``, from the first axis towards the second.
 
     numpy's algorithm: flips and a transpose.
@@ -100,7 +100,7 @@ def rot90(m: Any, k: int = 1, axes: Any = (0, 1)) -> Any:
     return flip(transpose(x, perm), a1)
 
 
-def roll(a: Any, shift: Any, axis: Any = None) -> Any:
+def roll(a: Any, shift: Any, axis: Any = None) -> Tensor:
     """Shift elements cyclically by ``shift`` along ``axis`` (of the flattened input when None).
 
     ``shift`` and ``axis`` may be matching sequences. A composition: two slices joined.
@@ -135,7 +135,7 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Any:
     return identity(out) if out is x else out
 
 
-def repeat(a: Any, repeats: Any, axis: Any = None) -> Any:
+def repeat(a: Any, repeats: Any, axis: Any = None) -> Tensor:
     """Repeat each element ``repeats`` times along ``axis`` (of the flattened input when None).
 
     One count: a broadcast between two reshapes (gradient: a sum). Per-element
@@ -176,7 +176,7 @@ def repeat(a: Any, repeats: Any, axis: Any = None) -> Any:
     return take(x, _wrap(on_device(x, np.repeat(np.arange(x.shape[ax]), r))), axis=ax)
 
 
-def tile(A: Any, reps: Any) -> Any:
+def tile(A: Any, reps: Any) -> Tensor:
     """Repeat the whole of ``A`` ``reps`` times along each axis (numpy's rules for unequal ranks).
 
     A composition: a broadcast between two reshapes, so the gradient is a sum.
@@ -239,7 +239,7 @@ def _(F, g, needs, nb, node, indices):
     return (run(F, _take_along_axis, g, indices, axis=node.params["axis"], unique=node.params["unique"]), None)
 
 
-def take_along_axis(arr: Any, indices: Any, axis: Any = -1) -> Any:
+def take_along_axis(arr: Any, indices: Any, axis: Any = -1) -> Tensor:
     """Pick values along ``axis`` by an integer index array of the same rank (numpy's ``take_along_axis``).
 
     A primitive; its VJP scatters (adds) the cotangent back by ``indices``.
@@ -334,7 +334,7 @@ def argpartition(a: Any, kth: Any, axis: Any = -1, kind: str = "introselect", or
     return _index_op("argpartition", x, fn)
 
 
-def sort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *, stable: Any = None) -> Any:
+def sort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *, stable: Any = None) -> Tensor:
     """A sorted copy along ``axis`` (flattened when None); NaNs go last, as in numpy.
 
     A composition: ``take_along_axis(a, argsort(a))``; the gradient of each output
@@ -354,7 +354,7 @@ def sort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *, stable:
     return _take_along(x, idx, ax, unique=True, op="sort")
 
 
-def partition(a: Any, kth: Any, axis: Any = -1, kind: str = "introselect", order: Any = None) -> Any:
+def partition(a: Any, kth: Any, axis: Any = -1, kind: str = "introselect", order: Any = None) -> Tensor:
     """A copy with the ``kth`` element in its sorted place, smaller ones before it, larger after.
 
     A composition: ``take_along_axis(a, argpartition(a, kth))`` (gradient as for ``sort``).

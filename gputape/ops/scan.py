@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..core.dispatch import primitive
-from ..core.tensor import as_tensor
+from ..core.tensor import Tensor, as_tensor
 from ._compat import NOVALUE, axis_index, check_out, const_like, run, snapshot, xp_of
 from ._util import norm_axis, norm_dtype, norm_size
 
@@ -56,7 +56,7 @@ def _scan_input(op: str, a: Any, axis: Any, dtype: Any, out: Any) -> tuple[Any, 
     return x, norm_axis(axis, x.ndim, op) - x.ndim
 
 
-def cumsum(a: Any, axis: Any = None, dtype: Any = None, out: None = None) -> Any:
+def cumsum(a: Any, axis: Any = None, dtype: Any = None, out: None = None) -> Tensor:
     """Cumulative sum along ``axis`` (of the flattened input when None), numpy's rules:
     integer and bool inputs accumulate in the platform integer, ``dtype`` sets the accumulator.
 
@@ -118,7 +118,7 @@ def _cumprod_grad_exact(F: Any, g: Any, x: Any, ax: int) -> Any:
     return F.moveaxis(gi, -1, ax)
 
 
-def cumprod(a: Any, axis: Any = None, dtype: Any = None, out: None = None) -> Any:
+def cumprod(a: Any, axis: Any = None, dtype: Any = None, out: None = None) -> Tensor:
     """Cumulative product along ``axis`` (of the flattened input when None), numpy's dtype rules.
 
     A primitive. The gradient is exact with zeros present (see the module notes:
@@ -136,7 +136,7 @@ def cumprod(a: Any, axis: Any = None, dtype: Any = None, out: None = None) -> An
     return _cumprod(x, axis=ax)
 
 
-def diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = NOVALUE, append: Any = NOVALUE) -> Any:
+def diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = NOVALUE, append: Any = NOVALUE) -> Tensor:
     """The ``n``-th discrete difference along ``axis``, ``out[i] = a[i + 1] - a[i]`` (``!=`` for bool).
 
     Composed of slices and ``subtract``; ``prepend``/``append`` are joined first

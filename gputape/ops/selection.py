@@ -22,7 +22,7 @@ from ..core import expr as _x
 from ..core import tensor as _tensor
 from ..core.dispatch import apply, binary_op, primitive
 from ..core.primitive import REGISTRY, UNORDERED, Primitive, refused
-from ..core.tensor import as_tensor
+from ..core.tensor import Tensor, as_tensor
 from ._util import NOPARAMS
 from .arithmetic import _doc, _doctests, _unary, declared
 
@@ -156,7 +156,7 @@ _where = declared(
 )
 
 
-def where(condition: Any, x: Any, y: Any) -> Any:
+def where(condition: Any, x: Any, y: Any) -> Tensor:
     """Choose ``x`` where ``condition`` is true, else ``y`` (broadcasting all three).
 
     >>> import gputape as gt
@@ -243,7 +243,7 @@ def _part(prim: Primitive, x: Any) -> Any:
     return apply(prim, (x,), {"complex": x.dtype.kind == "c"})
 
 
-def real(val: Any) -> Any:
+def real(val: Any) -> Tensor:
     """The real part (``numpy.real``); the identity on real tensors.
 
     >>> import gputape as gt
@@ -253,7 +253,7 @@ def real(val: Any) -> Any:
     return _part(_real, val)
 
 
-def imag(val: Any) -> Any:
+def imag(val: Any) -> Tensor:
     """The imaginary part (``numpy.imag``); zeros on real tensors.
 
     >>> import gputape as gt
@@ -263,7 +263,7 @@ def imag(val: Any) -> Any:
     return _part(_imag, val)
 
 
-def conj(x: Any) -> Any:
+def conj(x: Any) -> Tensor:
     """The complex conjugate (``numpy.conj``); the identity on real tensors.
 
     >>> import gputape as gt
@@ -276,7 +276,7 @@ def conj(x: Any) -> Any:
 conjugate = conj
 
 
-def angle(z: Any, deg: bool = False) -> Any:
+def angle(z: Any, deg: bool = False) -> Tensor:
     """The argument of each element in radians (degrees with ``deg=True``), as ``numpy.angle``.
 
     Its gradient follows TensorFlow's ``_AngleGrad``; it is 0 at ``z == 0``, where the angle jumps.
@@ -309,7 +309,7 @@ def _(F, g, needs, nb, node, x, lo, hi):
     return (out if needs[0] else None, glo, ghi)
 
 
-def clip(x: Any, a_min: Any = None, a_max: Any = None, out: None = None, *, min: Any = None, max: Any = None) -> Any:
+def clip(x: Any, a_min: Any = None, a_max: Any = None, out: None = None, *, min: Any = None, max: Any = None) -> Tensor:
     """Clamp ``x`` to ``[min, max]``; the gradient passes where ``min <= x <= max``.
 
     The bounds go by numpy 2's names (``min``, ``max``) or numpy 1's (``a_min``, ``a_max``, also

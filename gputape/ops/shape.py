@@ -96,7 +96,7 @@ def _reshape(xp, x, shape):
 _reshape.defvjp(_reshape_back)
 
 
-def reshape(x: Any, shape: Any) -> Any:
+def reshape(x: Any, shape: Any) -> Tensor:
     """Give ``x`` a new shape with the same number of elements (one ``-1`` allowed).
 
     >>> import gputape as gt
@@ -106,7 +106,7 @@ def reshape(x: Any, shape: Any) -> Any:
     return apply(_reshape, (x,), {"shape": norm_shape(shape, "reshape", allow_unknown=True)})
 
 
-def flatten(x: Any) -> Any:
+def flatten(x: Any) -> Tensor:
     """Collapse to one dimension.
 
     >>> import gputape as gt
@@ -124,7 +124,7 @@ def _expand_dims(xp, x, axis):
 _expand_dims.defvjp(_reshape_back)
 
 
-def expand_dims(x: Any, axis: Any) -> Any:
+def expand_dims(x: Any, axis: Any) -> Tensor:
     """Insert a size-1 axis at ``axis``.
 
     >>> import gputape as gt
@@ -142,7 +142,7 @@ def _squeeze(xp, x, axis):
 _squeeze.defvjp(_reshape_back)
 
 
-def squeeze(x: Any, axis: Any = None) -> Any:
+def squeeze(x: Any, axis: Any = None) -> Tensor:
     """Remove size-1 axes (all of them, or those in ``axis``).
 
     >>> import gputape as gt
@@ -166,7 +166,7 @@ def _(F, g, needs, nb, node):
     return (F.transpose(g, tuple(range(nb)) + tuple(nb + i for i in inv)),)
 
 
-def transpose(x: Any, axes: Any = None) -> Any:
+def transpose(x: Any, axes: Any = None) -> Tensor:
     """Permute axes (reverse them when ``axes`` is None).
 
     >>> import gputape as gt
@@ -197,7 +197,7 @@ def _(F, g, needs, nb, node):
     return (F.swapaxes(g, node.params["a"], node.params["b"]),)
 
 
-def swapaxes(x: Any, axis1: int, axis2: int) -> Any:
+def swapaxes(x: Any, axis1: int, axis2: int) -> Tensor:
     """Exchange two axes.
 
     >>> import gputape as gt
@@ -212,7 +212,7 @@ def swapaxes(x: Any, axis1: int, axis2: int) -> Any:
     return apply(_swapaxes, (x,), {"a": a, "b": b})
 
 
-def moveaxis(x: Any, source: int, destination: int) -> Any:
+def moveaxis(x: Any, source: int, destination: int) -> Tensor:
     """Move one axis to a new position (a transpose).
 
     >>> import gputape as gt
@@ -237,7 +237,7 @@ def _(F, g, needs, nb, node):
     return (g,)  # the sweep sums the broadcast dims away
 
 
-def broadcast_to(x: Any, shape: Any) -> Any:
+def broadcast_to(x: Any, shape: Any) -> Tensor:
     """Broadcast ``x`` to ``shape`` (numpy rules).
 
     >>> import gputape as gt
@@ -261,7 +261,7 @@ def _(F, g, needs, nb, node):
     return tuple(F.split(g, bounds, axis=ax))
 
 
-def concatenate(xs: Any, axis: int = 0) -> Any:
+def concatenate(xs: Any, axis: int = 0) -> Tensor:
     """Join tensors along an existing axis.
 
     >>> import gputape as gt
@@ -286,7 +286,7 @@ def _(F, g, needs, nb, node):
     return tuple(F.squeeze(p, ax) for p in parts)
 
 
-def stack(xs: Any, axis: int = 0) -> Any:
+def stack(xs: Any, axis: int = 0) -> Tensor:
     """Join tensors along a new axis.
 
     >>> import gputape as gt
@@ -362,7 +362,7 @@ def _(F, g, needs, nb, node):
     return (g[idx],)
 
 
-def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: float = 0) -> Any:
+def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: float = 0) -> Tensor:
     """Pad with a constant (numpy's ``pad`` with ``mode='constant'``).
 
     >>> import gputape as gt
@@ -727,7 +727,7 @@ def scatter(g: Any, idx: Any, shape: Any, nlead: int = 0, adv: bool | str = True
     return apply(_scatter, (g, *arrays), {"idx": template, "shape": tuple(shape), "nlead": nlead, "adv": adv})
 
 
-def take(x: Any, indices: Any, axis: Any = None) -> Any:
+def take(x: Any, indices: Any, axis: Any = None) -> Tensor:
     """Take elements along ``axis`` (flattened when None), like numpy.
 
     >>> import gputape as gt
@@ -742,7 +742,7 @@ def take(x: Any, indices: Any, axis: Any = None) -> Any:
     return getitem(x, (slice(None),) * ax + (ind,))
 
 
-def ravel(a: Any, order: str = "C") -> Any:
+def ravel(a: Any, order: str = "C") -> Tensor:
     """The elements as one dimension, in row-major (``'C'``) or column-major (``'F'``) order.
 
     A composition (a reshape; a transpose first for ``'F'``). ``'A'`` and ``'K'`` name a
