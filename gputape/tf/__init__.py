@@ -326,5 +326,40 @@ from ..ops.fft import TF_SIGNAL as _TF_SIGNAL  # noqa: E402
 signal = _types.SimpleNamespace(**_TF_SIGNAL)
 __all__ += ["config", "debugging", "device"]
 
+# -- control flow: tf.cond, tf.while_loop, tf.map_fn, tf.TensorArray, ...; tf.errors ------
+
+from ..ops import control_flow as _control_flow  # noqa: E402
+from ..ops.control_flow import (  # noqa: E402
+    TensorArray,
+    case,
+    cond,
+    foldl,
+    foldr,
+    map_fn,
+    scan,
+    switch_case,
+    vectorized_map,
+    while_loop,
+)
+
+errors = _types.SimpleNamespace(
+    OpError=_control_flow.OpError,
+    InvalidArgumentError=_control_flow.InvalidArgumentError,
+    OutOfRangeError=_control_flow.OutOfRangeError,
+)
+__all__ += [
+    "TensorArray",
+    "case",
+    "cond",
+    "errors",
+    "foldl",
+    "foldr",
+    "map_fn",
+    "scan",
+    "switch_case",
+    "vectorized_map",
+    "while_loop",
+]
+
 # The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
 del annotations
