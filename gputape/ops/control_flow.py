@@ -199,7 +199,7 @@ def _compatible(shape: tuple, invariant: tuple | None) -> bool:
 
 
 def _shape_str(shape: tuple | None) -> str:
-    return "<unknown>" if shape is None else "(" + ", ".join("None" if d is None else str(d) for d in shape) + ")"
+    return "<unknown>" if shape is None else repr(tuple(shape))
 
 
 # -- cond, case, switch_case ----------------------------------------------------------------
@@ -265,8 +265,13 @@ def case(
     for pair in pred_fn_pairs:
         if not isinstance(pair, tuple) or len(pair) != 2:
             raise TypeError(f"Each entry in 'pred_fn_pairs' must be a 2-tuple. Received {pair}.")
-        if not callable(pair[1]):
-            raise TypeError(f"tf.case: fn for pred {pair[0]!r} must be callable.")
+        pred, fn = pair
+        if not isinstance(pred, Tensor):
+            raise TypeError(f"pred must be a Tensor, got: {pred!r} (tf.case; tf.cond takes Python bools)")
+        if pred.dtype != np.bool_:
+            raise TypeError(f"pred must be Tensor of type bool: got {pred.dtype} (tf.case)")
+        if not callable(fn):
+            raise TypeError(f"tf.case: fn for pred {pred!r} must be callable.")
     if default is not None and not callable(default):
         raise TypeError("tf.case: 'default' must be callable.")
     if not pred_fn_pairs:
@@ -851,7 +856,7 @@ class TensorArray:
         shape = tuple(t.shape)
         if not _compatible(shape, self._element_shape):
             raise ValueError(
-                f"Incompatible shape for value ({_shape_str(shape)}), expected ({_shape_str(self._element_shape)}) "
+                f"Incompatible shape for value {_shape_str(shape)}, expected {_shape_str(self._element_shape)} "
                 f"(TensorArray.write at index {i})"
             )
         if self._infer_shape:
