@@ -6,6 +6,7 @@ TensorFlow's exception kinds for its error cases."""
 from __future__ import annotations
 
 import collections
+import importlib
 
 import numpy as np
 import pytest
@@ -538,3 +539,95 @@ def test_compiled_gradient_step_through_a_loop_equals_eager():
     for v in (0.3, -0.8, 1.4):
         x = c64(v)
         np.testing.assert_allclose(compiled(x).numpy(), step(x).numpy(), rtol=0, atol=0)
+
+
+# -- inside gt.function with tensor predicates and trip counts: guarded traces ----------------
+# A traced tensor's value read in Python (a predicate, a trip count) needs gt.function's guards;
+# before them such a read raised gt.TracingError, and these programs could not be compiled.
+
+needs_guards = pytest.mark.skipif(
+    not hasattr(importlib.import_module("gputape.function"), "MAX_TRACES"),
+    reason="needs gt.function's guards for tensor values read in Python",
+)
+
+
+def _newton_sqrt(a):
+    return tf.while_loop(
+        lambda y: tf.abs(y * y - a) > 1e-6 * a, lambda y: (0.5 * (y + a / y),), [tf.ones_like(a)], maximum_iterations=40
+    )[0]
+
+
+def _relu_steps(x):
+    return tf.foldl(lambda acc, v: tf.cond(v > 0, lambda: acc + v, lambda: acc * 0.5), x, initializer=tf.constant(1.0))
+
+
+def _ta_squares(x, n):
+    ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+    _, ta = tf.while_loop(lambda i, ta: i < n, lambda i, ta: (i + 1, ta.write(i, x * tf.cast(i, tf.float32))), (0, ta))
+    return ta.stack() if int(ta.size()) else tf.zeros((0,))
+
+
+PROGRAMS = {
+    "cond on a sum": (
+        lambda x: tf.cond(tf.reduce_sum(x) > 0, lambda: x * 2.0, lambda: -x),
+        [([1.0, 2.0],), ([-3.0, 1.0],), ([0.5, 0.5],)],
+    ),
+    "while below a tensor bound": (
+        lambda x, n: tf.while_loop(lambda i, s: i < n, lambda i, s: (i + 1, s * x), (tf.constant(0), x))[1],
+        [(1.5, 3), (1.5, 0), (2.0, 5), (1.5, 3)],
+    ),
+    "Newton's square root": (_newton_sqrt, [(7.0,), (2.0,), (1000.0,)]),
+    "case": (
+        lambda x: tf.case([(x < 0, lambda: -x), (x < 1, lambda: x * x)], default=lambda: x + 10.0),
+        [(-2.0,), (0.5,), (3.0,)],
+    ),
+    "switch_case": (
+        lambda i, x: tf.switch_case(i, [lambda: x, lambda: x * x, lambda: -x]),
+        [(0, 3.0), (2, 3.0), (1, 3.0), (7, 3.0)],
+    ),
+    "map_fn with a cond per row": (
+        lambda m: tf.map_fn(lambda r: tf.cond(r[0] > r[1], lambda: r[0], lambda: r[1] * 2.0), m),
+        [([[1.0, 2.0], [4.0, 3.0]],), ([[5.0, 2.0], [0.0, 3.0]],)],
+    ),
+    "scan with a cond per step": (
+        lambda x: tf.scan(lambda a, v: tf.cond(v > a, lambda: v, lambda: a - 1.0), x),
+        [([1.0, 3.0, 2.0],), ([3.0, 1.0, 5.0],)],
+    ),
+    "foldl with a cond per step": (_relu_steps, [([1.0, -2.0, 3.0],), ([-1.0, 2.0, -3.0],)]),
+    "vectorized_map with a cond per row": (
+        lambda m: tf.vectorized_map(lambda r: tf.cond(tf.reduce_sum(r) > 0, lambda: r, lambda: r * 0.0), m),
+        [([[1.0, -2.0], [3.0, 1.0]],), ([[-1.0, 2.0], [-3.0, 1.0]],)],
+    ),
+    "TensorArray filled to a tensor length": (_ta_squares, [(2.0, 3), (2.0, 1), (3.0, 4)]),
+    "maximum_iterations from a tensor": (
+        lambda x, m: tf.while_loop(lambda v: True, lambda v: (v * x,), [x], maximum_iterations=m)[0],
+        [(2.0, 2), (2.0, 4), (3.0, 0)],
+    ),
+}
+
+
+@needs_guards
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_compiled_control_flow_equals_eager_for_other_branches_and_trip_counts(name):
+    fn, calls = PROGRAMS[name]
+    compiled = tf.function(fn)
+    for args in calls:
+        targs = [tf.constant(a) for a in args]
+        got, want = compiled(*targs), fn(*targs)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want), err_msg=f"{name} at {args}")
+
+
+@needs_guards
+def test_compiled_gradients_through_tensor_trip_counts_equal_eager():
+    w = gt.Variable(np.float64(0.8))
+
+    def step(x, n):
+        with tf.GradientTape() as t:
+            _, y = tf.while_loop(lambda i, y: i < n, lambda i, y: (i + 1, tf.sin(w * y) + x), (0, x))
+            z = tf.cond(y > 0.5, lambda: y * y, lambda: -y)
+        return t.gradient(z, w)
+
+    compiled = tf.function(step)
+    for x, n in [(0.3, 2), (0.3, 5), (-0.9, 1), (0.3, 2)]:
+        args = (c64(x), tf.constant(n))
+        np.testing.assert_array_equal(compiled(*args).numpy(), step(*args).numpy())
