@@ -16,6 +16,8 @@ import gputape.tf as tf
 from gputape.testing import check_grads
 
 Pair = collections.namedtuple("Pair", "h c")
+# tf.TensorShape (dimensions may be None) where gputape.tf has it, else gputape's tuple-like shape
+TensorShape = getattr(tf, "TensorShape", gt.TensorShape)
 
 
 def c64(x):
@@ -294,10 +296,16 @@ def test_in_a_trace_loop_variables_keep_their_dtype_and_shape_unless_invariants_
             lambda i, y: i < 2,
             lambda i, y: (i + 1, tf.concat([y, y], 0)),
             (0, x),
-            shape_invariants=(gt.TensorShape([]), gt.TensorShape([None])),
+            shape_invariants=(TensorShape([]), TensorShape([None])),
         )[1]
 
     np.testing.assert_allclose(grows_ok(tf.constant([1.0, 2.0])).numpy(), [1.0, 2.0] * 4)
+
+    @gt.function
+    def any_rank(x):  # a list with None is an invariant too; None there: any shape at all
+        return tf.while_loop(lambda i, y: i < 2, lambda i, y: (i + 1, y[None]), [0, x], shape_invariants=[[], None])[1]
+
+    assert any_rank(tf.constant([1.0])).shape == (1, 1, 1)
 
     @gt.function
     def bad_invariant(x):

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..core import _nest
 from ..core.state import current_trace
-from ..core.tensor import Tensor, Variable, as_tensor, constant
+from ..core.tensor import Tensor, TensorShape, Variable, as_tensor, constant
 from .creation import zeros
 from .shape import concatenate, split, squeeze, stack
 
@@ -807,8 +807,8 @@ class TensorArray:
 
     @property
     def element_shape(self) -> Any:
-        """The elements' shape as far as known (a tuple with None for unknown dimensions; None: unknown rank)."""
-        return self._element_shape
+        """The elements' shape as far as known (None for an unknown dimension; None itself: unknown rank)."""
+        return None if self._element_shape is None else TensorShape(self._element_shape)
 
     @staticmethod
     def _index(i: Any, what: str) -> int:
