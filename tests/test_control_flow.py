@@ -346,6 +346,17 @@ def test_map_fn_values_nested_elems_signature_and_gradient():
     check_grads(lambda m: tf.map_fn(lambda r: gt.sin(r) * r[0], m), [[0.3, 1.1], [-0.5, 0.8]], order=2)
 
 
+def test_map_fn_batch_jacobian_against_the_hand_derived_one():
+    x = c64([[0.3, -0.5, 1.2], [0.7, 0.1, -0.4]])
+    with gt.GradientTape() as t:
+        t.watch(x)
+        y = tf.map_fn(lambda r: gt.sin(r) * gt.sum(r), x)
+    # d y_i / d x_j = cos(x_i) S [i == j] + sin(x_i), per row, with S the row's sum
+    xn = x.numpy()
+    expect = np.stack([np.diag(np.cos(r) * r.sum()) + np.sin(r)[:, None] * np.ones((1, 3)) for r in xn])
+    np.testing.assert_allclose(t.batch_jacobian(y, x).numpy(), expect)
+
+
 def test_map_fn_signature_errors():
     xs = tf.constant([1, 2, 3])
     with pytest.raises(

@@ -278,15 +278,20 @@ def case(
         if default is None:
             raise ValueError("tf.case: 'pred_fn_pairs' is empty and there is no 'default'")
         return default()
-    values = [_predicate(p, "tf.case") for p, _ in pred_fn_pairs]
-    if exclusive and sum(values) > 1:
-        raise InvalidArgumentError(
-            None,
-            None,
-            f"Input error: exclusive=True: more than 1 conditions evaluated as True: {values} (tf.case)",
-        )
-    for value, (_, fn) in zip(values, pred_fn_pairs):
-        if value:
+    if exclusive:
+        values = [_predicate(p, "tf.case") for p, _ in pred_fn_pairs]
+        if sum(values) > 1:
+            raise InvalidArgumentError(
+                None,
+                None,
+                f"Input error: exclusive=True: more than 1 conditions evaluated as True: {values} (tf.case)",
+            )
+    # in order, reading no predicate after the first true one: inside gt.function each read
+    # value specialises the trace, so reading fewer keeps the number of traces down
+    values = []
+    for pred, fn in pred_fn_pairs:
+        values.append(_predicate(pred, "tf.case"))
+        if values[-1]:
             return fn()
     if default is None:
         raise InvalidArgumentError(
@@ -576,7 +581,7 @@ def map_fn(
         leaves, sig_spec = _nest.flatten(signature)
         sig_flat = [_signature_leaf(s) for s in leaves]
     if n == 0:
-        if any(s is None for _, s in sig_flat):
+        if any(s is None or None in s for _, s in sig_flat):
             raise ValueError("tf.map_fn: elems are empty and fn_output_signature gives no shape for the results")
         return _nest.unflatten(sig_spec, [zeros((0,) + s, d) for d, s in sig_flat])
     results = []
