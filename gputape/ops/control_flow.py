@@ -225,13 +225,13 @@ def cond(
     (-6.0, 3.0)
     """
     if true_fn is None:
-        raise TypeError("cond(): 'true_fn' argument required")
+        raise TypeError("tf.cond(): 'true_fn' argument required")
     if false_fn is None:
-        raise TypeError("cond(): 'false_fn' argument required")
+        raise TypeError("tf.cond(): 'false_fn' argument required")
     if not callable(true_fn):
-        raise TypeError("'true_fn' must be callable.")
+        raise TypeError(f"tf.cond: 'true_fn' must be callable, got {true_fn!r}.")
     if not callable(false_fn):
-        raise TypeError("'false_fn' must be callable.")
+        raise TypeError(f"tf.cond: 'false_fn' must be callable, got {false_fn!r}.")
     return true_fn() if _predicate(pred, "tf.cond") else false_fn()
 
 
@@ -254,7 +254,7 @@ def case(
     3.0
     """
     if not isinstance(pred_fn_pairs, (list, tuple, dict)):
-        raise TypeError(f"'pred_fn_pairs' must be a list, tuple, or dict. Received: {type(pred_fn_pairs)}")
+        raise TypeError(f"tf.case: 'pred_fn_pairs' must be a list, tuple, or dict. Received: {type(pred_fn_pairs)}")
     if isinstance(pred_fn_pairs, dict):
         if not exclusive:
             raise ValueError(
@@ -264,12 +264,15 @@ def case(
         pred_fn_pairs = list(pred_fn_pairs.items())
     for pair in pred_fn_pairs:
         if not isinstance(pair, tuple) or len(pair) != 2:
-            raise TypeError(f"Each entry in 'pred_fn_pairs' must be a 2-tuple. Received {pair}.")
+            raise TypeError(f"tf.case: Each entry in 'pred_fn_pairs' must be a 2-tuple. Received {pair}.")
         pred, fn = pair
         if not isinstance(pred, Tensor):
-            raise TypeError(f"pred must be a Tensor, got: {pred!r} (tf.case; tf.cond takes Python bools)")
+            raise TypeError(
+                f"tf.case: pred must be a Tensor, got: {pred!r} "
+                "(pred_fn_pairs takes boolean tensors; tf.cond takes Python bools)"
+            )
         if pred.dtype != np.bool_:
-            raise TypeError(f"pred must be Tensor of type bool: got {pred.dtype} (tf.case)")
+            raise TypeError(f"tf.case: pred must be Tensor of type bool: got {pred.dtype} in pred_fn_pairs")
         if not callable(fn):
             raise TypeError(f"tf.case: fn for pred {pred!r} must be callable.")
     if default is not None and not callable(default):
@@ -320,14 +323,14 @@ def switch_case(
     elif isinstance(branch_fns, (list, tuple)):
         pairs = list(enumerate(branch_fns))
     else:
-        raise TypeError(f"'branch_fns' must be a list, tuple, or dict. Received: {type(branch_fns)}")
+        raise TypeError(f"tf.switch_case: 'branch_fns' must be a list, tuple, or dict. Received: {type(branch_fns)}")
     if not pairs:
         raise ValueError("tf.switch_case: 'branch_fns' must not be empty")
     if [k for k, _ in pairs] != list(range(len(pairs))):
         raise ValueError(f"tf.switch_case: the branch keys must be 0 to {len(pairs) - 1}, got {[k for k, _ in pairs]}")
     for k, fn in pairs:
         if not callable(fn):
-            raise TypeError(f"tf.switch_case: the branch for index {k} must be callable, got {fn!r}")
+            raise TypeError(f"tf.switch_case: branch_fns[{k}] must be callable, got {fn!r}")
     fns = [fn for _, fn in pairs]
     if isinstance(branch_index, (bool, np.bool_)) or not isinstance(branch_index, (int, np.integer)):
         t = branch_index if isinstance(branch_index, Tensor) else as_tensor(branch_index)
@@ -378,9 +381,9 @@ def while_loop(
     (8.0, 12.0)
     """
     if not callable(cond):
-        raise TypeError("'cond' must be callable.")
+        raise TypeError(f"tf.while_loop: 'cond' must be callable, got {cond!r}.")
     if not callable(body):
-        raise TypeError("'body' must be callable.")
+        raise TypeError(f"tf.while_loop: 'body' must be callable, got {body!r}.")
     if not isinstance(parallel_iterations, int) or parallel_iterations < 1:
         raise TypeError("'parallel_iterations' must be a positive integer.")
     if isinstance(loop_vars, (list, tuple)) and not loop_vars:
@@ -569,7 +572,7 @@ def map_fn(
     [0.5, 1.0, 1.5]
     """
     if not callable(fn):
-        raise TypeError(f"fn must be callable. Received: {fn}")
+        raise TypeError(f"tf.map_fn: fn must be callable. Received: {fn}")
     signature = fn_output_signature if fn_output_signature is not None else dtype
     rows, spec, n = _unstacked(elems, "tf.map_fn")
     if signature is None:
@@ -634,7 +637,7 @@ def scan(
     [12.0, 12.0, 6.0]
     """
     if not callable(fn):
-        raise TypeError(f"fn must be callable. Received: {fn}")
+        raise TypeError(f"tf.scan: fn must be callable. Received: {fn}")
     rows, spec, n = _unstacked(elems, "tf.scan")
     order = range(n - 1, -1, -1) if reverse else range(n)
     slices = [_nest.unflatten(spec, [r[i] for r in rows]) for i in order]
@@ -664,7 +667,7 @@ def scan(
 
 def _fold(fn: Callable[[Any, Any], Any], elems: Any, initializer: Any, reverse: bool, what: str) -> Any:
     if not callable(fn):
-        raise TypeError(f"fn must be callable. Received: {fn}")
+        raise TypeError(f"{what}: fn must be callable. Received: {fn}")
     rows, spec, n = _unstacked(elems, what)
     order = list(range(n - 1, -1, -1) if reverse else range(n))
     if initializer is None:
@@ -743,7 +746,7 @@ def vectorized_map(fn: Callable[[Any], Any], elems: Any, fallback_to_while_loop:
     [2.8284, 8.0]
     """
     if not callable(fn):
-        raise TypeError(f"fn must be callable. Received: {fn}")
+        raise TypeError(f"tf.vectorized_map: fn must be callable. Received: {fn}")
     rows, spec, n = _unstacked(elems, "tf.vectorized_map")
     if n == 0:
         raise ValueError(
