@@ -308,6 +308,33 @@ def test_in_a_trace_loop_variables_keep_their_dtype_and_shape_unless_invariants_
     assert any_rank(tf.constant([1.0])).shape == (1, 1, 1)
 
     @gt.function
+    def one_var(x):  # one loop variable, any shape; a dict of them named by key
+        y = tf.while_loop(lambda y: y.shape[0] < 4, lambda y: [tf.concat([y, y], 0)], [x], shape_invariants=[None])
+        d = tf.while_loop(
+            lambda d: d["n"] < 2,
+            lambda d: {"n": d["n"] + 1, "v": tf.concat([d["v"], d["v"]], 0)},
+            {"n": 0, "v": x},
+            shape_invariants={"n": [], "v": TensorShape([None])},
+        )
+        return y[0], d["v"]
+
+    assert [r.shape for r in one_var(tf.constant([1.0]))] == [(4,), (4,)]
+
+    @gt.function
+    def dict_var(x):
+        return tf.while_loop(lambda d: d["n"] < 2, lambda d: {"n": d["n"] + 1, "v": d["v"][:1]}, {"n": 0, "v": x})
+
+    with pytest.raises(ValueError, match=r"Input tensor loop_vars\['v'\] enters the loop with shape \(2,\)"):
+        dict_var(tf.constant([1.0, 2.0]))
+
+    @gt.function
+    def wrong_structure(x):
+        return tf.while_loop(lambda i, y: i < 1, lambda i, y: (i + 1, y), (0, x), shape_invariants=[None])
+
+    with pytest.raises(ValueError, match=r"shape_invariants .* must have the structure of loop_vars"):
+        wrong_structure(tf.constant([1.0]))
+
+    @gt.function
     def bad_invariant(x):
         return tf.while_loop(lambda i, y: i < 2, lambda i, y: (i + 1, y), (0, x), shape_invariants=(None, [None, 3]))
 

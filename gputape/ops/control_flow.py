@@ -107,14 +107,14 @@ def _predicate(pred: Any, where: str) -> bool:
     return bool(t)
 
 
-def _paths(x: Any, prefix: str) -> list[str]:
-    """The name of each leaf of ``x`` (``loop_vars[1]['h']``), in ``_nest.flatten``'s order."""
-    if isinstance(x, dict):
-        keys = sorted(x, key=repr) if not all(isinstance(k, str) for k in x) else sorted(x)
-        return [p for k in keys for p in _paths(x[k], f"{prefix}[{k!r}]")]
-    if isinstance(x, (list, tuple)):
-        return [p for i, item in enumerate(x) for p in _paths(item, f"{prefix}[{i}]")]
-    return [prefix]
+def _paths(spec: Any, prefix: str) -> list[str]:
+    """The name of each leaf (``loop_vars[1]['h']``) of the structure ``_nest`` described by ``spec``."""
+    if spec is None:
+        return [prefix]
+    kind, _, children = spec
+    if kind == "dict":
+        return [p for k, sub, _ in children for p in _paths(sub, f"{prefix}[{k!r}]")]
+    return [p for i, (sub, _) in enumerate(children) for p in _paths(sub, f"{prefix}[{i}]")]
 
 
 def _mismatch(a: Any, b: Any) -> str | None:
@@ -401,10 +401,11 @@ def while_loop(
         if m.dtype.kind not in "iu":
             raise TypeError(f"tf.while_loop: 'maximum_iterations' must be an integer, got {m.dtype}")
         limit = int(m)
-    names = _paths(args if unpack else loop_vars, "loop_vars")
+    # spec0 describes [loop_vars] for a single value: its names start inside that list
+    names = _paths(spec0, "loop_vars") if unpack else _paths(spec0[2][0][0], "loop_vars")
     check = _graph()
     if check:
-        expect = _loop_invariants(flat0, names, shape_invariants, args if unpack else loop_vars, unpack)
+        expect = _loop_invariants(flat0, names, spec0, shape_invariants, unpack)
     n = 0
     while (limit is None or n < limit) and _predicate(cond(*args), "tf.while_loop: cond"):
         out = body(*args)
@@ -436,16 +437,13 @@ def while_loop(
     return result
 
 
-def _loop_invariants(flat0: list, names: list, shape_invariants: Any, loop_vars: Any, unpack: bool) -> list:
-    """Per leaf, ``(dtype, shape invariant)`` a graph-mode loop holds it to (None for Python values)."""
-    if shape_invariants is None:
-        invariants = [None] * len(flat0)
-        given = False
+def _loop_invariants(flat0: list, names: list, spec0: Any, shape_invariants: Any, unpack: bool) -> list:
+    """Per leaf, ``(dtype, shape, shape invariant)`` a graph-mode loop holds it to (None for Python values)."""
+    given = shape_invariants is not None
+    if given:
+        invariants = _leaves_like(spec0, shape_invariants if unpack else [shape_invariants])
     else:
-        invariants = _leaves_like(
-            loop_vars if unpack else [loop_vars], shape_invariants if unpack else [shape_invariants]
-        )
-        given = True
+        invariants = [None] * len(flat0)
     expect = []
     for x, inv, nm in zip(flat0, invariants, names):
         if not isinstance(x, Tensor):
@@ -466,18 +464,19 @@ def _loop_invariants(flat0: list, names: list, shape_invariants: Any, loop_vars:
     return expect
 
 
-def _leaves_like(structure: Any, other: Any) -> list:
-    """``other``'s items at the leaf positions of ``structure`` (a shape invariant is a leaf, not a list)."""
-    if isinstance(structure, dict):
-        if not isinstance(other, dict) or sorted(map(repr, other)) != sorted(map(repr, structure)):
+def _leaves_like(spec: Any, other: Any) -> list:
+    """``other``'s items at the leaf positions of the structure ``spec`` describes (a shape
+    invariant is a leaf there, even a list of dimensions)."""
+    if spec is None:
+        return [other]
+    kind, _, children = spec
+    if kind == "dict":
+        if not isinstance(other, dict) or sorted(map(repr, other)) != sorted(repr(k) for k, _, _ in children):
             raise ValueError(f"tf.while_loop: shape_invariants {other!r} must have the structure of loop_vars")
-        keys = sorted(structure, key=repr) if not all(isinstance(k, str) for k in structure) else sorted(structure)
-        return [leaf for k in keys for leaf in _leaves_like(structure[k], other[k])]
-    if isinstance(structure, (list, tuple)):
-        if not isinstance(other, (list, tuple)) or len(other) != len(structure):
-            raise ValueError(f"tf.while_loop: shape_invariants {other!r} must have the structure of loop_vars")
-        return [leaf for s, o in zip(structure, other) for leaf in _leaves_like(s, o)]
-    return [other]
+        return [leaf for k, sub, _ in children for leaf in _leaves_like(sub, other[k])]
+    if not isinstance(other, (list, tuple)) or len(other) != len(children):
+        raise ValueError(f"tf.while_loop: shape_invariants {other!r} must have the structure of loop_vars")
+    return [leaf for (sub, _), o in zip(children, other) for leaf in _leaves_like(sub, o)]
 
 
 def _check_iteration(expect: list, flat: list, names: list) -> None:
