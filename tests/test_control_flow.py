@@ -130,6 +130,20 @@ def test_switch_case_index_default_and_errors():
         tf.switch_case(tf.constant([1]), fns)
 
 
+@pytest.mark.parametrize("x0", [[-0.8, 0.3], [0.4, 0.9], [1.5, 2.0]])
+def test_case_and_switch_case_check_grads_second_order(x0):
+    def by_case(x):
+        s = gt.sum(x)
+        return tf.case([(s < 0, lambda: gt.sin(x) * x), (s < 2, lambda: x**3)], default=lambda: gt.exp(x) * s)
+
+    def by_switch(x):
+        i = int(np.clip(np.floor(float(gt.sum(x))), -1, 3))  # -1 (out of range: the default) .. 3
+        return tf.switch_case(i, [lambda: gt.tanh(x) * x, lambda: x**3, lambda: gt.sin(x)], default=lambda: x * x)
+
+    check_grads(by_case, x0, order=2)
+    check_grads(by_switch, x0, order=2)
+
+
 # -- while_loop ----------------------------------------------------------------------------
 
 
@@ -443,6 +457,7 @@ def test_foldl_foldr_values_and_hand_derived_gradients():
     np.testing.assert_allclose(t.gradient(left, x).numpy(), [100.0, 10.0, 1.0])
     np.testing.assert_allclose(t.gradient(right, x).numpy(), [1.0, 10.0, 100.0])
     check_grads(lambda v: tf.foldr(lambda a, e: gt.sin(a) + e * a, v, initializer=c64(0.5)), [0.2, 0.7], order=2)
+    check_grads(lambda v: tf.foldl(lambda a, e: gt.cos(a) * e + a, v), [0.2, 0.7, -0.4], order=2)
     with pytest.raises(ValueError, match="no initializer"):
         tf.foldl(lambda a, v: a, tf.zeros(0))
 
@@ -494,6 +509,20 @@ def test_tensor_array_operations():
         grow = grow.write(i, 1.5 * i)  # Python numbers take the array's dtype
     assert grow.stack().numpy().tolist() == [0.0, 1.5, 3.0, 4.5] and int(grow.size()) == 4
     assert tf.TensorArray(tf.float32, size=0, element_shape=[2]).stack().shape == (0, 2)
+
+
+def test_tensor_array_reads_gathers_and_concats_differentiate_to_second_order():
+    def f(m):  # m: (3, 2)
+        ta = tf.TensorArray(tf.float64, size=3, clear_after_read=False).unstack(m)
+        sc = tf.TensorArray(tf.float64, size=3).scatter([2, 0, 1], m * m)
+        return ta.read(1) * ta.gather([2, 0])[0] + sc.concat()[:2] + gt.sum(sc.stack(), axis=0)
+
+    check_grads(f, [[0.3, -0.7], [1.1, 0.4], [-0.5, 0.9]], order=2)
+    m = c64([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    with gt.GradientTape() as t:
+        t.watch(m)
+        y = gt.sum(tf.TensorArray(tf.float64, size=3).unstack(m).gather([0, 0, 2]))
+    np.testing.assert_allclose(t.gradient(y, m).numpy(), [[2.0, 2.0], [0.0, 0.0], [1.0, 1.0]])
 
 
 def test_tensor_array_errors_are_tensorflows():
