@@ -871,7 +871,13 @@ class TensorArray:
         self._items[i] = t
 
     def read(self, index: Any, name: str | None = None) -> Tensor:
-        """The element at ``index`` (cleared after the read unless ``clear_after_read=False``)."""
+        """The element at ``index`` (cleared after the read unless ``clear_after_read=False``).
+
+        >>> import gputape as gt
+        >>> ta = gt.TensorArray(gt.float32, size=2, clear_after_read=False).unstack([[1.0, 2.0], [3.0, 4.0]])
+        >>> ta.read(1).numpy().tolist(), ta.read(1).numpy().tolist()
+        ([3.0, 4.0], [3.0, 4.0])
+        """
         i = self._index(index, "index")
         t = self._get(i)
         if self._clear_after_read:
@@ -911,14 +917,26 @@ class TensorArray:
         return zeros((0,) + shape, self._dtype)
 
     def gather(self, indices: Any, name: str | None = None) -> Tensor:
-        """The elements at ``indices`` stacked along a new axis 0."""
+        """The elements at ``indices`` stacked along a new axis 0.
+
+        >>> import gputape as gt
+        >>> ta = gt.TensorArray(gt.int32, size=3).unstack([10, 20, 30])
+        >>> ta.gather([2, 0]).numpy().tolist()
+        [30, 10]
+        """
         idx = [self._index(i, "each index") for i in _ints(indices)]
         if not idx:
             return self._empty()
         return stack([self._get(i) for i in idx])
 
     def concat(self, name: str | None = None) -> Tensor:
-        """All elements joined along their existing axis 0."""
+        """All elements joined along their existing axis 0.
+
+        >>> import gputape as gt
+        >>> ta = gt.TensorArray(gt.float32, size=2, infer_shape=False).write(0, [1.0]).write(1, [2.0, 3.0])
+        >>> ta.concat().numpy().tolist()
+        [1.0, 2.0, 3.0]
+        """
         parts = [self._get(i) for i in range(len(self._items))]
         if not parts:
             return self._empty()
@@ -942,7 +960,12 @@ class TensorArray:
         return self
 
     def scatter(self, indices: Any, value: Any, name: str | None = None) -> TensorArray:
-        """Write the slices of ``value`` along axis 0 to ``indices``; returns the array."""
+        """Write the slices of ``value`` along axis 0 to ``indices``; returns the array.
+
+        >>> import gputape as gt
+        >>> gt.TensorArray(gt.float32, size=3).scatter([2, 0, 1], [5.0, 6.0, 7.0]).stack().numpy().tolist()
+        [6.0, 7.0, 5.0]
+        """
         t = _convert(value, self._dtype)
         idx = [self._index(i, "each index") for i in _ints(indices)]
         if t.ndim == 0 or t.shape[0] != len(idx):
