@@ -6,7 +6,6 @@ TensorFlow's exception kinds for its error cases."""
 from __future__ import annotations
 
 import collections
-import importlib
 
 import numpy as np
 import pytest
@@ -617,13 +616,8 @@ def test_compiled_gradient_step_through_a_loop_equals_eager():
 
 
 # -- inside gt.function with tensor predicates and trip counts: guarded traces ----------------
-# A traced tensor's value read in Python (a predicate, a trip count) needs gt.function's guards;
-# before them such a read raised gt.TracingError, and these programs could not be compiled.
-
-needs_guards = pytest.mark.skipif(
-    not hasattr(importlib.import_module("gputape.function"), "MAX_TRACES"),
-    reason="needs gt.function's guards for tensor values read in Python",
-)
+# A traced tensor's value read in Python (a predicate, a trip count) is guarded: a call whose
+# values take another branch or trip count runs another trace, never the first one's path.
 
 
 def _newton_sqrt(a):
@@ -681,7 +675,6 @@ PROGRAMS = {
 }
 
 
-@needs_guards
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_compiled_control_flow_equals_eager_for_other_branches_and_trip_counts(name):
     fn, calls = PROGRAMS[name]
@@ -692,7 +685,6 @@ def test_compiled_control_flow_equals_eager_for_other_branches_and_trip_counts(n
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want), err_msg=f"{name} at {args}")
 
 
-@needs_guards
 def test_compiled_gradients_through_tensor_trip_counts_equal_eager():
     w = gt.Variable(np.float64(0.8))
 
