@@ -160,6 +160,18 @@ BAD: dict[str, list[Bad]] = {
     ],
     "string": [Bad("int", 5), Bad("None", None), Bad("bogus", "bogus")],
     "callable": [Bad("None", None), Bad("int", 5)],
+    # control flow: a predicate, (pred, fn) pairs, branch functions
+    "predicate": [
+        Bad("float", gt.constant(1.0)),
+        Bad("vector", gt.constant([True, False])),
+        Bad("str", "yes"),
+        Bad("hostile", Hostile()),
+        Bad("np.bool_", np.bool_(True), True),
+    ],
+    # an operand to iterate: a tuple is a nested structure of elements (TensorFlow's nest), not an array
+    "elems": [b for b in _operand_bads(_BASE) if b.label != "tuple"],
+    "pairs": [Bad("None", None), Bad("int", 5), Bad("not-pairs", [1, 2]), Bad("python-bool", [(True, lambda: 1.0)])],
+    "branches": [Bad("None", None), Bad("empty", []), Bad("int", 5), Bad("not-callable", [1, 2])],
 }
 
 
@@ -390,7 +402,75 @@ def specs() -> list[Spec]:
     out.extend(_linalg_specs())
     out.extend(_fft_specs())
     out.extend(_tf_specs())
+    out.extend(_control_flow_specs())
     return out
+
+
+def _control_flow_specs() -> list[Spec]:
+    """TensorFlow's control flow (gt.cond is tf.cond): its callables and the arguments it converts."""
+    x = t()
+    twice = lambda r: r * 2.0
+    add = lambda a, r: a + r
+    fns = [lambda: x, lambda: x * 2.0]
+    pick = lambda branch_index, branch_fns: np.asarray(branch_fns[branch_index if 0 <= branch_index < 2 else -1]())
+    cf = {"fn": "callable", "elems": "elems"}
+    rows = [
+        Spec(
+            "cond",
+            gt.cond,
+            {"pred": gt.constant(True), "true_fn": fns[0], "false_fn": fns[1]},
+            {"pred": "predicate", "true_fn": "callable", "false_fn": "callable"},
+            also=("tf.cond",),
+        ),
+        Spec(
+            "case",
+            gt.case,
+            {"pred_fn_pairs": [(gt.constant(False), fns[0])], "default": fns[1]},
+            {"pred_fn_pairs": "pairs"},
+            also=("tf.case",),
+        ),
+        Spec(
+            "switch_case",
+            gt.switch_case,
+            {"branch_index": 1, "branch_fns": fns},
+            {"branch_index": "index", "branch_fns": "branches"},
+            pick,
+            also=("tf.switch_case",),
+        ),
+        Spec(
+            "while_loop",
+            gt.while_loop,
+            {"cond": lambda i: i < 2, "body": lambda i: i + 1, "loop_vars": [0]},
+            {"cond": "callable", "body": "callable"},
+            also=("tf.while_loop",),
+        ),
+        Spec(
+            "map_fn",
+            gt.map_fn,
+            {"fn": twice, "elems": x},
+            cf,
+            lambda fn, elems: np.asarray(elems) * 2.0,
+            also=("tf.map_fn",),
+        ),
+        Spec(
+            "vectorized_map",
+            gt.vectorized_map,
+            {"fn": twice, "elems": x},
+            cf,
+            lambda fn, elems: np.asarray(elems) * 2.0,
+            also=("tf.vectorized_map",),
+        ),
+        Spec(
+            "scan", gt.scan, {"fn": add, "elems": x}, cf, lambda fn, elems: np.cumsum(elems, axis=0), also=("tf.scan",)
+        ),
+        Spec(
+            "foldl", gt.foldl, {"fn": add, "elems": x}, cf, lambda fn, elems: np.sum(elems, axis=0), also=("tf.foldl",)
+        ),
+        Spec(
+            "foldr", gt.foldr, {"fn": add, "elems": x}, cf, lambda fn, elems: np.sum(elems, axis=0), also=("tf.foldr",)
+        ),
+    ]
+    return rows
 
 
 def _spec(name: str, args: dict[str, Any], ref: Any = None, ref_pos: int = 99, **kinds: str) -> Spec:

@@ -42,7 +42,10 @@ TF_NAMES = {
         profiler random range rank reduce_all reduce_any reduce_logsumexp reduce_max reduce_mean reduce_min
         reduce_prod reduce_sum repeat reshape reverse roll round shape sigmoid sign signal sin sinh size sort split
         sqrt square squeeze stack stop_gradient subtract tan tanh tensordot tile transpose truediv uint8 unstack
-        version where zeros zeros_like""",
+        version where zeros zeros_like"""
+    # control flow
+    + " TensorArray case cond errors foldl foldr map_fn scan switch_case vectorized_map while_loop",
+    "errors": "InvalidArgumentError OpError OutOfRangeError",
     "math": """abs acos acosh add add_n argmax argmin asin asinh atan atan2 atanh ceil cos cosh cumprod cumsum divide
         divide_no_nan equal erf exp expm1 floor greater greater_equal is_finite is_inf is_nan l2_normalize less
         less_equal log log1p log_sigmoid logical_and logical_not logical_or maximum minimum multiply

@@ -25,6 +25,20 @@ from . import _methods, _protocols, creation, elementwise, reduce, shape
 from ._util import norm_dtype as _norm_dtype
 from ._util import sum_to as _sum_to_impl
 from .aliases import around, fabs, nan_to_num
+
+# TensorFlow's control flow (tf.cond, tf.while_loop, ...), composed of the recorded ops above
+from .control_flow import (
+    TensorArray,
+    case,
+    cond,
+    foldl,
+    foldr,
+    map_fn,
+    scan,
+    switch_case,
+    vectorized_map,
+    while_loop,
+)
 from .creation import (
     arange,
     argmax,

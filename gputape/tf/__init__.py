@@ -326,6 +326,41 @@ from ..ops.fft import TF_SIGNAL as _TF_SIGNAL  # noqa: E402
 signal = _types.SimpleNamespace(**_TF_SIGNAL)
 __all__ += ["config", "debugging", "device"]
 
+# -- control flow: tf.cond, tf.while_loop, tf.map_fn, tf.TensorArray, ...; tf.errors ------
+
+from ..ops import control_flow as _control_flow  # noqa: E402
+from ..ops.control_flow import (  # noqa: E402
+    TensorArray,
+    case,
+    cond,
+    foldl,
+    foldr,
+    map_fn,
+    scan,
+    switch_case,
+    vectorized_map,
+    while_loop,
+)
+
+errors = _types.SimpleNamespace(
+    OpError=_control_flow.OpError,
+    InvalidArgumentError=_control_flow.InvalidArgumentError,
+    OutOfRangeError=_control_flow.OutOfRangeError,
+)
+__all__ += [
+    "TensorArray",
+    "case",
+    "cond",
+    "errors",
+    "foldl",
+    "foldr",
+    "map_fn",
+    "scan",
+    "switch_case",
+    "vectorized_map",
+    "while_loop",
+]
+
 # -- Python control flow in tf.function: tf.autograph, tf.TensorShape ------------------------
 from ..function import do_not_convert as _do_not_convert  # noqa: E402
 from ._shape import TensorShape  # noqa: E402
