@@ -388,7 +388,7 @@ def deserialize(config: Any, custom_objects: dict[str, Any] | None = None) -> An
     try:
         obj = cls.from_config(inner, custom_objects=custom) if _takes_custom(cls) else cls.from_config(inner)
     except TypeError as exc:
-        raise TypeError(f"load_model: {name}.from_config({inner!r}) failed: {exc}") from exc
+        raise TypeError(f"load_model: rebuilding {name} from its config failed: {exc}") from exc
     build = config.get("build_config") or {}
     shape = build.get("input_shape")
     if _is_layer(obj) and not obj.built and shape is not None:

@@ -339,7 +339,7 @@ class Functional(Model):
                         kwargs = value(nodes[0].get("kwargs", {}))
                     except LookupError:
                         break  # an input of this call is made later: come back to it
-                    out = made[name](*args, **kwargs)
+                    out = made[name](*args, **_call_kwargs(made[name], kwargs))
                     k = done_nodes.get(name, 0)
                     outputs[(name, k)] = _flatten(out)
                     done_nodes[name] = k + 1
@@ -362,6 +362,16 @@ class Functional(Model):
 
         extra = {k: v for k, v in config.items() if k in ("name", "trainable")}
         return cls(ends(config["input_layers"]), ends(config["output_layers"]), **extra)
+
+
+def _call_kwargs(layer: _Any, kwargs: dict[str, _Any]) -> dict[str, _Any]:
+    # Keras records the arguments its layers take implicitly (mask=None); a layer here without them ignores them
+    import inspect
+
+    params = inspect.signature(layer.call).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return kwargs
+    return {k: v for k, v in kwargs.items() if k in params or v is not None}
 
 
 class Sequential(_Sequential):
