@@ -294,7 +294,7 @@ def test_keras_mismatched_weights_change_nothing(h5py, tmp_path):
     with pytest.raises(ValueError, match=r"layers/dense_1.*0 weights, the layer has 2"):
         a.load_weights(tmp_path / "c.weights.h5")
     (tmp_path / "junk.weights.h5").write_bytes(b"not hdf5 at all")
-    with pytest.raises(ValueError, match="not an HDF5 file"):
+    with pytest.raises(ValueError, match=r"not an HDF5 file"):
         a.load_weights(tmp_path / "junk.weights.h5")
 
 
@@ -326,18 +326,18 @@ def test_keras_model_round_trip_in_gputape(h5py, tmp_path):
 def test_keras_what_a_config_cannot_carry_is_refused(h5py, tmp_path):
     lam = gt.nn.Sequential([gt.nn.Dense(2), gt.nn.Lambda(lambda x: x * 2)])
     lam.build((None, 3))
-    with pytest.raises(ValueError, match="Lambda layer .* wraps Python code"):
+    with pytest.raises(ValueError, match=r"Lambda layer .* wraps Python code"):
         lam.save(tmp_path / "l.keras")
     fn = gt.nn.Sequential([gt.nn.Dense(2, activation=lambda x: x)])
     fn.build((None, 3))
-    with pytest.raises(ValueError, match="activation .* has no Keras name"):
+    with pytest.raises(ValueError, match=r"activation .* has no Keras name"):
         fn.save(tmp_path / "f.keras")
     plain = gt.nn.Sequential([gt.nn.Dense(2), gt.nn.relu])
     plain.build((None, 3))
-    with pytest.raises(ValueError, match="is not a layer"):
+    with pytest.raises(ValueError, match=r"is not a layer"):
         plain.save(tmp_path / "p.keras")
     unbuilt = gt.nn.Sequential([gt.nn.Dense(2)])
-    with pytest.raises(ValueError, match="not built"):
+    with pytest.raises(ValueError, match=r"not built"):
         unbuilt.save(tmp_path / "u.keras")
     assert not any(tmp_path.iterdir())
 
@@ -348,11 +348,11 @@ def test_keras_config_features_gputape_lacks_are_refused_by_name():
     off = {"units": 2, "kernel_regularizer": None, "bias_constraint": None, "quantization_config": None}
     assert deserialize({"class_name": "Dense", "config": off}).units == 2
     on = {**off, "kernel_constraint": {"class_name": "NonNeg", "config": {}}}
-    with pytest.raises(ValueError, match="kernel_constraint=.*Dense does not implement"):
+    with pytest.raises(ValueError, match=r"kernel_constraint=.*Dense does not implement"):
         deserialize({"class_name": "Dense", "config": on})
     with pytest.raises(ValueError, match=r"unknown class 'Conv2D'.*custom_objects"):
         deserialize({"class_name": "Conv2D", "config": {}})
-    with pytest.raises(ValueError, match="mixed precision"):
+    with pytest.raises(ValueError, match=r"mixed precision"):
         deserialize(
             {
                 "class_name": "Dense",
@@ -363,13 +363,13 @@ def test_keras_config_features_gputape_lacks_are_refused_by_name():
 
 def test_keras_load_model_refuses_other_files(h5py, tmp_path):
     (tmp_path / "x.keras").write_bytes(b"PK not really")
-    with pytest.raises(ValueError, match="not a .keras archive"):
+    with pytest.raises(ValueError, match=r"not a \.keras archive"):
         tf.keras.models.load_model(tmp_path / "x.keras")
     with zipfile.ZipFile(tmp_path / "y.keras", "w") as zf:
         zf.writestr("metadata.json", "{}")
-    with pytest.raises(ValueError, match="no config.json"):
+    with pytest.raises(ValueError, match=r"no config\.json"):
         tf.keras.models.load_model(tmp_path / "y.keras")
-    with pytest.raises(ValueError, match="not a .keras file"):
+    with pytest.raises(ValueError, match=r"not a \.keras file"):
         tf.keras.models.load_model(tmp_path / "m.h5")
 
 
