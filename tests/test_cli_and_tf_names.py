@@ -63,6 +63,11 @@ TF_NAMES = {
         optimizers utils""",
     "keras.callbacks": "Callback EarlyStopping History LambdaCallback ModelCheckpoint",
 }
+# Saving: TensorFlow's checkpoints (tf.train) and Keras 3's model files (tf.keras.models)
+TF_NAMES[""] += " train"
+TF_NAMES["keras"] += " models"
+TF_NAMES["train"] = "Checkpoint CheckpointManager latest_checkpoint"
+TF_NAMES["keras.models"] = "load_model save_model"
 # gputape's own additions, each documented where it is defined
 EXTRAS = {
     "keras": {"Functional"},  # Model(inputs, outputs)'s class, documented in gputape.tf.keras
