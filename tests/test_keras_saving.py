@@ -96,6 +96,12 @@ def _embed(lib):
     return lib.Model(ids, lib.layers.Dense(2)(lib.layers.Flatten()(e)))
 
 
+def _nested(lib):
+    inner = lib.Sequential([lib.layers.Dense(3, activation="relu"), lib.layers.Dense(3)])
+    x = lib.Input((4,))
+    return lib.Model(x, lib.layers.Dense(1)(inner(x)))  # a model inside a model: its weights nest too
+
+
 IDS = np.array([[0, 1, 2, 3, 9], [4, 5, 6, 7, 8]], "int32")
 
 
@@ -125,6 +131,7 @@ CASES = {
     "sequential": (_g_seq, _k_seq, X),
     "functional": (lambda: _functional(tf.keras), lambda k: _functional(k), XS),
     "embedding": (lambda: _embed(tf.keras), lambda k: _embed(k), IDS),
+    "nested": (lambda: _nested(tf.keras), lambda k: _nested(k), X),
 }
 
 
