@@ -68,6 +68,11 @@ TF_NAMES[""] += " train"
 TF_NAMES["keras"] += " models"
 TF_NAMES["train"] = "Checkpoint CheckpointManager latest_checkpoint"
 TF_NAMES["keras.models"] = "load_model save_model"
+# Python control flow in tf.function (guards): tf.TensorShape and tf.autograph
+TF_NAMES[""] += " TensorShape autograph"
+TF_NAMES["autograph"] = "experimental"
+TF_NAMES["autograph.experimental"] = "do_not_convert"
+
 # gputape's own additions, each documented where it is defined
 EXTRAS = {
     "keras": {"Functional"},  # Model(inputs, outputs)'s class, documented in gputape.tf.keras
