@@ -315,9 +315,9 @@ def _draw(kind: str, args: tuple, dtype: Any, device: str) -> Any:
 def get_state() -> dict[str, Any]:
     """Where the global seed's streams stand: the seed, the op counter and each op-seeded stream (JSON-able).
 
-    A checkpoint keeps it, so that a restored run draws what the uninterrupted run would have
-    drawn next (``tf.train.Checkpoint`` does). Without a global seed there is nothing to keep:
-    the unseeded generator is the process's own entropy.
+    :func:`_snapshot`'s state with the seed, in plain values: a checkpoint keeps it, so that a
+    restored run draws what the uninterrupted run would have drawn next (``tf.train.Checkpoint``
+    does). The unseeded generator is not part of it (the process's own entropy: not reproducible).
 
     >>> import gputape as gt
     >>> gt.random.seed(5); _ = gt.random.normal((2,)); state = gt.random.get_state()
@@ -326,15 +326,9 @@ def get_state() -> dict[str, Any]:
     >>> bool((a == gt.random.normal((2,)).numpy()).all())
     True
     """
-    global _counter
-    position = next(_counter)  # itertools.count does not say where it is without advancing
-    _counter = itertools.count(position)
-    streams = [
-        [op, list(s) if isinstance(s, tuple) else s, _jsonable(g.bit_generator.state)]
-        for (op, s), g in _kernels.items()
-    ]
-    seed_ = list(_global) if isinstance(_global, tuple) else _global
-    return {"seed": seed_, "counter": position, "streams": streams}
+    position, kernels, states = _snapshot()
+    streams = [[op, list(s) if isinstance(s, tuple) else s, _jsonable(states[(op, s)])] for op, s in kernels or ()]
+    return {"seed": list(_global) if isinstance(_global, tuple) else _global, "counter": position, "streams": streams}
 
 
 def set_state(state: dict[str, Any]) -> None:
@@ -345,18 +339,16 @@ def set_state(state: dict[str, Any]) -> None:
     True
     """
     try:
-        seed_, position, streams = state["seed"], int(state["counter"]), list(state["streams"])
-        kernels = {}
-        for op, s, bit_state in streams:
-            g = np.random.Generator(np.random.Philox())
-            g.bit_generator.state = _from_jsonable(bit_state)
-            kernels[(op, tuple(s) if isinstance(s, list) else s)] = g
+        seed_, position, kernels, states = state["seed"], int(state["counter"]), {}, {}
+        for op, s, bit_state in state["streams"]:
+            key = (op, tuple(s) if isinstance(s, list) else s)
+            kernels[key] = np.random.Generator(np.random.Philox())
+            states[key] = _from_jsonable(bit_state)
+            kernels[key].bit_generator.state = states[key]  # checks the state before anything changes
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"gt.random.set_state: not a state gt.random.get_state() returned ({exc})") from None
     seed(tuple(seed_) if isinstance(seed_, list) else seed_)
-    global _counter
-    _counter = itertools.count(position)
-    _kernels.update(kernels)
+    _restore((position, kernels or None, states or None))
 
 
 def _jsonable(v: Any) -> Any:
