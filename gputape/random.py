@@ -49,7 +49,7 @@ _key = 0  # the Philox key derived from the global seed
 _counter = itertools.count()  # random ops since seed(); next() is atomic under the GIL
 _kernels: dict[tuple, np.random.Generator] = {}  # (op, op seed) -> its continuing stream
 
-__all__ = ["generator", "get_seed", "normal", "seed", "uniform"]
+__all__ = ["generator", "get_seed", "get_state", "normal", "seed", "set_state", "uniform"]
 
 
 def _philox_key(*entropy: Any) -> int:
@@ -307,3 +307,61 @@ def _traced(fn: Any, args: tuple, t: Tensor) -> None:
 def _draw(kind: str, args: tuple, dtype: Any, device: str) -> Any:
     a = _sample(kind, *args, dtype)
     return a if device == "cpu" else backend.asarray_on(a, device)
+
+
+# -- the global seed's state, for checkpoints ------------------------------------------------------------
+
+
+def get_state() -> dict[str, Any]:
+    """Where the global seed's streams stand: the seed, the op counter and each op-seeded stream (JSON-able).
+
+    :func:`_snapshot`'s state with the seed, in plain values: a checkpoint keeps it, so that a
+    restored run draws what the uninterrupted run would have drawn next (``tf.train.Checkpoint``
+    does). The unseeded generator is not part of it (the process's own entropy: not reproducible).
+
+    >>> import gputape as gt
+    >>> gt.random.seed(5); _ = gt.random.normal((2,)); state = gt.random.get_state()
+    >>> a = gt.random.normal((2,)).numpy()
+    >>> gt.random.seed(9); gt.random.set_state(state)
+    >>> bool((a == gt.random.normal((2,)).numpy()).all())
+    True
+    """
+    position, kernels, states = _snapshot()
+    streams = [[op, list(s) if isinstance(s, tuple) else s, _jsonable(states[(op, s)])] for op, s in kernels or ()]
+    return {"seed": list(_global) if isinstance(_global, tuple) else _global, "counter": position, "streams": streams}
+
+
+def set_state(state: dict[str, Any]) -> None:
+    """Put back what :func:`get_state` returned (it replaces the global seed, as :func:`seed` does).
+
+    >>> import gputape as gt
+    >>> gt.random.set_state({"seed": None, "counter": 0, "streams": []}); gt.random.get_seed() is None
+    True
+    """
+    try:
+        seed_, position, kernels, states = state["seed"], int(state["counter"]), {}, {}
+        for op, s, bit_state in state["streams"]:
+            key = (op, tuple(s) if isinstance(s, list) else s)
+            kernels[key] = np.random.Generator(np.random.Philox())
+            states[key] = _from_jsonable(bit_state)
+            kernels[key].bit_generator.state = states[key]  # checks the state before anything changes
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"gt.random.set_state: not a state gt.random.get_state() returned ({exc})") from None
+    seed(tuple(seed_) if isinstance(seed_, list) else seed_)
+    _restore((position, kernels or None, states or None))
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    if isinstance(v, np.ndarray):
+        return {"__array__": v.dtype.str, "values": [int(x) for x in v.ravel()]}
+    return int(v) if isinstance(v, np.integer) else v
+
+
+def _from_jsonable(v: Any) -> Any:
+    if isinstance(v, dict) and "__array__" in v:
+        return np.array(v["values"], dtype=np.dtype(v["__array__"]))
+    if isinstance(v, dict):
+        return {k: _from_jsonable(x) for k, x in v.items()}
+    return v

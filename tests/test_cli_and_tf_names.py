@@ -66,6 +66,11 @@ TF_NAMES = {
         optimizers utils""",
     "keras.callbacks": "Callback EarlyStopping History LambdaCallback ModelCheckpoint",
 }
+# Saving: TensorFlow's checkpoints (tf.train) and Keras 3's model files (tf.keras.models)
+TF_NAMES[""] += " train"
+TF_NAMES["keras"] += " models"
+TF_NAMES["train"] = "Checkpoint CheckpointManager latest_checkpoint"
+TF_NAMES["keras.models"] = "load_model save_model"
 # Python control flow in tf.function (guards): tf.TensorShape and tf.autograph
 TF_NAMES[""] += " TensorShape autograph"
 TF_NAMES["autograph"] = "experimental"

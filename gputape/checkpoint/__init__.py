@@ -251,7 +251,9 @@ def save(path: str | os.PathLike[str], obj: Any, *, names: Mapping[str, str | tu
 
     ``obj`` is a Module, or a dict (lists inside are fine) of Modules,
     Variables, optimizers and plain arrays or numbers; two parts of it that map
-    to the same entry raise ``ValueError`` naming both. An optimizer's slots are
+    to the same entry raise ``ValueError`` naming both. A path ending in ``.h5``,
+    ``.hdf5`` or ``.keras`` is refused (those are Keras' formats: ``model.save_weights``,
+    ``model.save``). An optimizer's slots are
     stored under the paths of their variables, so the optimizer must be saved
     together with the model it trains. ``path`` is used as given (no ``.npz`` is
     appended); one ending in ``.safetensors`` (any case) is written in that format,
@@ -298,6 +300,13 @@ def save(path: str | os.PathLike[str], obj: Any, *, names: Mapping[str, str | tu
     True
     """
     path = os.fspath(path)
+    if path.lower().endswith((".h5", ".hdf5", ".keras")):
+        # Those names promise HDF5 or Keras' archive; a zip under them is what Keras (and h5py) cannot read.
+        raise ValueError(
+            f"gt.save: {path!r} names an HDF5 or Keras file, but gt.save writes gputape's checkpoint (a .npz zip, or "
+            ".safetensors); use such a name, or Keras 3's formats: model.save_weights('x.weights.h5') and "
+            "model.save('m.keras'). Nothing was written."
+        )
     arrays = _entries_to_save(obj, names)
     # A file in another library's naming is not in gputape's layout: no marker says it is.
     marker = {_MARKER: _FORMAT} if names is None else {}

@@ -172,7 +172,7 @@ class Module:
 
 # Attributes that hold bookkeeping, never parameters: walking them would find
 # nothing and, for back-references such as a parent pointer, loop.
-_SKIP = frozenset({"_name", "_losses", "_output_shape"})
+_SKIP = frozenset({"_name", "_losses", "_output_shape", "_build_input_shape"})
 
 
 _WALKED = (Variable, Module, dict, list, tuple)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import os
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -28,6 +29,7 @@ from ..devices import backend
 from ..devices.placement import current_device
 from ..ops import cast
 from . import initializers
+from ._config import constructor_kwargs
 from .keras_tensor import _is_symbolic, _shape_of, _symbolic_call
 from .summary import _fn_name, _summary_text
 
@@ -76,6 +78,27 @@ def _first(v: Variable, seen: set[int]) -> bool:
         return False
     seen.add(id(v))
     return True
+
+
+def _weights_kind(path: str) -> str:
+    # "h5": Keras 3's weights file; "keras": a name Keras gives its own formats (.keras, other .h5), which
+    # never holds a gputape checkpoint; "npz": gputape's checkpoint (gt.save picks .npz or .safetensors)
+    low = path.lower()
+    if low.endswith(".weights.h5"):
+        return "h5"
+    return "keras" if low.endswith((".h5", ".hdf5", ".keras")) else "npz"
+
+
+def _remember_build_shape(layer: Any, shape: Any) -> None:
+    # Keras' build_config: the shape a saved model is rebuilt with before its weights load
+    if "_build_input_shape" not in layer.__dict__:
+        layer._build_input_shape = _nest_list(shape)
+
+
+def _nest_list(shape: Any) -> Any:
+    if isinstance(shape, (list, tuple)) and shape and isinstance(shape[0], (list, tuple)):
+        return [_nest_list(s) for s in shape]  # a merge layer's list of input shapes
+    return None if shape is None else [None if d is None else int(d) for d in shape]
 
 
 class _CallDepth(threading.local):
@@ -143,6 +166,8 @@ class Layer(Module):
 
             @functools.wraps(build)
             def wrapped(self: Layer, *args: Any, **kw: Any) -> Any:
+                if args:
+                    _remember_build_shape(self, args[0])
                 out = build(self, *args, **kw)
                 self.built = True
                 return out
@@ -163,6 +188,7 @@ class Layer(Module):
 
     def _build_once(self, input_shape: tuple[int | None, ...], device: str) -> None:
         self._device = device
+        _remember_build_shape(self, input_shape)
         self.build(input_shape)
         self.built = True
 
@@ -238,14 +264,19 @@ class Layer(Module):
                     (own if isinstance(leaf, Variable) else subs).append(leaf)
         return own, subs
 
-    def _collect(self, seen: set[int]) -> list[Variable]:
-        """Keras' order; ``seen`` holds the ids of the variables and layers already listed (cycles end)."""
+    def _own_weights(self, seen: set[int] | None = None) -> tuple[list[Variable], list[Module]]:
+        """This layer's own weights in Keras' order (created trainable first), and its direct sub-modules."""
         own, subs = self._parts(seen)
         frozen = self.__dict__.get("_frozen")
         first = [v for v in own if v.trainable or id(v) in frozen] if frozen else [v for v in own if v.trainable]
         if len(first) != len(own):  # created trainable first, then the rest, as Keras lists them
             ids = {id(v) for v in first}
             first += [v for v in own if id(v) not in ids]
+        return first, subs
+
+    def _collect(self, seen: set[int]) -> list[Variable]:
+        """Keras' order; ``seen`` holds the ids of the variables and layers already listed (cycles end)."""
+        first, subs = self._own_weights(seen)
         for sub in subs:
             first += sub._collect(seen) if isinstance(sub, Layer) else [v for v in sub.variables if _first(v, seen)]
         return first
@@ -416,20 +447,29 @@ class Layer(Module):
         3
         """
         cfg = {"name": self.name, "trainable": self.trainable, "dtype": str(self.dtype or np.dtype("float32"))}
-        return {**cfg, **self._config()}
+        return {**cfg, **self._config(), **self._keras_config()}
 
     def _config(self) -> dict[str, Any]:
         return {}
 
+    def _keras_config(self) -> dict[str, Any]:
+        # get_config's keys beyond _config's (which __repr__ shows too): initializers as Keras serializes them
+        return {}
+
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Layer:
-        """A new layer from ``get_config()``'s dict (``cls(**config)``, as Keras).
+        """A new layer from ``get_config()``'s dict (``cls(**config)``, as Keras), or from a Keras 3 config.
+
+        Keras' keys for features gputape lacks are dropped when they are off
+        (``kernel_regularizer=None``); set to anything else they raise ``ValueError``.
 
         >>> import gputape as gt
         >>> gt.nn.Dense.from_config(gt.nn.Dense(5, name="d5").get_config()).units
         5
+        >>> gt.nn.Dense.from_config({"units": 2, "kernel_regularizer": None, "bias_constraint": None}).units
+        2
         """
-        return cls(**config)
+        return cls(**constructor_kwargs(cls, config, cls.__name__))
 
     def get_weights(self) -> list[np.ndarray]:
         """The weights' values as host numpy arrays, in ``weights`` order.
@@ -487,8 +527,13 @@ class Layer(Module):
         """
         (print_fn or print)(_summary_text(self, _summary_rows(self), line_length))
 
-    def save_weights(self, filepath: Any) -> None:
-        """Write every weight to ``filepath`` in gputape's checkpoint format (``gt.save``: a pickle-free ``.npz``).
+    def save_weights(self, filepath: Any, overwrite: bool = True) -> None:
+        """Write every weight to ``filepath``: Keras 3's HDF5 layout for ``.weights.h5``, else gputape's checkpoint.
+
+        A name ending in ``.weights.h5`` gets Keras 3's weights file (``keras.Model.load_weights``
+        reads it; writing needs ``pip install "gputape[h5]"``); other ``.h5``/``.hdf5``/``.keras``
+        names are refused, as Keras refuses them; any other name gets ``gt.save``'s pickle-free
+        checkpoint (``.npz``, or ``.safetensors`` by the suffix).
 
         >>> import gputape as gt, numpy as np, tempfile, os
         >>> a, b = gt.nn.Dense(2, input_shape=(3,)), gt.nn.Dense(2, input_shape=(3,))
@@ -497,20 +542,50 @@ class Layer(Module):
         >>> bool(np.array_equal(a.kernel.numpy(), b.kernel.numpy()))
         True
         """
-        from ..checkpoint import save
+        path = os.fspath(filepath)
+        kind = _weights_kind(path)
+        if not overwrite and os.path.exists(path):
+            raise FileExistsError(f"save_weights: {path!r} exists and overwrite=False")
+        if kind == "h5":
+            from .saving import save_weights_h5
 
-        save(filepath, self)
+            save_weights_h5(self, path)
+        elif kind == "keras":
+            raise ValueError(
+                f"save_weights: the filename must end in `.weights.h5` (Keras 3's weights file), or be a gputape "
+                f"checkpoint such as `.npz`; got {path!r} (a `.keras` file holds a whole model: model.save)"
+            )
+        else:
+            from ..checkpoint import save
 
-    def load_weights(self, filepath: Any) -> None:
-        """Read weights that ``save_weights`` wrote (the layer must be built with the same shapes).
+            save(path, self)
+
+    def load_weights(self, filepath: Any, skip_mismatch: bool = False) -> None:
+        """Read weights ``save_weights`` (or Keras 3's ``save_weights``/``save``) wrote; the layer must be built.
+
+        ``.weights.h5`` and ``.keras`` files are read in Keras 3's layout (checked whole
+        before anything is assigned), other names as gputape checkpoints (``gt.load``).
 
         >>> import gputape as gt
         >>> gt.nn.Dense(1).load_weights  # doctest: +ELLIPSIS
         <bound method Layer.load_weights of ...>
         """
-        from ..checkpoint import load
+        if skip_mismatch:
+            raise NotImplementedError("load_weights: skip_mismatch=True is not supported; every weight must match")
+        path = os.fspath(filepath)
+        kind = _weights_kind(path)
+        if kind == "keras" and not path.lower().endswith(".keras"):
+            # another .h5 name: Keras' layout when it is HDF5, a gputape checkpoint (zip) as written before
+            with open(path, "rb") as f:
+                kind = "h5" if f.read(8) == b"\x89HDF\r\n\x1a\n" else "npz"
+        if kind in ("h5", "keras"):
+            from .saving import load_weights_h5
 
-        load(filepath, into=self)
+            load_weights_h5(self, path)
+        else:
+            from ..checkpoint import load
+
+            load(path, into=self)
 
     # -- calling ---------------------------------------------------------------------
     def call(self, inputs: Any, training: bool | None = None) -> Any:

@@ -255,13 +255,15 @@ class EarlyStopping(_Monitor):
 class ModelCheckpoint(_Monitor):
     """Save the model after each epoch to ``filepath`` (formatted with ``epoch`` (from 1) and the logs).
 
-    ``filepath`` may hold ``{epoch:02d}``, ``{val_loss:.2f}`` and so on. Files are
-    gputape checkpoints (``gt.save``: a pickle-free ``.npz``, or ``.safetensors``
-    by the suffix): with ``save_weights_only=True`` the model's weights
-    (``model.save_weights``; read back with ``model.load_weights``), otherwise
-    the weights and the optimizer's state (``{'model': model, 'optimizer':
-    model.optimizer}``; read back with ``gt.load(path, into=...)``), since
-    gputape has no format for a whole model's code. ``save_best_only=True``
+    ``filepath`` may hold ``{epoch:02d}``, ``{val_loss:.2f}`` and so on. A ``.keras``
+    path gets the whole model in Keras 3's archive (``model.save``), and with
+    ``save_weights_only=True`` a ``.weights.h5`` path Keras 3's weights file
+    (both need ``pip install "gputape[h5]"``). Other paths get gputape checkpoints
+    (``gt.save``: a pickle-free ``.npz``, or ``.safetensors`` by the suffix): with
+    ``save_weights_only=True`` the model's weights (``model.save_weights``; read
+    back with ``model.load_weights``), otherwise the weights and the optimizer's
+    state (``{'model': model, 'optimizer': model.optimizer}``; read back with
+    ``gt.load(path, into=...)``). ``save_best_only=True``
     writes only when ``monitor`` improves (by ``mode``, as
     :class:`EarlyStopping`), starting from ``initial_value_threshold`` if given.
 
@@ -323,7 +325,9 @@ class ModelCheckpoint(_Monitor):
         elif self.verbose > 0:
             print(f"\nEpoch {epoch + 1}: saving model to {path}")
         if self.save_weights_only:
-            self.model.save_weights(path)
+            self.model.save_weights(path)  # .weights.h5: Keras 3's file; other .h5 names are refused there
+        elif path.lower().endswith((".keras", ".h5", ".hdf5")):
+            self.model.save(path)  # Keras 3's archive (.h5, Keras 2's format, is refused there, never a zip)
         else:
             from ..checkpoint import save
 

@@ -21,6 +21,7 @@ from ..ops import concatenate, matmul, reshape, take
 from . import activations, initializers
 from .base_layer import Layer
 from .keras_tensor import _shape_of
+from .saving import register_keras_class
 from .summary import _fn_name
 
 __all__ = ["Activation", "Add", "Concatenate", "Dense", "Dropout", "Embedding", "Flatten", "Lambda", "Reshape"]
@@ -71,6 +72,12 @@ class Dense(Layer):
 
     def _config(self) -> dict[str, Any]:
         return {"units": self.units, "activation": _fn_name(self.activation), "use_bias": self.use_bias}
+
+    def _keras_config(self) -> dict[str, Any]:
+        return {
+            "kernel_initializer": initializers.config_of(self.kernel_initializer),
+            "bias_initializer": initializers.config_of(self.bias_initializer),
+        }
 
     def call(self, inputs: Any) -> Any:
         if _shape_of(inputs)[-1:] != self.kernel.shape[:1]:
@@ -148,6 +155,8 @@ class Lambda(Layer):
     [2.0]
     """
 
+    _wraps_code = True  # a .keras config cannot carry it (Keras stores bytecode); Activation names its function
+
     def __init__(self, function: Callable[..., Any], **kwargs: Any) -> None:
         if not callable(function):
             raise TypeError(f"{type(self).__name__}: function must be callable, got {type(function).__name__}")
@@ -196,6 +205,9 @@ class Reshape(Layer):
 
     def _config(self) -> dict[str, Any]:
         return {"target_shape": self.target_shape}
+
+    def _keras_config(self) -> dict[str, Any]:
+        return {"target_shape": list(self.target_shape)}  # JSON has no tuples
 
     def call(self, inputs: Any) -> Any:
         shape = _shape_of(inputs)
@@ -295,6 +307,9 @@ class Embedding(Layer):
     def _config(self) -> dict[str, Any]:
         return {"input_dim": self.input_dim, "output_dim": self.output_dim}
 
+    def _keras_config(self) -> dict[str, Any]:
+        return {"embeddings_initializer": initializers.config_of(self.embeddings_initializer)}
+
     def build(self, input_shape: Any = None) -> None:
         self.embeddings = self.add_weight(
             shape=(self.input_dim, self.output_dim), initializer=self.embeddings_initializer, name="embeddings"
@@ -316,3 +331,8 @@ class Embedding(Layer):
                 f"to {int(ids.max())}"
             )
         return take(self.embeddings, ids, axis=0)
+
+
+for _layer in (Activation, Add, Concatenate, Dense, Dropout, Embedding, Flatten, Lambda, Reshape):
+    register_keras_class(_layer)  # saved under Keras' class name; a Keras config naming it rebuilds it
+del _layer

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from .. import random as _random
+from ._config import constructor_kwargs
 
 __all__ = [
     "Constant",
@@ -42,7 +43,9 @@ __all__ = [
     "TruncatedNormal",
     "VarianceScaling",
     "Zeros",
+    "config_of",
     "get",
+    "serialize",
 ]
 
 
@@ -59,6 +62,27 @@ class Initializer:
 
     def __call__(self, shape: Any, dtype: Any = "float32") -> np.ndarray:
         raise NotImplementedError
+
+    def get_config(self) -> dict[str, Any]:
+        """The constructor's arguments under Keras' keys (Keras' ``Initializer.get_config``).
+
+        >>> import gputape as gt
+        >>> gt.nn.initializers.RandomNormal(stddev=0.1).get_config()
+        {'mean': 0.0, 'stddev': 0.1, 'seed': None}
+        """
+        return {k: getattr(self, k) for k in self._keys}
+
+    _keys: tuple[str, ...] = ()
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Initializer:
+        """A new initializer from ``get_config()``'s dict, or from a Keras 3 config.
+
+        >>> import gputape as gt
+        >>> gt.nn.initializers.Constant.from_config({"value": 2.0})((1,)).tolist()
+        [2.0]
+        """
+        return cls(**constructor_kwargs(cls, config, cls.__name__))
 
 
 class Zeros(Initializer):
@@ -93,6 +117,8 @@ class Constant(Initializer):
     [0.5, 0.5]
     """
 
+    _keys = ("value",)
+
     def __init__(self, value: float = 0.0) -> None:
         self.value = value
 
@@ -118,6 +144,8 @@ class RandomNormal(_Random):
     True
     """
 
+    _keys = ("mean", "stddev", "seed")
+
     def __init__(self, mean: float = 0.0, stddev: float = 0.05, seed: int | None = None) -> None:
         super().__init__(seed)
         self.mean, self.stddev = float(mean), float(stddev)
@@ -135,6 +163,8 @@ class RandomUniform(_Random):
     True
     """
 
+    _keys = ("minval", "maxval", "seed")
+
     def __init__(self, minval: float = -0.05, maxval: float = 0.05, seed: int | None = None) -> None:
         super().__init__(seed)
         self.minval, self.maxval = float(minval), float(maxval)
@@ -151,6 +181,8 @@ class TruncatedNormal(_Random):
     >>> bool(abs(w).max() <= 0.1)
     True
     """
+
+    _keys = ("mean", "stddev", "seed")
 
     def __init__(self, mean: float = 0.0, stddev: float = 0.05, seed: int | None = None) -> None:
         super().__init__(seed)
@@ -173,6 +205,8 @@ class VarianceScaling(Initializer):
     >>> bool(abs(w.std() - (2 / 400) ** 0.5) < 0.002)
     True
     """
+
+    _keys = ("scale", "mode", "distribution", "seed")
 
     def __init__(
         self,
@@ -218,6 +252,8 @@ class GlorotUniform(VarianceScaling):
     True
     """
 
+    _keys = ("seed",)
+
     def __init__(self, seed: int | None = None) -> None:
         super().__init__(1.0, "fan_avg", "uniform", seed)
 
@@ -229,6 +265,8 @@ class GlorotNormal(VarianceScaling):
     >>> gt.nn.initializers.GlorotNormal(seed=1)((10, 6)).shape
     (10, 6)
     """
+
+    _keys = ("seed",)
 
     def __init__(self, seed: int | None = None) -> None:
         super().__init__(1.0, "fan_avg", "truncated_normal", seed)
@@ -243,6 +281,8 @@ class HeUniform(VarianceScaling):
     True
     """
 
+    _keys = ("seed",)
+
     def __init__(self, seed: int | None = None) -> None:
         super().__init__(2.0, "fan_in", "uniform", seed)
 
@@ -254,6 +294,8 @@ class HeNormal(VarianceScaling):
     >>> gt.nn.initializers.HeNormal(seed=1)((24, 5)).shape
     (24, 5)
     """
+
+    _keys = ("seed",)
 
     def __init__(self, seed: int | None = None) -> None:
         super().__init__(2.0, "fan_in", "truncated_normal", seed)
@@ -267,6 +309,8 @@ class LecunNormal(VarianceScaling):
     (24, 5)
     """
 
+    _keys = ("seed",)
+
     def __init__(self, seed: int | None = None) -> None:
         super().__init__(1.0, "fan_in", "truncated_normal", seed)
 
@@ -279,6 +323,8 @@ class LecunUniform(VarianceScaling):
     >>> bool(abs(w).max() <= (3 / 12) ** 0.5)
     True
     """
+
+    _keys = ("seed",)
 
     def __init__(self, seed: int | None = None) -> None:
         super().__init__(1.0, "fan_in", "uniform", seed)
@@ -308,8 +354,65 @@ _BY_NAME: dict[str, Callable[[], Initializer]] = {
 }
 
 
-def get(identifier: str | Callable[..., Any]) -> Callable[..., Any]:
-    """An initializer from its Keras name (``'he_normal'``, ``'random_normal'``, ``'HeNormal'``) or a callable.
+_BY_CLASS: dict[str, type[Initializer]] = {
+    c.__name__: c
+    for c in (
+        Zeros,
+        Ones,
+        Constant,
+        RandomNormal,
+        RandomUniform,
+        TruncatedNormal,
+        VarianceScaling,
+        GlorotUniform,
+        GlorotNormal,
+        HeUniform,
+        HeNormal,
+        LecunNormal,
+        LecunUniform,
+    )
+}
+
+
+def serialize(init: Any, what: str = "initializer") -> dict[str, Any]:
+    """``init`` as Keras 3 serializes an initializer in a model's config (``keras.initializers.serialize``).
+
+    A callable that is not one of gputape's initializers has no config to write:
+    ``ValueError`` names ``what``.
+
+    >>> import gputape as gt
+    >>> gt.nn.initializers.serialize(gt.nn.initializers.get("zeros"))["class_name"]
+    'Zeros'
+    """
+    if type(init).__name__ not in _BY_CLASS or not isinstance(init, Initializer):
+        raise ValueError(
+            f"{what}: {init!r} is not one of gputape's initializers ({sorted(_BY_CLASS)}), so a Keras config "
+            "cannot name it; build the layer with an initializer's name (such as 'glorot_uniform') to save its config"
+        )
+    return {
+        "module": "keras.initializers",
+        "class_name": type(init).__name__,
+        "config": init.get_config(),
+        "registered_name": None,
+    }
+
+
+def config_of(init: Any) -> Any:
+    """What a layer's ``get_config`` holds for ``init``: Keras' dict when gputape can write one, else ``init`` itself.
+
+    >>> import gputape as gt
+    >>> gt.nn.initializers.config_of(gt.nn.initializers.Ones())["class_name"]
+    'Ones'
+    """
+    try:
+        return serialize(init)
+    except ValueError:
+        return init  # a callable of the user's: get_config shows it; saving a .keras file refuses it by name
+
+
+def get(identifier: str | dict[str, Any] | Callable[..., Any]) -> Callable[..., Any]:
+    """An initializer from its Keras name (``'he_normal'``, ``'random_normal'``, ``'HeNormal'``), a Keras 3 config
+    dict (``{"class_name": "GlorotUniform", "config": {...}}``) or a callable.
 
     >>> import gputape as gt
     >>> [type(gt.nn.initializers.get(n)).__name__ for n in ("he_normal", "random_normal", "GlorotUniform", "uniform")]
@@ -317,6 +420,14 @@ def get(identifier: str | Callable[..., Any]) -> Callable[..., Any]:
     """
     if callable(identifier):
         return identifier
+    if isinstance(identifier, dict):  # Keras' serialized form, as in a .keras file's config
+        cls = _BY_CLASS.get(identifier.get("class_name"))
+        if cls is None:
+            raise ValueError(
+                f"unknown initializer {identifier.get('class_name')!r} in a Keras config; gputape has "
+                f"{sorted(_BY_CLASS)} (or pass your own class in custom_objects)"
+            )
+        return cls.from_config(identifier.get("config") or {})
     if isinstance(identifier, str):
         from ..core.module import _snake
 

@@ -11,6 +11,7 @@ replays the recorded ``_Node`` graph on real tensors.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -65,14 +66,19 @@ class KerasTensor:
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __matmul__ = _refuse
 
 
+_SERIALS = itertools.count()
+
+
 class _Node:
     """One layer call in a functional graph: the layer, its symbolic inputs (a structure) and outputs."""
 
-    __slots__ = ("args", "inputs", "kwargs", "layer", "outputs")
+    __slots__ = ("args", "inputs", "kwargs", "layer", "outputs", "serial")
 
     def __init__(self, layer: Any, inputs: Any, args: tuple, kwargs: dict) -> None:
         self.layer, self.inputs, self.args, self.kwargs = layer, inputs, args, kwargs
         self.outputs: Any = None
+        # creation order: a saved functional model numbers each layer's calls (Keras' node_index) by it
+        self.serial = next(_SERIALS)
 
 
 def _is_symbolic(x: Any) -> bool:

@@ -17,6 +17,7 @@ from ..ops import mean as _mean
 from ..ops import reshape, sqrt, square
 from . import initializers
 from .base_layer import Layer
+from .saving import register_keras_class
 
 __all__ = ["BatchNormalization", "LayerNormalization"]
 
@@ -89,6 +90,11 @@ class BatchNormalization(Layer):
     def _config(self) -> dict[str, Any]:
         return {"axis": self.axis, "momentum": self.momentum, "epsilon": self.epsilon}
 
+    def _keras_config(self) -> dict[str, Any]:
+        names = ("gamma_initializer", "beta_initializer", "moving_mean_initializer", "moving_variance_initializer")
+        inits = dict(zip(names, (*self._inits, *self._stat_inits)))
+        return {"center": self.center, "scale": self.scale, **{k: initializers.config_of(v) for k, v in inits.items()}}
+
     def build(self, input_shape: tuple[int | None, ...]) -> None:
         (ax,) = _moments_axes(self, tuple(input_shape), self.axis)
         if input_shape[ax] is None:
@@ -159,6 +165,16 @@ class LayerNormalization(Layer):
     def _config(self) -> dict[str, Any]:
         return {"axis": self.axis, "epsilon": self.epsilon}
 
+    def _keras_config(self) -> dict[str, Any]:
+        inits = dict(zip(("gamma_initializer", "beta_initializer"), self._inits))
+        axis = self.axis if isinstance(self.axis, int) else list(self.axis)
+        return {
+            "axis": axis,
+            "center": self.center,
+            "scale": self.scale,
+            **{k: initializers.config_of(v) for k, v in inits.items()},
+        }
+
     def build(self, input_shape: tuple[int | None, ...]) -> None:
         axes = _moments_axes(self, tuple(input_shape), self.axis)
         shape = tuple(int(input_shape[a]) for a in axes)
@@ -171,3 +187,7 @@ class LayerNormalization(Layer):
         mean = _mean(x, axis=axes, keepdims=True)
         y = (x - mean) / sqrt(_mean(square(x - mean), axis=axes, keepdims=True) + self.epsilon)
         return _scale_shift(self, y, bshape)
+
+
+register_keras_class(BatchNormalization)
+register_keras_class(LayerNormalization)

@@ -16,7 +16,9 @@ from ..core.module import Module
 from ..core.tensor import _wrap
 from ..devices import backend
 from ..devices.placement import current_device
-from .base_layer import Layer, _call_layer
+from ._config import constructor_kwargs
+from .base_layer import Layer, _call_layer, _remember_build_shape
+from .saving import deserialize, register_keras_class, serialize
 from .summary import _fn_name
 from .training import Trainer
 
@@ -45,6 +47,7 @@ class Sequential(Trainer, Layer):
     def _build_once(self, input_shape: tuple[int | None, ...], device: str) -> None:
         # Each layer builds itself on its first call; nothing to do for the container.
         self._device = device
+        _remember_build_shape(self, (None, *tuple(input_shape)[1:]))
         self.built = True
 
     def build(self, input_shape: tuple[int | None, ...]) -> None:
@@ -63,6 +66,39 @@ class Sequential(Trainer, Layer):
         xp = backend.xp_for_device(getattr(self, "_device", None) or current_device())
         self.call(_wrap(xp.zeros((1, *dims), self.dtype or np.float32)), training=False)
         self.built = True
+
+    def get_config(self) -> dict[str, Any]:
+        """Keras' Sequential config: each layer serialized (class name and config), and the build input shape.
+
+        >>> import gputape as gt
+        >>> m = gt.nn.Sequential([gt.nn.Dense(2)], name="m"); m.build((None, 3))
+        >>> c = m.get_config(); [l["class_name"] for l in c["layers"]], c["build_input_shape"]
+        (['Dense'], [None, 3])
+        """
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": str(self.dtype or np.dtype("float32")),
+            "layers": [serialize(layer) for layer in self.layers],
+            "build_input_shape": self.__dict__.get("_build_input_shape"),
+        }
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], custom_objects: dict[str, Any] | None = None) -> Sequential:
+        """A model from ``get_config()``'s dict or a Keras 3 Sequential config (layers rebuilt by class name).
+
+        >>> import gputape as gt
+        >>> m = gt.nn.Sequential([gt.nn.Dense(2)]); m.build((None, 3))
+        >>> [v.shape for v in gt.nn.Sequential.from_config(m.get_config()).weights]
+        [(3, 2), (2,)]
+        """
+        config = dict(config)
+        layers = [deserialize(c, custom_objects) for c in config.pop("layers", [])]
+        shape = config.pop("build_input_shape", None)
+        model = cls(layers, **constructor_kwargs(cls, config, cls.__name__))
+        if not model.built and shape is not None:
+            model.build(tuple(shape))
+        return model
 
     def add(self, layer: Any) -> None:
         """Append a layer (or callable) to the end.
@@ -96,3 +132,6 @@ class Sequential(Trainer, Layer):
             text = repr(layer) if isinstance(layer, Module) else f"{_fn_name(layer)} (function)"
             lines.append(f"  ({i}): " + text.replace("\n", "\n  "))
         return "\n".join(lines)
+
+
+register_keras_class(Sequential, "keras")

@@ -301,6 +301,34 @@ class _CallbackList:
 class Trainer:
     """``compile``/``fit``/``evaluate``/``predict`` for a layer that is a model (see the module's notes)."""
 
+    def save(self, filepath: Any, overwrite: bool = True, zipped: Any = None, **kwargs: Any) -> None:
+        """Save the whole model as Keras 3's ``.keras`` archive (config, metadata, weights); ``load_model`` reads it.
+
+        Keras 3 reads the file too (``keras.models.load_model``), and gputape reads Keras' own.
+        Needs ``pip install "gputape[h5]"``. Other suffixes are refused, as in Keras 3
+        (``.h5`` is Keras 2's format, not written here).
+
+        >>> import gputape.tf as tf, os, tempfile
+        >>> _ = __import__("pytest").importorskip("h5py")
+        >>> m = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(2)])
+        >>> m.save(os.path.join(tempfile.mkdtemp(), "m.keras"))
+        """
+        import os
+
+        from .saving import save_model
+
+        path = os.fspath(filepath)
+        if kwargs or zipped not in (None, True):
+            raise TypeError(f"save: unsupported arguments {sorted(kwargs) or ['zipped=False']}")
+        if not path.lower().endswith(".keras"):
+            raise ValueError(
+                "Invalid filepath extension for saving. Please add a `.keras` extension (Keras 3's model archive); "
+                f"Keras 2's .h5 and TensorFlow's SavedModel are not written by gputape. Received: filepath={path}"
+            )
+        if not overwrite and os.path.exists(path):
+            raise FileExistsError(f"save: {path!r} exists and overwrite=False")
+        save_model(self, path)
+
     def compile(
         self,
         optimizer: Any = "rmsprop",

@@ -46,7 +46,7 @@ from ..core.tensor import (
 from ..core.tensor import bool_ as bool
 from ..function import TensorSpec
 from ..optim.clip import clip_by_global_norm, clip_by_norm
-from . import data, keras, linalg, math, nn, optimizers, profiler, random
+from . import data, keras, linalg, math, nn, optimizers, profiler, random, train
 
 # tf's own top-level functions, by concern (creation, array ops, tf.print, tf.function)
 from ._array_ops import (
@@ -250,6 +250,7 @@ __all__ = [
     "tanh",
     "tensordot",
     "tile",
+    "train",
     "transpose",
     "truediv",
     "uint8",

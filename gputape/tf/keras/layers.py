@@ -65,11 +65,11 @@ class InputLayer(Layer):
         dtype: _Any = None,
         name: str | None = None,
         batch_size: int | None = None,
+        batch_shape: _Any = None,
         **kwargs: _Any,
     ) -> None:
         if shape is None:
             shape = kwargs.pop("input_shape", None)
-        batch_shape = kwargs.pop("batch_shape", None)
         if batch_shape is not None:
             batch_size, shape = batch_shape[0], batch_shape[1:]
         if shape is None:
@@ -81,6 +81,15 @@ class InputLayer(Layer):
         self.output = KerasTensor(self.shape, self.dtype or "float32", name=self.name)
         self.output._node = _Node(self, None, (), {})
         self.output._node.outputs = self.output
+
+    def get_config(self) -> dict[str, _Any]:
+        """Keras 3's InputLayer config (``batch_shape``, ``dtype``, ``name``).
+
+        >>> import gputape.tf as tf
+        >>> tf.keras.layers.InputLayer(shape=(3,), name="x").get_config()["batch_shape"]
+        [None, 3]
+        """
+        return {"batch_shape": list(self.shape), "dtype": str(self.dtype or "float32"), "name": self.name}
 
     def call(self, inputs: _Any) -> _Any:
         return _identity(inputs)
