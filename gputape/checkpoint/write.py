@@ -103,7 +103,7 @@ def _fsync_folder(folder: str) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str, write: Callable[[BinaryIO], None]) -> str:
+def atomic_write(path: str, write: Callable[[BinaryIO], object]) -> str:
     """Write ``path`` all at once: a temp file beside it, fsync, rename over it, fsync the folder.
 
     A symlinked ``path`` is followed (its target is written, the link stays). The

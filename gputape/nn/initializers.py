@@ -206,7 +206,7 @@ class VarianceScaling(Initializer):
     True
     """
 
-    _keys = ("scale", "mode", "distribution", "seed")
+    _keys: tuple[str, ...] = ("scale", "mode", "distribution", "seed")
 
     def __init__(
         self,
@@ -421,7 +421,7 @@ def get(identifier: str | dict[str, Any] | Callable[..., Any]) -> Callable[..., 
     if callable(identifier):
         return identifier
     if isinstance(identifier, dict):  # Keras' serialized form, as in a .keras file's config
-        cls = _BY_CLASS.get(identifier.get("class_name"))
+        cls = _BY_CLASS.get(str(identifier.get("class_name")))
         if cls is None:
             raise ValueError(
                 f"unknown initializer {identifier.get('class_name')!r} in a Keras config; gputape has "

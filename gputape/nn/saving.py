@@ -376,7 +376,7 @@ def deserialize(config: Any, custom_objects: dict[str, Any] | None = None) -> An
         raise ValueError(f"load_model: expected a serialized Keras object (a dict with 'class_name'), got {config!r}")
     custom = dict(custom_objects or {})
     name = config["class_name"]
-    cls = custom.get(config.get("registered_name") or "") or custom.get(name)
+    cls: Any = custom.get(config.get("registered_name") or "") or custom.get(name)
     if cls is None:
         cls = _CLASSES.get(name)
     if cls is None:
@@ -396,7 +396,7 @@ def deserialize(config: Any, custom_objects: dict[str, Any] | None = None) -> An
     return obj
 
 
-def _takes_custom(cls: type) -> bool:
+def _takes_custom(cls: Any) -> bool:
     import inspect
 
     try:

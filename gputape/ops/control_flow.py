@@ -444,7 +444,7 @@ def _loop_invariants(flat0: list, names: list, spec0: Any, shape_invariants: Any
         invariants = _leaves_like(spec0, shape_invariants if unpack else [shape_invariants])
     else:
         invariants = [None] * len(flat0)
-    expect = []
+    expect: list[tuple[Any, tuple, Any] | None] = []
     for x, inv, nm in zip(flat0, invariants, names):
         if not isinstance(x, Tensor):
             expect.append(None)
@@ -577,7 +577,9 @@ def map_fn(
     if signature is None:
         # TensorFlow's default: fn's results have the structure and dtypes of elems' slices
         flat_e, _ = _nest.flatten(elems)
-        sig_flat = [(np.dtype(_tensor(x).dtype), tuple(_tensor(x).shape[1:])) for x in flat_e]
+        sig_flat: list[tuple[Any, tuple | None]] = [
+            (np.dtype(_tensor(x).dtype), tuple(_tensor(x).shape[1:])) for x in flat_e
+        ]
         sig_spec = spec
     else:
         leaves, sig_spec = _nest.flatten(signature)
@@ -585,7 +587,7 @@ def map_fn(
     if n == 0:
         if any(s is None or None in s for _, s in sig_flat):
             raise ValueError("tf.map_fn: elems are empty and fn_output_signature gives no shape for the results")
-        return _nest.unflatten(sig_spec, [zeros((0,) + s, d) for d, s in sig_flat])
+        return _nest.unflatten(sig_spec, [zeros((0, *(s or ())), d) for d, s in sig_flat])
     results = []
     for i in range(n):
         out = fn(_nest.unflatten(spec, [r[i] for r in rows]))

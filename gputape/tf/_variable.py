@@ -14,7 +14,7 @@ name="w").name == "w"``, and Keras layers' weights are ``"<layer>/<weight>"``
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.tensor import Variable as _Variable
 
@@ -70,20 +70,42 @@ class _VariableType(type):
         return v
 
 
-class Variable(metaclass=_VariableType):
-    """``tf.Variable(initial_value, trainable=None, name=None, dtype=None, shape=None)``, named ``name:0``.
+if TYPE_CHECKING:  # what type checkers see: a call makes a gt.Variable (the metaclass's __call__ above)
 
-    ``trainable=None`` means True, as in TensorFlow. ``validate_shape``,
-    ``caching_device``, ``import_scope``, ``synchronization`` and ``aggregation``
-    are accepted and have no effect; ``shape`` must be the value's (variables
-    have a fixed shape here).
+    class Variable(_Variable):
+        def __init__(
+            self,
+            initial_value: Any = None,
+            trainable: bool | None = None,
+            validate_shape: bool = True,
+            caching_device: Any = None,
+            name: str | None = None,
+            variable_def: Any = None,
+            dtype: Any = None,
+            import_scope: Any = None,
+            constraint: Any = None,
+            synchronization: Any = None,
+            aggregation: Any = None,
+            shape: Any = None,
+            **kwargs: Any,
+        ) -> None: ...
 
-    >>> import gputape.tf as tf
-    >>> w = tf.Variable([1.0, 2.0], name="w")
-    >>> w.name, tf.Variable(3.0).name, isinstance(w, tf.Variable)
-    ('w:0', 'Variable:0', True)
-    >>> with tf.GradientTape() as tape:
-    ...     y = tf.reduce_sum(w * w)
-    >>> [v.name for v in tape.watched_variables()], tape.gradient(y, w).numpy().tolist()
-    (['w:0'], [2.0, 4.0])
-    """
+else:
+
+    class Variable(metaclass=_VariableType):
+        """``tf.Variable(initial_value, trainable=None, name=None, dtype=None, shape=None)``, named ``name:0``.
+
+        ``trainable=None`` means True, as in TensorFlow. ``validate_shape``,
+        ``caching_device``, ``import_scope``, ``synchronization`` and ``aggregation``
+        are accepted and have no effect; ``shape`` must be the value's (variables
+        have a fixed shape here).
+
+        >>> import gputape.tf as tf
+        >>> w = tf.Variable([1.0, 2.0], name="w")
+        >>> w.name, tf.Variable(3.0).name, isinstance(w, tf.Variable)
+        ('w:0', 'Variable:0', True)
+        >>> with tf.GradientTape() as tape:
+        ...     y = tf.reduce_sum(w * w)
+        >>> [v.name for v in tape.watched_variables()], tape.gradient(y, w).numpy().tolist()
+        (['w:0'], [2.0, 4.0])
+        """
