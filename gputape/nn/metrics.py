@@ -58,6 +58,20 @@ def _same_rank(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
+def _paired(metric: Any, y_true: Any, y_pred: Any, true_dtype: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """``y_true`` and ``y_pred`` brought to one rank (Keras' rule) for an elementwise comparison; shapes
+    that do not broadcast are refused naming the metric and both shapes (Keras: Incompatible shapes)."""
+    t, p = _same_rank(np.asarray(y_true, true_dtype), np.asarray(y_pred, np.float64 if true_dtype else None))
+    try:
+        np.broadcast_shapes(t.shape, p.shape)
+    except ValueError as e:
+        raise ValueError(
+            f"{type(metric).__name__}.update_state: y_true of shape {np.shape(y_true)} and y_pred of shape "
+            f"{np.shape(y_pred)} are incompatible shapes (they do not broadcast); pass one prediction per label"
+        ) from e
+    return t, p
+
+
 class Metric:
     """Base class: ``update_state(*args, sample_weight=None)``, ``result()``, ``reset_state()``.
 
@@ -246,7 +260,7 @@ class MeanSquaredError(MeanMetricWrapper):
     """
 
     def _values(self, y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
-        t, p = _same_rank(np.asarray(y_true, np.float64), np.asarray(y_pred, np.float64))
+        t, p = _paired(self, y_true, y_pred, np.float64)
         return np.mean(np.square(t - p), axis=-1)
 
 
@@ -259,7 +273,7 @@ class MeanAbsoluteError(MeanMetricWrapper):
     """
 
     def _values(self, y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
-        t, p = _same_rank(np.asarray(y_true, np.float64), np.asarray(y_pred, np.float64))
+        t, p = _paired(self, y_true, y_pred, np.float64)
         return np.mean(np.abs(t - p), axis=-1)
 
 
@@ -273,7 +287,7 @@ class Accuracy(MeanMetricWrapper):
     """
 
     def _values(self, y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
-        t, p = _same_rank(y_true, y_pred)
+        t, p = _paired(self, y_true, y_pred)
         return (t == p).astype(np.float64)
 
 
@@ -300,7 +314,7 @@ class BinaryAccuracy(MeanMetricWrapper):
         return {"threshold": self.threshold}
 
     def _values(self, y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
-        t, p = _same_rank(y_true, y_pred)
+        t, p = _paired(self, y_true, y_pred)
         return (t == (p > self.threshold).astype(t.dtype)).astype(np.float64)
 
 

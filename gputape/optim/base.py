@@ -346,7 +346,15 @@ class Optimizer:
         >>> gt.optim.SGD(0.5).apply_gradients([])
         0
         """
-        pairs = list(grads_and_vars)
+        try:
+            pairs = list(grads_and_vars)
+        except TypeError as e:
+            if grads_and_vars is not None and hasattr(grads_and_vars, "__iter__"):
+                raise  # (an iterable whose own iteration failed: its error, unchanged)
+            raise TypeError(
+                f"{self.name}.apply_gradients: argument grads_and_vars ({grads_and_vars!r:.60}) is not an iterable of "
+                "(gradient, variable) pairs; pass zip(grads, model.trainable_variables)"
+            ) from e
         if _state.tls.obs is None and self._plain():
             # plain SGD's common case, parsed and stepped by one function generated for this many
             # pairs: (Tensor, Variable) pairs of host arrays of equal shapes and dtypes, each variable

@@ -24,11 +24,14 @@ from typing import Any as _Any
 import numpy as _np
 
 from .. import random as _random
+from ..core import _errors
 from ..core.tensor import Tensor as _Tensor
 from ..core.tensor import constant as _constant
 from ..devices.backend import to_host as _to_host
 from ..devices.placement import current_device as _current_device
 from ..nn.initializers import _truncated_normal
+from ..ops._util import is_index as _is_index
+from .errors import InvalidArgumentError as _InvalidArgumentError
 
 __all__ = [
     "Generator",
@@ -46,10 +49,50 @@ __all__ = [
 ]
 
 
-def _shape(shape: _Any) -> tuple[int, ...]:
-    if hasattr(shape, "numpy"):
-        shape = shape.numpy().tolist()
-    return (int(shape),) if isinstance(shape, (int, _np.integer)) else tuple(int(s) for s in shape)
+def _shape(shape: _Any, op: str = "tf.random") -> tuple[int, ...]:
+    """A shape as TensorFlow takes it: an int32/int64 vector (or one integer); floats and negative
+    sizes are refused (int() would truncate 2.5 to 2: a silent wrong shape)."""
+    dims = shape.numpy().tolist() if hasattr(shape, "numpy") else shape
+    dims = [dims] if _is_index(dims) else dims
+    try:
+        if any(isinstance(d, bool) for d in dims):
+            raise TypeError("a bool is not a size")
+        out = tuple(_operator.index(d) for d in dims)
+    except TypeError as e:
+        raise _errors.mark(
+            _InvalidArgumentError(
+                None,
+                None,
+                f"{op}: argument shape ({shape!r}) must be a list of integers (TensorFlow: Value for attr 'T' is "
+                "not in the list of allowed values: int32, int64)",
+            )
+        ) from e
+    if any(d < 0 for d in out):
+        raise _errors.mark(_InvalidArgumentError(None, None, f"{op}: argument shape {list(out)} has a negative size"))
+    return out
+
+
+def _dtype(dtype: _Any, op: str, ints: bool = False) -> _np.dtype:
+    """The draw's dtype: floats (and int32/int64 for uniform), as TensorFlow's random kernels take."""
+    try:
+        dt = _np.dtype(dtype)
+    except TypeError as e:
+        raise TypeError(f"{op}: argument dtype ({dtype!r}) is not a dtype; pass e.g. tf.float32") from e
+    if dt.kind == "f" or (ints and dt in (_np.int32, _np.int64)):
+        return dt
+    allowed = "half, bfloat16, float, double" + (", int32, int64" if ints else "")
+    raise _errors.mark(
+        _InvalidArgumentError(
+            None,
+            None,
+            f"{op}: argument dtype ({dt}) is not one it draws (TensorFlow: Value for attr 'dtype' of {dt} is not in "
+            f"the list of allowed values: {allowed})",
+        )
+    )
+
+
+def _param(v: _Any) -> _Any:
+    return _to_host(v._data) if isinstance(v, _Tensor) else v
 
 
 def _out(a: _np.ndarray) -> _Tensor:
@@ -72,21 +115,30 @@ def set_seed(seed: int | None) -> None:
 # -- the draws, shared by the stateful ops, Generator and the stateless ops -------------------
 
 
-def _normal(rng: _np.random.Generator, shape: _Any, mean: _Any, stddev: _Any, dtype: _Any) -> _np.ndarray:
-    return rng.normal(mean, stddev, _shape(shape)).astype(dtype)
+def _normal(rng: _np.random.Generator, shape: _Any, mean: _Any, stddev: _Any, dtype: _Any, op: str) -> _np.ndarray:
+    dt, dims = _dtype(dtype, op), _shape(shape, op)
+    # TensorFlow's formula, mean + stddev * N(0, 1): a negative stddev is allowed there (numpy's normal
+    # refuses it); numpy's normal computes the same sum, so a seed draws the same numbers
+    return (_param(mean) + _param(stddev) * rng.standard_normal(dims)).astype(dt)
 
 
-def _truncated(rng: _np.random.Generator, shape: _Any, mean: _Any, stddev: _Any, dtype: _Any) -> _np.ndarray:
-    return (_truncated_normal(rng, stddev, _shape(shape)) + mean).astype(dtype)
+def _truncated(rng: _np.random.Generator, shape: _Any, mean: _Any, stddev: _Any, dtype: _Any, op: str) -> _np.ndarray:
+    dt, dims = _dtype(dtype, op), _shape(shape, op)
+    return (_truncated_normal(rng, _param(stddev), dims) + _param(mean)).astype(dt)
 
 
 def _uniform(rng: _np.random.Generator, shape: _Any, minval: _Any, maxval: _Any, dtype: _Any, op: str) -> _np.ndarray:
-    dt = _np.dtype(dtype)
+    dt, dims = _dtype(dtype, op, ints=True), _shape(shape, op)
     if dt.kind in "iu":
         if maxval is None:
-            raise ValueError(f"{op}: maxval must be given for integer dtypes")
-        return rng.integers(int(minval), int(maxval), _shape(shape)).astype(dt)
-    return rng.uniform(minval, 1.0 if maxval is None else maxval, _shape(shape)).astype(dt)
+            raise ValueError(f"{op}: argument maxval must be given for integer dtypes")
+        lo, hi = (_operator.index(_param(v)) for v in (minval, maxval))
+        if lo >= hi:
+            raise _errors.mark(_InvalidArgumentError(None, None, f"{op}: Need minval < maxval: {lo} >= {hi}"))
+        return rng.integers(lo, hi, dims).astype(dt)
+    lo, hi = _param(minval), 1.0 if maxval is None else _param(maxval)
+    # TensorFlow's formula, minval + (maxval - minval) * U[0, 1): maxval < minval is allowed there
+    return (lo + (_np.subtract(hi, lo)) * rng.random(dims)).astype(dt)
 
 
 def _categorical(rng: _np.random.Generator, logits: _Any, num_samples: int, dtype: _Any) -> _np.ndarray:
@@ -115,7 +167,7 @@ def normal(
     >>> str(tf.random.normal([2], dtype=tf.float64).dtype)
     'float64'
     """
-    return _out(_normal(_random._op_generator(seed, "normal"), shape, mean, stddev, dtype))
+    return _out(_normal(_random._op_generator(seed, "normal"), shape, mean, stddev, dtype, "tf.random.normal"))
 
 
 def truncated_normal(
@@ -132,7 +184,8 @@ def truncated_normal(
     >>> bool((abs(tf.random.truncated_normal([1000]).numpy()) <= 2).all())
     True
     """
-    return _out(_truncated(_random._op_generator(seed, "truncated_normal"), shape, mean, stddev, dtype))
+    rng = _random._op_generator(seed, "truncated_normal")
+    return _out(_truncated(rng, shape, mean, stddev, dtype, "tf.random.truncated_normal"))
 
 
 def uniform(
@@ -197,7 +250,7 @@ def stateless_normal(
     >>> bool((a.numpy() == tf.random.stateless_normal([3], seed=[1, 2]).numpy()).all())
     True
     """
-    return _out(_normal(_stateless(seed, "stateless_normal"), shape, mean, stddev, dtype))
+    return _out(_normal(_stateless(seed, "stateless_normal"), shape, mean, stddev, dtype, "tf.random.stateless_normal"))
 
 
 def stateless_truncated_normal(
@@ -215,7 +268,8 @@ def stateless_truncated_normal(
     >>> bool((abs(tf.random.stateless_truncated_normal([100], seed=[0, 0]).numpy()) <= 2).all())
     True
     """
-    return _out(_truncated(_stateless(seed, "stateless_truncated_normal"), shape, mean, stddev, dtype))
+    rng = _stateless(seed, "stateless_truncated_normal")
+    return _out(_truncated(rng, shape, mean, stddev, dtype, "tf.random.stateless_truncated_normal"))
 
 
 def stateless_uniform(
@@ -349,7 +403,7 @@ class Generator:
         >>> tf.random.Generator.from_seed(0).normal([2, 2]).shape
         (2, 2)
         """
-        return _out(_normal(self._rng, shape, mean, stddev, dtype))
+        return _out(_normal(self._rng, shape, mean, stddev, dtype, "Generator.normal"))
 
     def truncated_normal(
         self, shape: _Any, mean: float = 0.0, stddev: float = 1.0, dtype: _Any = "float32", name: _Any = None
@@ -360,7 +414,7 @@ class Generator:
         >>> bool((abs(tf.random.Generator.from_seed(0).truncated_normal([50]).numpy()) <= 2).all())
         True
         """
-        return _out(_truncated(self._rng, shape, mean, stddev, dtype))
+        return _out(_truncated(self._rng, shape, mean, stddev, dtype, "Generator.truncated_normal"))
 
     def uniform(
         self, shape: _Any, minval: float = 0, maxval: float | None = None, dtype: _Any = "float32", name: _Any = None
@@ -431,3 +485,8 @@ def get_global_generator() -> Generator:
 
 # The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
 del annotations
+
+# A name TensorFlow has and gputape lacks: an AttributeError that says so and where the list is.
+from ._util import missing_name as _missing_name  # noqa: E402
+
+__getattr__ = _missing_name(__name__)
