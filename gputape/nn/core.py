@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .. import random as _random
+from ..core import _errors
 from ..core.recording import traced
 from ..core.tensor import FLOAT_DTYPES, Tensor, _wrap, as_tensor
 from ..devices import backend
@@ -58,11 +59,18 @@ class Dense(Layer):
     ) -> None:
         # Keras 3's rule (a ValueError): int() would build Dense(2.5) with 2 units and fail inside
         # int() for Dense('relu'), a units/activation mix-up
-        if isinstance(units, bool) or not is_index(units) or operator.index(units) <= 0:
+        try:
+            n = None if isinstance(units, bool) or not is_index(units) else operator.index(units)
+        except _errors.NEVER_WRAP:
+            raise
+        except Exception:
+            n = None  # (a hook of its own that raised: not an integer either)
+        if n is None or n <= 0:
             raise ValueError(
-                f"Dense: Received an invalid value for `units`, expected a positive integer. Received: units={units!r}"
+                f"Dense: Received an invalid value for `units`, expected a positive integer. Received: "
+                f"units={_errors.describe(units)}"
             )
-        self.units = operator.index(units)
+        self.units = n
         self.activation = activations.get(activation)
         self.use_bias = bool(use_bias)
         self.kernel_initializer = initializers.get(kernel_initializer)

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core import _errors
 from ..core import state as _state
 from ..core.module import _snake
 from ..core.tensor import Tensor, constant
@@ -132,7 +133,32 @@ class Metric:
 
     def _update_raw(self, *args: Any) -> None:
         *args, sample_weight = args
-        self._update(*(_np(a) for a in args), sample_weight=None if sample_weight is None else _np(sample_weight))
+        arrays = [self._host(a, i) for i, a in enumerate(args)]
+        weight = None if sample_weight is None else self._host(sample_weight, "sample_weight")
+        self._update(*arrays, sample_weight=weight)
+
+    def _host(self, value: Any, which: Any) -> np.ndarray:
+        """An argument as a host array of numbers, or an error naming the metric and the argument."""
+        what = f"argument {which}" if isinstance(which, str) else f"argument {which} (of update_state)"
+        try:
+            a = _np(value)
+        except _errors.NEVER_WRAP:
+            raise
+        except Exception as e:
+            raise _errors.mark(
+                (ValueError if isinstance(e, ValueError) else TypeError)(
+                    f"{type(self).__name__}.update_state: {what} ({_errors.describe(value)}) is not an array of "
+                    f"numbers [{type(e).__name__}: {e}]"
+                )
+            ) from e
+        if a.dtype.kind not in "biuf":
+            raise _errors.mark(
+                TypeError(
+                    f"{type(self).__name__}.update_state: {what} ({_errors.describe(value)}) has dtype {a.dtype}; "
+                    "metrics take real numbers (bool, integer or float)"
+                )
+            )
+        return a
 
     def result(self) -> Tensor:
         """The metric's current value as a tensor.

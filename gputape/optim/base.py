@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core import _errors
 from ..core import state as _state
 from ..core._generate import generate
 from ..core.state import defer_interrupts
@@ -348,12 +349,14 @@ class Optimizer:
         """
         try:
             pairs = list(grads_and_vars)
-        except TypeError as e:
-            if grads_and_vars is not None and hasattr(grads_and_vars, "__iter__"):
-                raise  # (an iterable whose own iteration failed: its error, unchanged)
+        except _errors.NEVER_WRAP:
+            raise
+        except Exception as e:
+            # None or a number (Keras fails on its own unpacking): say what the argument must be
             raise TypeError(
-                f"{self.name}.apply_gradients: argument grads_and_vars ({grads_and_vars!r:.60}) is not an iterable of "
-                "(gradient, variable) pairs; pass zip(grads, model.trainable_variables)"
+                f"{self.name}.apply_gradients: argument grads_and_vars ({_errors.describe(grads_and_vars)}) is not an "
+                f"iterable of (gradient, variable) pairs [{type(e).__name__}: {e}]; pass zip(grads, "
+                "model.trainable_variables)"
             ) from e
         if _state.tls.obs is None and self._plain():
             # plain SGD's common case, parsed and stepped by one function generated for this many
@@ -373,8 +376,8 @@ class Optimizer:
         for pair in pairs:
             if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[1], Variable)):
                 raise TypeError(
-                    f"{self.name}.apply_gradients: expected (gradient, gt.Variable) pairs, as from "
-                    f"zip(grads, model.trainable_variables); got {pair!r:.100}"
+                    f"{self.name}.apply_gradients: argument grads_and_vars must hold (gradient, gt.Variable) pairs, "
+                    f"as from zip(grads, model.trainable_variables); got {pair!r:.100}"
                 )
             seen.add(id(pair[1]))
             if pair[0] is not None:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import builtins
-import operator
 from typing import Any
 
 import numpy as np
@@ -94,7 +93,7 @@ def split(value: Any, num_or_size_splits: Any, axis: int = 0, num: int | None = 
     """
     x = as_tensor(value)
     if is_index(num_or_size_splits):
-        n = operator.index(num_or_size_splits)
+        n = norm_size(num_or_size_splits, "split", "a number of splits", minimum=None)
         total = x.shape[norm_axis(axis, x.ndim, "split")] if x.ndim else 0
         if n < 1 or total % n:
             raise _invalid(
@@ -439,7 +438,10 @@ def slice(input_: Any, begin: Any, size: Any, name: str | None = None) -> Tensor
         if n == -1:
             n = dim - lo
         if not 0 <= n <= dim - lo:
-            raise _invalid(f"tf.slice: argument size: expected size[{i}] in [0, {dim - lo}], but got {n}")
+            raise _invalid(
+                f"tf.slice: argument size: expected size[{i}] in [0, {dim - lo}] (dimension {dim} from begin[{i}] = "
+                f"{lo}), but got {n}"
+            )
         key.append(builtins.slice(lo, lo + n))
     return t[tuple(key)]
 

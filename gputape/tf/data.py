@@ -24,11 +24,13 @@ from typing import Any as _Any
 import numpy as _np
 
 from .. import random as _random
+from ..core import _errors
 from ..core.tensor import Tensor as _Tensor
 from ..core.tensor import constant as _constant
 from ..devices.backend import to_host as _to_host
 from ..devices.placement import current_device as _current_device
 from ..ops._util import is_index as _is_index
+from ..ops._util import norm_flag as _norm_flag
 from .errors import InvalidArgumentError as _InvalidArgumentError
 
 __all__ = ["AUTOTUNE", "Dataset"]
@@ -38,12 +40,17 @@ AUTOTUNE = -1
 
 def _count(value: _Any, op: str, arg: str) -> int:
     """An integer argument as TensorFlow takes it (it converts to an int64 tensor: no floats, no bools)."""
-    if isinstance(value, bool) or not _is_index(value):
+    try:
+        if isinstance(value, bool) or not _is_index(value):
+            raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype int64")
+        return _operator.index(value)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as e:
         raise TypeError(
-            f"Dataset.{op}: argument {arg} ({value!r}) must be an integer, not {type(value).__name__} "
-            f"(TensorFlow: Cannot convert {value!r} to EagerTensor of dtype int64)"
-        )
-    return _operator.index(value)
+            f"Dataset.{op}: argument {arg} ({_errors.describe(value)}) must be an integer, not "
+            f"{type(value).__name__} (TensorFlow: {e})"
+        ) from e
 
 
 def _invalid(msg: str) -> _InvalidArgumentError:
@@ -110,8 +117,35 @@ class Dataset:
         >>> len(tf.data.Dataset.from_tensor_slices({"x": [[1.0], [2.0]], "y": [0, 1]}))
         2
         """
-        data = _map_structure(_host, tensors)
-        lengths = {len(a) for a in _leaves(data)}
+        try:
+            data = _map_structure(_host, tensors)
+        except _errors.NEVER_WRAP:
+            raise
+        except Exception as e:
+            raise _errors.mark(
+                (ValueError if isinstance(e, ValueError) else TypeError)(
+                    f"Dataset.from_tensor_slices: argument tensors ({_errors.describe(tensors)}) is not an array, "
+                    f"or a tuple/dict of arrays [{type(e).__name__}: {e}]"
+                )
+            ) from e
+        flat = _leaves(data)
+        for a in flat:
+            if a.dtype.kind not in "biufc":
+                raise _errors.mark(
+                    TypeError(
+                        f"Dataset.from_tensor_slices: argument tensors ({_errors.describe(tensors)}) holds a value of "
+                        f"dtype {a.dtype}; pass arrays of numbers (or a tuple/dict of them)"
+                    )
+                )
+            if a.ndim == 0:
+                raise _errors.mark(
+                    ValueError(
+                        f"Dataset.from_tensor_slices: argument tensors ({_errors.describe(tensors)}) holds a scalar, "
+                        "which has no first dimension to slice (TensorFlow: Unbatching a tensor is only supported "
+                        "for rank >= 1)"
+                    )
+                )
+        lengths = {len(a) for a in flat}
         if len(lengths) != 1:
             raise ValueError(f"from_tensor_slices: all components need the same first dimension, got {lengths}")
         n = lengths.pop()
@@ -161,6 +195,7 @@ class Dataset:
         [(2,)]
         """
         batch_size = _count(batch_size, "batch", "batch_size")
+        drop_remainder = _norm_flag(drop_remainder, "Dataset.batch")
         if batch_size < 1:
             raise _invalid(f"Dataset.batch: argument batch_size must be greater than zero, got {batch_size}")
         parent = self._make

@@ -439,17 +439,19 @@ def nextafter(x1: _Any, x2: _Any, name: str | None = None) -> _Any:
     >>> float(tf.math.nextafter(tf.constant(1.0, tf.float64), 2.0)) == float(np.nextafter(1.0, 2.0))
     True
     """
-    a = _as_tensor(x1)
-    b = _ops.cast(x2, a.dtype) if not hasattr(x2, "dtype") else _as_tensor(x2)
-    if a.dtype not in (_np.float32, _np.float64) or a.dtype != b.dtype:
+    a, b = _as_tensor(x1), _as_tensor(x2)
+    # mixed dtypes follow numpy's promotion, as gputape's other binary ops (TensorFlow wants one dtype)
+    dt = _np.result_type(a.dtype, b.dtype) if a.dtype != b.dtype else a.dtype
+    if dt not in (_np.float32, _np.float64):
         raise _errors.mark(
             _InvalidArgumentError(
                 None,
                 None,
-                f"tf.math.nextafter: arguments x1 ({a.dtype}) and x2 ({b.dtype}) must both be float32 or both "
-                "float64; tf.cast them",
+                f"tf.math.nextafter: arguments x1 ({a.dtype}) and x2 ({b.dtype}) must be float32 or float64 "
+                "tensors; tf.cast them",
             )
         )
+    a, b = _ops.cast(a, dt), _ops.cast(b, dt)
     out = _xp_of(a._data).nextafter(a._data, b._data)
     return _constant(out, device=a.device)
 

@@ -52,13 +52,15 @@ __all__ = [
 def _shape(shape: _Any, op: str = "tf.random") -> tuple[int, ...]:
     """A shape as TensorFlow takes it: an int32/int64 vector (or one integer); floats and negative
     sizes are refused (int() would truncate 2.5 to 2: a silent wrong shape)."""
-    dims = shape.numpy().tolist() if hasattr(shape, "numpy") else shape
-    dims = [dims] if _is_index(dims) else dims
     try:
+        dims = shape.numpy().tolist() if isinstance(shape, _Tensor) else shape
+        dims = [dims] if _is_index(dims) else dims
         if any(isinstance(d, bool) for d in dims):
             raise TypeError("a bool is not a size")
         out = tuple(_operator.index(d) for d in dims)
-    except TypeError as e:
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as e:
         raise _errors.mark(
             _InvalidArgumentError(
                 None,
@@ -91,8 +93,21 @@ def _dtype(dtype: _Any, op: str, ints: bool = False) -> _np.dtype:
     )
 
 
-def _param(v: _Any) -> _Any:
-    return _to_host(v._data) if isinstance(v, _Tensor) else v
+def _param(v: _Any, op: str, arg: str) -> _Any:
+    """A distribution parameter (mean, stddev, minval, maxval): a real number or array, as TensorFlow
+    converts it to the draw's dtype (NaN and inf pass through to the values, as there)."""
+    try:
+        a = _to_host(v._data) if isinstance(v, _Tensor) else _np.asarray(v)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as e:
+        what = f"{op}: argument {arg} ({_errors.describe(v)})"
+        raise TypeError(f"{what} is not a number [{type(e).__name__}: {e}]") from e
+    if a.dtype.kind not in "biuf":
+        raise TypeError(
+            f"{op}: argument {arg} ({_errors.describe(v)}) is not a real number (dtype {a.dtype}); pass a float"
+        )
+    return a
 
 
 def _out(a: _np.ndarray) -> _Tensor:
@@ -119,12 +134,14 @@ def _normal(rng: _np.random.Generator, shape: _Any, mean: _Any, stddev: _Any, dt
     dt, dims = _dtype(dtype, op), _shape(shape, op)
     # TensorFlow's formula, mean + stddev * N(0, 1): a negative stddev is allowed there (numpy's normal
     # refuses it); numpy's normal computes the same sum, so a seed draws the same numbers
-    return (_param(mean) + _param(stddev) * rng.standard_normal(dims)).astype(dt)
+    m, s = _param(mean, op, "mean"), _param(stddev, op, "stddev")
+    return (m + s * rng.standard_normal(dims)).astype(dt)
 
 
 def _truncated(rng: _np.random.Generator, shape: _Any, mean: _Any, stddev: _Any, dtype: _Any, op: str) -> _np.ndarray:
     dt, dims = _dtype(dtype, op), _shape(shape, op)
-    return (_truncated_normal(rng, _param(stddev), dims) + _param(mean)).astype(dt)
+    m, s = _param(mean, op, "mean"), _param(stddev, op, "stddev")
+    return (_truncated_normal(rng, s, dims) + m).astype(dt)
 
 
 def _uniform(rng: _np.random.Generator, shape: _Any, minval: _Any, maxval: _Any, dtype: _Any, op: str) -> _np.ndarray:
@@ -132,22 +149,67 @@ def _uniform(rng: _np.random.Generator, shape: _Any, minval: _Any, maxval: _Any,
     if dt.kind in "iu":
         if maxval is None:
             raise ValueError(f"{op}: argument maxval must be given for integer dtypes")
-        lo, hi = (_operator.index(_param(v)) for v in (minval, maxval))
+        lo, hi = (_count_int(_param(v, op, n), op, n) for v, n in ((minval, "minval"), (maxval, "maxval")))
         if lo >= hi:
             raise _errors.mark(_InvalidArgumentError(None, None, f"{op}: Need minval < maxval: {lo} >= {hi}"))
         return rng.integers(lo, hi, dims).astype(dt)
-    lo, hi = _param(minval), 1.0 if maxval is None else _param(maxval)
+    lo, hi = _param(minval, op, "minval"), 1.0 if maxval is None else _param(maxval, op, "maxval")
     # TensorFlow's formula, minval + (maxval - minval) * U[0, 1): maxval < minval is allowed there
     return (lo + (_np.subtract(hi, lo)) * rng.random(dims)).astype(dt)
 
 
-def _categorical(rng: _np.random.Generator, logits: _Any, num_samples: int, dtype: _Any) -> _np.ndarray:
+def _categorical(rng: _np.random.Generator, logits: _Any, num_samples: int, dtype: _Any, op: str) -> _np.ndarray:
+    try:
+        lg = _to_host(logits._data) if isinstance(logits, _Tensor) else _constant(logits).numpy()
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as e:
+        raise _errors.mark(
+            (ValueError if isinstance(e, ValueError) else TypeError)(
+                f"{op}: argument logits ({_errors.describe(logits)}) is not a 2-D array of numbers "
+                f"[{type(e).__name__}: {e}]"
+            )
+        ) from e
+    if lg.dtype.kind not in "iuf" or lg.ndim != 2:
+        raise _errors.mark(
+            _InvalidArgumentError(
+                None,
+                None,
+                f"{op}: argument logits must be a 2-D [batch_size, num_classes] real tensor, got {lg.dtype} of shape "
+                f"{lg.shape}",
+            )
+        )
+    n = _count(num_samples, op, "num_samples")
     # Gumbel-max: argmax(logits + Gumbel noise) is a draw from softmax(logits), row by row.
-    lg = _np.asarray(_to_host(logits._data) if isinstance(logits, _Tensor) else logits, dtype=_np.float64)
-    if lg.ndim != 2:
-        raise ValueError(f"categorical: logits must be 2-D [batch_size, num_classes], got shape {lg.shape}")
-    g = rng.gumbel(size=(lg.shape[0], int(num_samples), lg.shape[1]))
-    return _np.argmax(lg[:, None, :] + g, axis=-1).astype(dtype)
+    g = rng.gumbel(size=(lg.shape[0], n, lg.shape[1]))
+    return _np.argmax(lg.astype(_np.float64)[:, None, :] + g, axis=-1).astype(_dtype_any(dtype, op))
+
+
+def _count(value: _Any, op: str, arg: str) -> int:
+    try:
+        if isinstance(value, bool) or not _is_index(value):
+            raise TypeError(f"{value!r} is not an integer")
+        n = _operator.index(value)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as e:
+        raise TypeError(f"{op}: argument {arg} ({_errors.describe(value)}) must be an integer [{e}]") from e
+    if n < 0:
+        raise _errors.mark(_InvalidArgumentError(None, None, f"{op}: argument {arg} must be nonnegative, got {n}"))
+    return n
+
+
+def _count_int(a: _Any, op: str, arg: str) -> int:
+    if a.ndim or a.dtype.kind not in "iu":
+        raise TypeError(f"{op}: argument {arg} ({a!r}) must be one integer for an integer dtype")
+    return int(a)
+
+
+def _dtype_any(dtype: _Any, op: str) -> _np.dtype:
+    try:
+        return _np.dtype(dtype)
+    except TypeError as e:
+        raise TypeError(f"{op}: argument dtype ({dtype!r}) is not a dtype; pass e.g. tf.int64") from e
 
 
 # -- stateful ops ---------------------------------------------------------------------------
@@ -215,7 +277,9 @@ def categorical(
     >>> tf.random.categorical([[0.0, -1e9], [-1e9, 0.0]], 3).numpy().tolist()
     [[0, 0, 0], [1, 1, 1]]
     """
-    return _out(_categorical(_random._op_generator(seed, "categorical"), logits, num_samples, dtype))
+    return _out(
+        _categorical(_random._op_generator(seed, "categorical"), logits, num_samples, dtype, "tf.random.categorical")
+    )
 
 
 # -- stateless ops: pure functions of a seed pair ------------------------------------------------
@@ -299,7 +363,11 @@ def stateless_categorical(logits: _Any, num_samples: int, seed: _Any, dtype: _An
     >>> tf.random.stateless_categorical([[0.0, -1e9]], 2, seed=[7, 7]).numpy().tolist()
     [[0, 0]]
     """
-    return _out(_categorical(_stateless(seed, "stateless_categorical"), logits, num_samples, dtype))
+    return _out(
+        _categorical(
+            _stateless(seed, "stateless_categorical"), logits, num_samples, dtype, "tf.random.stateless_categorical"
+        )
+    )
 
 
 def _stateless_split(seed: _Any, num: int = 2) -> _Tensor:
