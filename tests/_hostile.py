@@ -975,6 +975,7 @@ def _tf_names_specs() -> list[Spec]:
             _tf_reduce(lambda a, axis, keepdims: np.sqrt(np.sum(np.abs(a) ** 2, axis=axis, keepdims=keepdims))),
             **red,
         ),
+        _spec("tf.math.atan2", {"y": x, "x": gt.constant(_BASE + 1)}, np.arctan2, y="operand", x="operand"),
         _spec("tf.math.nextafter", {"x1": x, "x2": gt.constant(_BASE + 1)}, np.nextafter, x1="operand", x2="operand"),
     ]
 

@@ -110,7 +110,19 @@ __all__ = [
 abs = _ops.abs
 add = _ops.add
 asinh = _ops.arcsinh
-atan2 = _ops.arctan2
+
+
+def atan2(y: _Any, x: _Any, name: str | None = None) -> _Any:
+    """The angle of the point ``(x, y)``, elementwise: TensorFlow's argument names and order
+    (``atan2(y=..., x=...)``; numpy's ``arctan2(x1, x2)`` names them the other way round).
+
+    >>> import gputape.tf as tf
+    >>> float(tf.math.atan2(y=1.0, x=0.0)) == float(tf.math.atan2(1.0, 0.0)) > 1.57
+    True
+    """
+    return _ops.arctan2(y, x)
+
+
 acosh = _ops.arccosh
 atanh = _ops.arctanh
 acos = _ops.arccos
