@@ -44,7 +44,8 @@ TF_NAMES = {
         sqrt square squeeze stack stop_gradient subtract tan tanh tensordot tile transpose truediv uint8 unstack
         version where zeros zeros_like"""
     # TensorFlow's tests and guides: array ops, tf.errors, tf.raw_ops
-    + " boolean_mask broadcast_to errors executing_eagerly get_static_value is_tensor pad raw_ops slice",
+    + " boolean_mask broadcast_to errors executing_eagerly get_static_value image is_tensor pad raw_ops slice",
+    "image": "adjust_contrast",
     "math": """abs acos acosh add add_n argmax argmin asin asinh atan atan2 atanh ceil cos cosh cumprod cumsum divide
         divide_no_nan equal erf exp expm1 floor greater greater_equal is_finite is_inf is_nan l2_normalize less
         less_equal log log1p log_sigmoid logical_and logical_not logical_or maximum minimum multiply

@@ -229,6 +229,20 @@ def test_debugging_numerics():
     assert_array_equal(_grad(lambda x: tf.debugging.check_numerics(x, "x") * 3.0, np.array([1.0])).numpy(), [3.0])
 
 
+def test_adjust_contrast_values_and_no_gradient_as_in_tensorflows_guide():
+    img = np.random.default_rng(0).normal(size=(2, 3, 4, 3))
+    mean = img.mean(axis=(-3, -2), keepdims=True)
+    assert_allclose(tf.image.adjust_contrast(img, 1.5).numpy(), (img - mean) * 1.5 + mean)
+    assert_allclose(tf.raw_ops.AdjustContrastv2(images=img, contrast_factor=0.5).numpy(), (img - mean) * 0.5 + mean)
+    image, delta = tf.Variable([[[0.5, 0.0, 0.0]]]), tf.Variable(0.1)  # the guide's example
+    with tf.GradientTape() as tape:
+        new_image = tf.image.adjust_contrast(image, delta)
+    with pytest.raises(LookupError, match="No gradient defined for operation 'AdjustContrastv2'"):
+        tape.gradient(new_image, [image, delta])
+    with pytest.raises(ValueError, match=r"tf\.image\.adjust_contrast: argument images must be at least 3-D"):
+        tf.image.adjust_contrast(np.zeros((2, 2)), 2.0)
+
+
 def test_errors_are_tensorflows_classes():
     e = tf.errors.InvalidArgumentError(None, None, "bad")
     assert isinstance(e, tf.errors.OpError) and isinstance(e, ValueError)

@@ -436,7 +436,7 @@ __all__ += ["config", "debugging", "device"]
 # -- the names TensorFlow's tests and guides use: array ops, tf.errors, tf.raw_ops, numerics checks ------
 
 from ..debug import numerics as _numerics  # noqa: E402
-from . import errors, raw_ops  # noqa: E402
+from . import errors, image, raw_ops  # noqa: E402
 from ._array_ops import (  # noqa: E402
     boolean_mask,
     broadcast_to,
@@ -504,6 +504,7 @@ __all__ += [
     "errors",
     "executing_eagerly",
     "get_static_value",
+    "image",
     "is_tensor",
     "pad",
     "raw_ops",

@@ -21,6 +21,7 @@ from typing import Any as _Any
 from .. import ops as _ops
 from . import _array_ops as _a
 from . import _creation as _c
+from . import image as _image
 from . import linalg as _la
 from . import math as _m
 from . import nn as _nn
@@ -167,6 +168,7 @@ _op("Rank", _a.rank, "input")
 _op("MatrixInverse", _la.inv, "input", ("adjoint", "adjoint", False))
 _op("MatrixDeterminant", _la.det, "input")
 _op("Cholesky", _la.cholesky, "input")
+_op("AdjustContrastv2", _image.adjust_contrast, "images", "contrast_factor")
 
 globals().update(_OPS)
 __all__ = sorted(_OPS)
