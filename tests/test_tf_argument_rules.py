@@ -18,6 +18,13 @@ import gputape.tf as tf
 InvalidArgumentError = tf.errors.InvalidArgumentError
 
 
+@pytest.fixture(autouse=True)
+def _unseeded_afterwards():
+    # the tests here seed the global generator; the tests after them get the unseeded state they expect
+    yield
+    tf.random.set_seed(None)
+
+
 # -- array ops --------------------------------------------------------------------------------------
 
 
