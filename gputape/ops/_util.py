@@ -15,7 +15,7 @@ import numpy as np
 
 from ..core import _errors
 from ..core.backward.sweep import sum_to  # noqa: F401 (the ops' name for it; broadcasting is undone in the sweep's module)
-from ..core.tensor import NUMERIC_KINDS, Tensor
+from ..core.tensor import NUMERIC_KINDS, Tensor, _tolist, read_value
 
 NOPARAMS: dict[str, Any] = {}  # shared, never mutated: most ops take no parameters
 
@@ -107,7 +107,7 @@ def norm_ints(v: Any, op: str, what: str = "integers") -> tuple[int, ...]:
     """An int or a sequence of ints (a 1-d integer tensor or array too) as a tuple, of any sign."""
     try:
         if isinstance(v, Tensor):
-            v = v._data.tolist()
+            v = read_value(v, _tolist)
         return (operator.index(v),) if is_index(v) else tuple(operator.index(s) for s in v)
     except _errors.NEVER_WRAP:
         raise

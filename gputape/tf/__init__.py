@@ -513,5 +513,12 @@ __all__ += [
 # tf.float64 ... are tf.DType objects (above); tf.dtypes holds the same ones
 __getattr__ = _missing_name(__name__)
 
+# -- Python control flow in tf.function: tf.autograph, tf.TensorShape ------------------------
+from ..function import do_not_convert as _do_not_convert  # noqa: E402
+from ._shape import TensorShape  # noqa: E402
+
+autograph = _types.SimpleNamespace(experimental=_types.SimpleNamespace(do_not_convert=_do_not_convert))
+__all__ += ["TensorShape", "autograph"]
+
 # The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
 del annotations

@@ -289,7 +289,7 @@ def where(condition: Any, x: Any = None, y: Any = None, name: str | None = None)
     ([1.0, 0.0], [[1]])
     """
     if x is None and y is None:
-        c = to_host(condition._data) if isinstance(condition, Tensor) else np.asarray(condition)
+        c = condition.numpy() if isinstance(condition, Tensor) else np.asarray(condition)  # (guarded when traced)
         return _constant(np.argwhere(c).astype(np.int64), device=current_device())
     if x is None or y is None:
         raise ValueError("tf.where: pass both x and y, or neither")

@@ -27,7 +27,6 @@ from .. import random as _random
 from ..core import _errors
 from ..core.tensor import Tensor as _Tensor
 from ..core.tensor import constant as _constant
-from ..devices.backend import to_host as _to_host
 from ..devices.placement import current_device as _current_device
 from ..nn.initializers import _truncated_normal
 from ..ops._util import is_index as _is_index
@@ -97,7 +96,7 @@ def _param(v: _Any, op: str, arg: str) -> _Any:
     """A distribution parameter (mean, stddev, minval, maxval): a real number or array, as TensorFlow
     converts it to the draw's dtype (NaN and inf pass through to the values, as there)."""
     try:
-        a = _to_host(v._data) if isinstance(v, _Tensor) else _np.asarray(v)
+        a = v.numpy() if isinstance(v, _Tensor) else _np.asarray(v)
     except _errors.NEVER_WRAP:
         raise
     except Exception as e:
@@ -160,7 +159,7 @@ def _uniform(rng: _np.random.Generator, shape: _Any, minval: _Any, maxval: _Any,
 
 def _categorical(rng: _np.random.Generator, logits: _Any, num_samples: int, dtype: _Any, op: str) -> _np.ndarray:
     try:
-        lg = _to_host(logits._data) if isinstance(logits, _Tensor) else _constant(logits).numpy()
+        lg = logits.numpy() if isinstance(logits, _Tensor) else _constant(logits).numpy()
     except _errors.NEVER_WRAP:
         raise
     except Exception as e:
@@ -286,7 +285,7 @@ def categorical(
 
 
 def _seed_pair(seed: _Any, op: str) -> tuple[int, int]:
-    a = _np.asarray(_to_host(seed._data) if isinstance(seed, _Tensor) else seed)
+    a = _np.asarray(seed.numpy() if isinstance(seed, _Tensor) else seed)
     if a.shape != (2,) or a.dtype.kind not in "iu":
         raise ValueError(f"{op}: seed must be a shape [2] integer tensor, got {a.dtype} of shape {a.shape}")
     return int(a[0]) % 2**64, int(a[1]) % 2**64  # TensorFlow's seeds are int64: wrap negatives
@@ -529,7 +528,7 @@ class Generator:
 
 def _seed_entropy(seed: _Any) -> tuple:
     if isinstance(seed, _Tensor):
-        seed = _to_host(seed._data).tolist()
+        seed = seed.numpy().tolist()
     flat = [seed] if _np.ndim(seed) == 0 else list(_np.ravel(seed))
     return tuple(_operator.index(s) % 2**64 for s in flat)
 
