@@ -90,7 +90,18 @@ def main(argv: list[str] | None = None) -> int:
     info_help = "print the backend, device, versions and memory pool state"
     p_info = sub.add_parser("info", help=info_help, description=info_help[0].upper() + info_help[1:] + ".")
     p_info.add_argument("--json", action="store_true", help="print JSON instead of text")
+    names_help = "print the TensorFlow names gputape.tf has (Markdown, the README's list)"
+    p_names = sub.add_parser("names", help=names_help, description=names_help[0].upper() + names_help[1:] + ".")
+    p_names.add_argument("--update", metavar="README", help="rewrite that file's generated list instead of printing")
     args = parser.parse_args(argv)
+    if args.cmd == "names":
+        from gputape.tf import _names
+
+        if args.update:
+            print(f"{args.update}: {'updated' if _names.update(args.update) else 'already up to date'}")
+        else:
+            print(_names.markdown(), end="")
+        return 0
     if args.cmd != "info":
         parser.print_help()
         return 2

@@ -24,6 +24,7 @@ from . import random as _random
 from .core.tensor import Tensor, _wrap
 from .devices import backend
 from .devices.placement import current_device
+from .ops._util import norm_size
 
 __all__ = ["DataLoader"]
 
@@ -63,8 +64,8 @@ class DataLoader:
     ) -> None:
         if not arrays:
             raise ValueError("DataLoader: pass at least one array")
-        if int(batch_size) <= 0:
-            raise ValueError(f"DataLoader: batch_size must be a positive integer, got {batch_size!r}")
+        # a float is refused, not truncated (int(2.5) made batches of 2)
+        batch_size = norm_size(batch_size, "DataLoader", "batch_size, a positive integer", minimum=1)
         self.device = backend.parse_device(device) if device is not None else current_device()
         self.arrays = [self._place(a) for a in arrays]
         lengths = {a.shape[0] if a.ndim else None for a in self.arrays}

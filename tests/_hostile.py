@@ -159,6 +159,23 @@ BAD: dict[str, list[Bad]] = {
         Bad("hostile", Hostile()),
     ],
     "string": [Bad("int", 5), Bad("None", None), Bad("bogus", "bogus")],
+    # a count TensorFlow converts to an int64 tensor (Dataset.take, repeat, skip): -1 means "all"/"forever"
+    "count": [
+        Bad("negative-one", -1),
+        Bad("float", 2.5),
+        Bad("str", "3"),
+        Bad("bool", True),
+        Bad("hostile", Hostile()),
+        Bad("np.int64", np.int64(2), 2),
+    ],
+    # tf.data.Dataset.from_tensor_slices: a tuple is a structure of components there, not one operand
+    "slices": [b for b in _operand_bads(_BASE) if b.label != "tuple"],
+    "pairs": [
+        Bad("None", None),
+        Bad("int", 5),
+        Bad("no-variable", [(gt.constant(1.0), 1.0)]),
+        Bad("hostile", Hostile()),
+    ],
     "callable": [Bad("None", None), Bad("int", 5)],
     # control flow: a predicate, (pred, fn) pairs, branch functions
     "predicate": [
@@ -170,7 +187,12 @@ BAD: dict[str, list[Bad]] = {
     ],
     # an operand to iterate: a tuple is a nested structure of elements (TensorFlow's nest), not an array
     "elems": [b for b in _operand_bads(_BASE) if b.label != "tuple"],
-    "pairs": [Bad("None", None), Bad("int", 5), Bad("not-pairs", [1, 2]), Bad("python-bool", [(True, lambda: 1.0)])],
+    "pred_fn_pairs": [
+        Bad("None", None),
+        Bad("int", 5),
+        Bad("not-pairs", [1, 2]),
+        Bad("python-bool", [(True, lambda: 1.0)]),
+    ],
     "branches": [Bad("None", None), Bad("empty", []), Bad("int", 5), Bad("not-callable", [1, 2])],
 }
 
@@ -426,7 +448,7 @@ def _control_flow_specs() -> list[Spec]:
             "case",
             gt.case,
             {"pred_fn_pairs": [(gt.constant(False), fns[0])], "default": fns[1]},
-            {"pred_fn_pairs": "pairs"},
+            {"pred_fn_pairs": "pred_fn_pairs"},
             also=("tf.case",),
         ),
         Spec(
@@ -808,7 +830,7 @@ def _tf_specs() -> list[Spec]:
             axis="axis",
         ),
     ]
-    return out + _tf_top_specs()
+    return out + _tf_top_specs() + _tf_names_specs() + _tf_random_specs() + _tf_nn_specs() + _data_specs()
 
 
 def _like(fn: Any) -> Any:
@@ -990,6 +1012,336 @@ def _tf_top_specs() -> list[Spec]:
     ]
 
 
+def _tf_slice(input_: Any, begin: Any, size: Any) -> Any:
+    a = np.asarray(input_)
+    return a[tuple(slice(b, a.shape[i] if n == -1 else b + n) for i, (b, n) in enumerate(zip(begin, size)))]
+
+
+def _tf_names_specs() -> list[Spec]:
+    """The names TensorFlow's tests and guides use (tf.broadcast_to, tf.slice, tf.math.count_nonzero ...)."""
+    x = t()
+    red = {"input_tensor": "operand", "axis": "axis", "keepdims": "flag"}
+    return [
+        _spec("tf.broadcast_to", {"input": x, "shape": (3, 2, 2)}, np.broadcast_to, input="operand", shape="shape"),
+        _spec(
+            "tf.slice",
+            {"input_": x, "begin": (0, 1), "size": (2, -1)},
+            _tf_slice,
+            input_="operand",
+            begin="shape",
+            size="shape",
+        ),
+        _spec(
+            "tf.pad",
+            {"tensor": x, "paddings": [[1, 0], [0, 1]], "mode": "CONSTANT", "constant_values": 0.0},
+            lambda tensor, paddings, mode, constant_values: np.pad(tensor, paddings, constant_values=constant_values),
+            tensor="operand",
+            paddings="shape",
+            mode="string",
+            constant_values="number",
+        ),
+        _spec(
+            "tf.boolean_mask",
+            {"tensor": x, "mask": gt.constant([True, False]), "axis": 0},
+            lambda tensor, mask, axis: np.compress(np.asarray(mask), tensor, axis),
+            tensor="operand",
+            mask="operand",
+            axis="axis",
+        ),
+        _spec(
+            "tf.math.count_nonzero",
+            {"input": x, "axis": 0, "keepdims": False, "dtype": "int64"},
+            lambda a, axis, keepdims, dtype: np.count_nonzero(a, axis, keepdims=keepdims).astype(dtype),
+            input="operand",
+            axis="axis",
+            dtype="dtype",
+        ),
+        _spec(
+            "tf.math.reduce_euclidean_norm",
+            {"input_tensor": x, "axis": 0, "keepdims": False},
+            _tf_reduce(lambda a, axis, keepdims: np.sqrt(np.sum(np.abs(a) ** 2, axis=axis, keepdims=keepdims))),
+            **red,
+        ),
+        _spec("tf.math.atan2", {"y": x, "x": gt.constant(_BASE + 1)}, np.arctan2, y="operand", x="operand"),
+        _spec("tf.math.nextafter", {"x1": x, "x2": gt.constant(_BASE + 1)}, np.nextafter, x1="operand", x2="operand"),
+    ]
+
+
+def _tf_draw(kind: str) -> Any:
+    """TensorFlow's formulas (mean + stddev * N(0, 1), minval + (maxval - minval) * U[0, 1)) on the
+    stream the first op after ``gt.random.seed(0)`` draws from (as _call seeds it)."""
+    from gputape.nn.initializers import _truncated_normal
+
+    def ref(shape: Any, a: Any, b: Any, dtype: Any) -> Any:
+        b = 1.0 if b is None else b  # uniform's default maxval
+        gt.random.seed(0)
+        rng = gt.random.generator()
+        if kind == "normal":
+            return (a + b * rng.standard_normal(shape)).astype(dtype)
+        if kind == "truncated_normal":
+            return (_truncated_normal(rng, b, shape) + a).astype(dtype)
+        return (a + (b - a) * rng.random(shape)).astype(dtype)
+
+    return ref
+
+
+def _tf_random_specs() -> list[Spec]:
+    """tf.random's draws: shapes, dtypes and parameters checked as TensorFlow checks them."""
+    shape = {"shape": "shape", "dtype": "dtype"}
+    seed = gt.constant(np.array([1, 2]))
+    normal = {"shape": (2, 2), "mean": 0.0, "stddev": 1.0, "dtype": "float32"}
+    return [
+        _spec("tf.random.normal", normal, _tf_draw("normal"), mean="number", stddev="number", **shape),
+        _spec(
+            "tf.random.truncated_normal", normal, _tf_draw("truncated_normal"), mean="number", stddev="number", **shape
+        ),
+        _spec(
+            "tf.random.uniform",
+            {"shape": (2, 2), "minval": 0.0, "maxval": 1.0, "dtype": "float32"},
+            _tf_draw("uniform"),
+            minval="number",
+            maxval="number",
+            **shape,
+        ),
+        _spec("tf.random.stateless_normal", {"shape": (2, 2), "seed": seed, "dtype": "float32"}, **shape),
+        _spec("tf.random.stateless_truncated_normal", {"shape": (2, 2), "seed": seed, "dtype": "float32"}, **shape),
+        _spec("tf.random.stateless_uniform", {"shape": (2, 2), "seed": seed, "dtype": "float32"}, **shape),
+        _spec("tf.random.categorical", {"logits": x_logits(), "num_samples": 3}, logits="operand", num_samples="size"),
+        _spec(
+            "tf.random.stateless_categorical",
+            {"logits": x_logits(), "num_samples": 3, "seed": seed},
+            logits="operand",
+            num_samples="size",
+        ),
+        _spec("tf.random.set_seed", {"seed": 0}, seed="size"),
+    ]
+
+
+def _sigmoid_xent(labels: Any, logits: Any) -> Any:
+    z, x = np.asarray(labels), np.asarray(logits)
+    return np.maximum(x, 0) - x * z + np.log1p(np.exp(-np.abs(x)))
+
+
+def _silu_ref(features: Any, beta: Any) -> Any:
+    f = np.asarray(features)
+    with np.errstate(all="ignore"):
+        return f / (1 + np.exp(-np.multiply(beta, f)))
+
+
+def _log_softmax(logits: Any, axis: Any = -1) -> Any:
+    x = np.asarray(logits)
+    ax = -1 if axis is None else axis
+    return x - np.log(np.sum(np.exp(x), axis=ax, keepdims=True))
+
+
+def _tf_nn_specs() -> list[Spec]:
+    """tf.nn's functions of its own (TensorFlow's argument names: features, logits, labels)."""
+    x = t()
+    act = {
+        "relu": lambda f: np.maximum(f, 0),
+        "relu6": lambda f: np.clip(f, 0, 6),
+        "elu": lambda f: np.where(np.asarray(f) > 0, f, np.expm1(np.minimum(f, 0))),
+        "l2_loss": None,
+    }
+    out = [_spec(f"tf.nn.{n}", {"features": x}, ref, features="operand") for n, ref in act.items() if n != "l2_loss"]
+    probs = gt.constant(_BASE / _BASE.sum(axis=1, keepdims=True))
+    out += [
+        _spec("tf.nn.l2_loss", {"t": x}, lambda t: np.sum(np.square(t)) / 2, t="operand"),
+        _spec("tf.nn.gelu", {"features": x, "approximate": False}, features="operand", approximate="flag"),
+        _spec(
+            "tf.nn.leaky_relu",
+            {"features": x, "alpha": 0.2},
+            lambda f, alpha: np.where(np.asarray(f) > 0, f, np.multiply(alpha, f)),
+            features="operand",
+            alpha="number",
+        ),
+        *(
+            _spec(f"tf.nn.{n}", {"features": x, "beta": 1.0}, _silu_ref, features="operand", beta="number")
+            for n in ("silu", "swish")
+        ),
+        _spec(
+            "tf.nn.softmax",
+            {"logits": x, "axis": -1},
+            lambda lg, axis: np.exp(_log_softmax(lg, axis)),
+            logits="operand",
+            axis="axis",
+        ),
+        _spec("tf.nn.log_softmax", {"logits": x, "axis": -1}, _log_softmax, logits="operand", axis="axis"),
+        _spec(
+            "tf.nn.bias_add",
+            {"value": x, "bias": gt.constant([1.0, 2.0])},
+            lambda v, b: np.add(v, b),
+            value="operand",
+            bias="operand",
+        ),
+        _spec("tf.nn.dropout", {"x": x, "rate": 0.5}, x="operand", rate="number"),  # a draw: twins compared
+        _spec(
+            "tf.nn.moments",
+            {"x": x, "axes": [0], "keepdims": False},
+            lambda x, axes, keepdims: (
+                np.mean(x, tuple(axes), keepdims=keepdims),
+                np.var(x, tuple(axes), keepdims=keepdims),
+            ),
+            x="operand",
+            axes="axis",
+            keepdims="flag",
+        ),
+        _spec(
+            "tf.nn.sigmoid_cross_entropy_with_logits",
+            {"labels": gt.constant(_BASE / 4), "logits": x},
+            _sigmoid_xent,
+            labels="operand",
+            logits="operand",
+        ),
+        _spec(
+            "tf.nn.softmax_cross_entropy_with_logits",
+            {"labels": probs, "logits": x, "axis": -1},
+            lambda labels, logits, axis: -np.sum(np.asarray(labels) * _log_softmax(logits, axis), axis=axis),
+            labels="operand",
+            logits="operand",
+            axis="axis",
+        ),
+        _spec(
+            "tf.nn.sparse_softmax_cross_entropy_with_logits",
+            {"labels": gt.constant([0, 1]), "logits": x},
+            lambda labels, logits: -np.take_along_axis(_log_softmax(logits), np.asarray(labels)[:, None], 1)[:, 0],
+            labels="index",
+            logits="operand",
+        ),
+    ]
+    return out
+
+
+def x_logits() -> gt.Tensor:
+    return gt.constant(np.log(_BASE / _BASE.sum(axis=1, keepdims=True)))
+
+
+# tf.data.Dataset's and gt.data's entry points, called on a fresh pipeline by these functions
+def _ds() -> Any:
+    import gputape.tf as tf
+
+    return tf.data.Dataset.from_tensor_slices(np.arange(6.0, dtype=np.float32))
+
+
+def _ds_list(ds: Any) -> list:
+    return [np.asarray(e).tolist() for e in ds]
+
+
+def _ds_batch(batch_size: Any, drop_remainder: Any) -> Any:
+    return _ds_list(_ds().batch(batch_size, drop_remainder=drop_remainder))
+
+
+def _ds_shuffle(buffer_size: Any) -> Any:
+    return sorted(_ds_list(_ds().shuffle(buffer_size, seed=0)))
+
+
+def _ds_take(count: Any) -> Any:
+    return _ds_list(_ds().take(count))
+
+
+def _ds_skip(count: Any) -> Any:
+    return _ds_list(_ds().skip(count))
+
+
+def _ds_repeat_take(count: Any) -> Any:
+    return _ds_list(_ds().repeat(count).take(8))
+
+
+def _ds_enumerate(start: Any) -> Any:
+    return [int(i) for i, _ in _ds().enumerate(start)]
+
+
+def _ds_slices(tensors: Any) -> Any:
+    import gputape.tf as tf
+
+    return _ds_list(tf.data.Dataset.from_tensor_slices(tensors))
+
+
+def _loader(batch_size: Any) -> Any:
+    return [len(b) for b in gt.data.DataLoader(np.arange(6.0), batch_size=batch_size)]
+
+
+def _dense(units: Any) -> Any:
+    return gt.nn.Dense(units).units
+
+
+def _apply_gradients(grads_and_vars: Any) -> Any:
+    return gt.optim.SGD(0.1).apply_gradients(grads_and_vars)
+
+
+def _accuracy(y_pred: Any) -> Any:
+    import gputape.tf as tf
+
+    return float(tf.keras.metrics.Accuracy()(gt.constant([1.0, 2.0]), y_pred))
+
+
+def _data_specs() -> list[Spec]:
+    """tf.data.Dataset's methods, gt.data.DataLoader, Dense(units), apply_gradients and Accuracy: TensorFlow's
+    and Keras' rules (their results where they accept the value, else a clear error naming the argument)."""
+    data = np.arange(6.0)
+
+    def chunks(batch_size: Any, drop_remainder: Any = False) -> list:
+        n = int(batch_size)
+        out = [data[i : i + n].tolist() for i in range(0, 6, n)]
+        return [c for c in out if len(c) == n] if drop_remainder else out
+
+    def take(count: Any) -> list:
+        return data.tolist() if count < 0 else data[:count].tolist()
+
+    def skip(count: Any) -> list:
+        return [] if count < 0 else data[count:].tolist()
+
+    def repeat(count: Any) -> list:
+        return (data.tolist() * (8 if count is None or count < 0 else count))[:8]
+
+    def accuracy(y_pred: Any) -> float:
+        return float(np.mean(np.asarray([1.0, 2.0]) == np.asarray(y_pred)))
+
+    def row(name: str, fn: Any, args: dict[str, Any], kinds: dict[str, str], ref: Any = None) -> Spec:
+        return Spec(name, fn, args, kinds, ref, also=(name, name.replace("tf.data.", "")))
+
+    ds = "tf.data.Dataset"
+    return [
+        row(
+            f"{ds}.batch",
+            _ds_batch,
+            {"batch_size": 4, "drop_remainder": False},
+            {"batch_size": "size", "drop_remainder": "flag"},
+            chunks,
+        ),
+        row(
+            f"{ds}.shuffle", _ds_shuffle, {"buffer_size": 3}, {"buffer_size": "size"}, lambda buffer_size: data.tolist()
+        ),
+        row(f"{ds}.take", _ds_take, {"count": 2}, {"count": "count"}, take),
+        row(f"{ds}.skip", _ds_skip, {"count": 2}, {"count": "count"}, skip),
+        row(f"{ds}.repeat", _ds_repeat_take, {"count": 2}, {"count": "count"}, repeat),
+        row(
+            f"{ds}.enumerate",
+            _ds_enumerate,
+            {"start": 1},
+            {"start": "count"},
+            lambda start: list(range(start, start + 6)),
+        ),
+        row(
+            f"{ds}.from_tensor_slices",
+            _ds_slices,
+            {"tensors": _BASE},
+            {"tensors": "slices"},
+            lambda tensors: np.asarray(tensors).tolist(),
+        ),
+        row(
+            "gt.data.DataLoader",
+            _loader,
+            {"batch_size": 4},
+            {"batch_size": "size"},
+            lambda batch_size: [len(c) for c in chunks(batch_size)],
+        ),
+        row("Dense", _dense, {"units": 3}, {"units": "size"}, int),
+        row("SGD.apply_gradients", _apply_gradients, {"grads_and_vars": []}, {"grads_and_vars": "pairs"}),
+        row("Accuracy", _accuracy, {"y_pred": gt.constant([1.0, 0.0])}, {"y_pred": "operand"}, accuracy),
+    ]
+
+
 # Methods and operators: each called on a fresh tensor/variable by a function of this module
 # (so the public entry is the method itself, as when a user calls it).
 def _astype(dtype: Any) -> Any:
@@ -1103,6 +1455,10 @@ SKIPPED = {
     "random.set_state": "takes get_state()'s dict; a malformed one is tested in tests/test_tf_train_checkpoint.py",
     "tf.function": "a decorator (gt.function's, with TensorFlow's arguments)",
     "tf.print": "writes its arguments out (any object prints)",
+    "tf.get_static_value": "takes any object (a non-tensor is returned as it is, as in TensorFlow)",
+    "tf.is_tensor": "takes any object and answers whether it is a tensor",
+    "tf.executing_eagerly": "takes no arguments",
+    "tf.random.get_global_generator": "takes no arguments",
 }
 
 
@@ -1131,6 +1487,8 @@ def public_callables() -> dict[str, Any]:
     import gputape.tf
     import gputape.tf.linalg
     import gputape.tf.math
+    import gputape.tf.nn
+    import gputape.tf.random
 
     out = {}
     for prefix, ns in (
@@ -1143,6 +1501,8 @@ def public_callables() -> dict[str, Any]:
         ("tf.", gputape.tf),
         ("tf.math.", gputape.tf.math),
         ("tf.linalg.", gputape.tf.linalg),
+        ("tf.random.", gputape.tf.random),
+        ("tf.nn.", gputape.tf.nn),
     ):
         names = getattr(ns, "__all__", None) or [n for n in dir(ns) if not n.startswith("_")]
         for n in names:

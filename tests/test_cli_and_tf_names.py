@@ -44,14 +44,21 @@ TF_NAMES = {
         sqrt square squeeze stack stop_gradient subtract tan tanh tensordot tile transpose truediv uint8 unstack
         version where zeros zeros_like"""
     # control flow
-    + " TensorArray case cond errors foldl foldr map_fn scan switch_case vectorized_map while_loop",
-    "errors": "InvalidArgumentError OpError OutOfRangeError",
+    + " TensorArray case cond foldl foldr map_fn scan switch_case vectorized_map while_loop"
+    # TensorFlow's tests and guides: array ops, tf.errors, tf.raw_ops
+    + " boolean_mask broadcast_to errors executing_eagerly get_static_value image is_tensor pad raw_ops slice",
+    "image": "adjust_contrast",
     "math": """abs acos acosh add add_n argmax argmin asin asinh atan atan2 atanh ceil cos cosh cumprod cumsum divide
         divide_no_nan equal erf exp expm1 floor greater greater_equal is_finite is_inf is_nan l2_normalize less
         less_equal log log1p log_sigmoid logical_and logical_not logical_or maximum minimum multiply
         multiply_no_nan negative not_equal pow reciprocal reduce_all reduce_any reduce_logsumexp reduce_max
         reduce_mean reduce_min reduce_prod reduce_std reduce_sum reduce_variance round rsqrt sigmoid sign sin sinh
-        softplus sqrt square squared_difference subtract tan tanh truediv""",
+        softplus sqrt square squared_difference subtract tan tanh truediv"""
+    + " count_nonzero floordiv floormod logical_xor mod nextafter reduce_euclidean_norm",
+    "errors": """AbortedError AlreadyExistsError CancelledError DataLossError DeadlineExceededError
+        FailedPreconditionError InternalError InvalidArgumentError NotFoundError OpError OutOfRangeError
+        PermissionDeniedError ResourceExhaustedError UnauthenticatedError UnavailableError UnimplementedError
+        UnknownError""",
     "nn": """bias_add dropout elu gelu l2_loss l2_normalize leaky_relu log_softmax moments relu relu6 sigmoid
         sigmoid_cross_entropy_with_logits silu softmax softmax_cross_entropy_with_logits softplus
         sparse_softmax_cross_entropy_with_logits swish tanh""",

@@ -23,7 +23,7 @@ import os
 import reprlib
 import sys
 import types
-from typing import Any
+from typing import Any, TypeVar
 
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
@@ -247,7 +247,10 @@ def argument_error(
     return err
 
 
-def mark(err: Exception) -> Exception:
+_E = TypeVar("_E", bound=BaseException)
+
+
+def mark(err: _E) -> _E:
     """Flag ``err`` as already explained, so an outer boundary passes it through unchanged."""
     err._gputape = True  # type: ignore[attr-defined]
     return err

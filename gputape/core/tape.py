@@ -406,7 +406,15 @@ class GradientTape(_state.Scope):
         True
         >>> t.release(); t.saved_bytes
         0
+
+        Inside its own ``with`` block the tape also stops recording there: the ops after it run
+        unrecorded (``.numpy()`` and all), as after a non-persistent tape's ``gradient()``.
         """
+        obs = _tls.obs
+        if obs is not None and self in obs.stack:
+            # a released tape has no set of tracked tensors to record into; left on the observer
+            # stack it would make every later op (even .numpy()) fail on the missing set
+            _state.pop(self)
         self._drop()
         self._fresh()
         self._tensors = None

@@ -631,6 +631,17 @@ class Variable(Tensor):
         return self._trainable
 
     @property
+    def initializer(self) -> None:
+        """TensorFlow's ``v.initializer``: None, as in eager TensorFlow (a variable is initialised when made;
+        TensorFlow's tests run ``self.evaluate(v.initializer)``, which evaluates None to None).
+
+        >>> import gputape as gt
+        >>> gt.Variable(1.0).initializer is None
+        True
+        """
+        return None
+
+    @property
     def name(self) -> str:
         return self._name
 

@@ -8,16 +8,19 @@ layers ``Concatenate`` and ``Add``, and ``Embedding``.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from .. import random as _random
+from ..core import _errors
 from ..core.recording import traced
 from ..core.tensor import FLOAT_DTYPES, Tensor, _wrap, as_tensor
 from ..devices import backend
 from ..ops import concatenate, matmul, reshape, take
+from ..ops._util import is_index
 from . import activations, initializers
 from .base_layer import Layer
 from .keras_tensor import _shape_of
@@ -55,9 +58,20 @@ class Dense(Layer):
         dtype: Any = "float32",
         **kwargs: Any,
     ) -> None:
-        if int(units) <= 0:
-            raise ValueError(f"Dense: units must be a positive integer, got {units!r}")
-        self.units = int(units)
+        # Keras 3's rule (a ValueError): int() would build Dense(2.5) with 2 units and fail inside
+        # int() for Dense('relu'), a units/activation mix-up
+        try:
+            n = None if isinstance(units, bool) or not is_index(units) else operator.index(units)
+        except _errors.NEVER_WRAP:
+            raise
+        except Exception:
+            n = None  # (a hook of its own that raised: not an integer either)
+        if n is None or n <= 0:
+            raise ValueError(
+                f"Dense: Received an invalid value for `units`, expected a positive integer. Received: "
+                f"units={_errors.describe(units)}"
+            )
+        self.units = n
         self.activation = activations.get(activation)
         self.use_bias = bool(use_bias)
         self.kernel_initializer = initializers.get(kernel_initializer)

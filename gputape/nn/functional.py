@@ -591,6 +591,9 @@ def sparse_softmax_xent(logits: Any, labels: Any, g: Any = None, loss: bool = Tr
     return lo, d
 
 
+_SPARSE = "nn.sparse_softmax_cross_entropy_with_logits"  # (its errors name the public function called)
+
+
 def sparse_softmax_cross_entropy_with_logits(labels: Any, logits: Any) -> Any:
     """Per-example cross-entropy of integer ``labels`` against unnormalised ``logits``.
 
@@ -606,19 +609,18 @@ def sparse_softmax_cross_entropy_with_logits(labels: Any, logits: Any) -> Any:
     lab = labels._data if isinstance(labels, Tensor) else labels if hasattr(labels, "dtype") else _to_array(labels)
     if lab.dtype.kind not in "iu":
         raise TypeError(
-            f"gt.nn.sparse_softmax_cross_entropy_with_logits: labels must be integers, got {lab.dtype}; "
+            f"{_errors.where(_SPARSE)}: labels must be integers, got {lab.dtype}; "
             "for one-hot or probability labels use softmax_cross_entropy_with_logits"
         )
     shape = logits._data.shape  # (the array's: Tensor.shape is a property call per read)
     if lab.shape != shape[:-1]:
         raise ValueError(
-            f"gt.nn.sparse_softmax_cross_entropy_with_logits: labels shape {lab.shape} must equal "
-            f"logits.shape[:-1] = {shape[:-1]}"
+            f"{_errors.where(_SPARSE)}: labels shape {lab.shape} must equal logits.shape[:-1] = {shape[:-1]}"
         )
     c = shape[-1]
     if lab.size and (int(lab.min()) < 0 or int(lab.max()) >= c):
         raise ValueError(
-            f"gt.nn.sparse_softmax_cross_entropy_with_logits: labels must be in [0, {c}); got values "
+            f"{_errors.where(_SPARSE)}: labels must be in [0, {c}); got values "
             f"from {int(lab.min())} to {int(lab.max())}"
         )
     return apply(_sparse_xent, (lab, logits), _E)

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core import _errors
 from ..core import state as _state
 from ..core.module import _snake
 from ..core.tensor import Tensor, constant
@@ -56,6 +57,20 @@ def _same_rank(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     elif b.ndim == a.ndim + 1 and b.shape[-1:] == (1,):
         a, b = (a[..., None], b) if a.ndim == 1 else (a, b[..., 0])
     return a, b
+
+
+def _paired(metric: Any, y_true: Any, y_pred: Any, true_dtype: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """``y_true`` and ``y_pred`` brought to one rank (Keras' rule) for an elementwise comparison; shapes
+    that do not broadcast are refused naming the metric and both shapes (Keras: Incompatible shapes)."""
+    t, p = _same_rank(np.asarray(y_true, true_dtype), np.asarray(y_pred, np.float64 if true_dtype else None))
+    try:
+        np.broadcast_shapes(t.shape, p.shape)
+    except ValueError as e:
+        raise ValueError(
+            f"{type(metric).__name__}.update_state: y_true of shape {np.shape(y_true)} and y_pred of shape "
+            f"{np.shape(y_pred)} are incompatible shapes (they do not broadcast); pass one prediction per label"
+        ) from e
+    return t, p
 
 
 class Metric:
@@ -118,7 +133,32 @@ class Metric:
 
     def _update_raw(self, *args: Any) -> None:
         *args, sample_weight = args
-        self._update(*(_np(a) for a in args), sample_weight=None if sample_weight is None else _np(sample_weight))
+        arrays = [self._host(a, i) for i, a in enumerate(args)]
+        weight = None if sample_weight is None else self._host(sample_weight, "sample_weight")
+        self._update(*arrays, sample_weight=weight)
+
+    def _host(self, value: Any, which: Any) -> np.ndarray:
+        """An argument as a host array of numbers, or an error naming the metric and the argument."""
+        what = f"argument {which}" if isinstance(which, str) else f"argument {which} (of update_state)"
+        try:
+            a = _np(value)
+        except _errors.NEVER_WRAP:
+            raise
+        except Exception as e:
+            raise _errors.mark(
+                (ValueError if isinstance(e, ValueError) else TypeError)(
+                    f"{type(self).__name__}.update_state: {what} ({_errors.describe(value)}) is not an array of "
+                    f"numbers [{type(e).__name__}: {e}]"
+                )
+            ) from e
+        if a.dtype.kind not in "biuf":
+            raise _errors.mark(
+                TypeError(
+                    f"{type(self).__name__}.update_state: {what} ({_errors.describe(value)}) has dtype {a.dtype}; "
+                    "metrics take real numbers (bool, integer or float)"
+                )
+            )
+        return a
 
     def result(self) -> Tensor:
         """The metric's current value as a tensor.
@@ -246,7 +286,7 @@ class MeanSquaredError(MeanMetricWrapper):
     """
 
     def _values(self, y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
-        t, p = _same_rank(np.asarray(y_true, np.float64), np.asarray(y_pred, np.float64))
+        t, p = _paired(self, y_true, y_pred, np.float64)
         return np.mean(np.square(t - p), axis=-1)
 
 
@@ -259,7 +299,7 @@ class MeanAbsoluteError(MeanMetricWrapper):
     """
 
     def _values(self, y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
-        t, p = _same_rank(np.asarray(y_true, np.float64), np.asarray(y_pred, np.float64))
+        t, p = _paired(self, y_true, y_pred, np.float64)
         return np.mean(np.abs(t - p), axis=-1)
 
 
@@ -273,7 +313,7 @@ class Accuracy(MeanMetricWrapper):
     """
 
     def _values(self, y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
-        t, p = _same_rank(y_true, y_pred)
+        t, p = _paired(self, y_true, y_pred)
         return (t == p).astype(np.float64)
 
 
@@ -300,7 +340,7 @@ class BinaryAccuracy(MeanMetricWrapper):
         return {"threshold": self.threshold}
 
     def _values(self, y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
-        t, p = _same_rank(y_true, y_pred)
+        t, p = _paired(self, y_true, y_pred)
         return (t == (p > self.threshold).astype(t.dtype)).astype(np.float64)
 
 

@@ -186,6 +186,7 @@ row_stack = vstack  # numpy's older name for vstack (deprecated there, same func
 # are gputape's: each name has one public path). Written out, because type checkers read a star
 # import's names only from a literal __all__; tests/test_typing.py checks it lists every op defined above.
 __all__ = [
+    "TensorArray",
     "abs",
     "absolute",
     "add",
@@ -334,7 +335,6 @@ __all__ = [
     "take_along_axis",
     "tan",
     "tanh",
-    "TensorArray",
     "tensordot",
     "tile",
     "trace",

@@ -35,12 +35,10 @@ from ..core import _nest
 from ..core.state import current_trace
 from ..core.tensor import Tensor, TensorShape, Variable, as_tensor, constant
 from .creation import zeros
+from .errors import InvalidArgumentError, OutOfRangeError
 from .shape import concatenate, split, squeeze, stack
 
 __all__ = [
-    "InvalidArgumentError",
-    "OpError",
-    "OutOfRangeError",
     "TensorArray",
     "case",
     "cond",
@@ -53,32 +51,6 @@ __all__ = [
     "while_loop",
 ]
 
-
-# -- TensorFlow's runtime errors (tf.errors) ----------------------------------------------
-
-
-class OpError(Exception):
-    """TensorFlow's ``tf.errors.OpError``: an op failed at run time (``.message`` says why).
-
-    Built as TensorFlow builds it, ``OpError(node_def, op, message)``, or from the message alone.
-
-    >>> from gputape.ops.control_flow import InvalidArgumentError
-    >>> InvalidArgumentError(None, None, "bad index").message
-    'bad index'
-    """
-
-    def __init__(self, *args: Any) -> None:
-        node_def, op, message = args if len(args) == 3 else (None, None, args[0] if args else "")
-        super().__init__(message)
-        self.node_def, self.op, self.message = node_def, op, message
-
-
-class InvalidArgumentError(OpError):
-    """TensorFlow's ``tf.errors.InvalidArgumentError`` (e.g. a TensorArray index written twice)."""
-
-
-class OutOfRangeError(OpError):
-    """TensorFlow's ``tf.errors.OutOfRangeError`` (e.g. a TensorArray index past its size)."""
 
 
 # -- shared helpers -------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core import _errors
 from ..core import state as _state
 from ..core._generate import generate
 from ..core.state import defer_interrupts
@@ -346,7 +347,17 @@ class Optimizer:
         >>> gt.optim.SGD(0.5).apply_gradients([])
         0
         """
-        pairs = list(grads_and_vars)
+        try:
+            pairs = list(grads_and_vars)
+        except _errors.NEVER_WRAP:
+            raise
+        except Exception as e:
+            # None or a number (Keras fails on its own unpacking): say what the argument must be
+            raise TypeError(
+                f"{self.name}.apply_gradients: argument grads_and_vars ({_errors.describe(grads_and_vars)}) is not an "
+                f"iterable of (gradient, variable) pairs [{type(e).__name__}: {e}]; pass zip(grads, "
+                "model.trainable_variables)"
+            ) from e
         if _state.tls.obs is None and self._plain():
             # plain SGD's common case, parsed and stepped by one function generated for this many
             # pairs: (Tensor, Variable) pairs of host arrays of equal shapes and dtypes, each variable
@@ -365,8 +376,8 @@ class Optimizer:
         for pair in pairs:
             if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[1], Variable)):
                 raise TypeError(
-                    f"{self.name}.apply_gradients: expected (gradient, gt.Variable) pairs, as from "
-                    f"zip(grads, model.trainable_variables); got {pair!r:.100}"
+                    f"{self.name}.apply_gradients: argument grads_and_vars must hold (gradient, gt.Variable) pairs, "
+                    f"as from zip(grads, model.trainable_variables); got {pair!r:.100}"
                 )
             seen.add(id(pair[1]))
             if pair[0] is not None:

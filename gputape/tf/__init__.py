@@ -91,6 +91,7 @@ from ._creation import (
 )
 from ._function import function
 from ._print import print
+from ._util import Namespace as _Namespace
 from ._variable import Variable
 from .linalg import matmul, norm  # tf.matmul is tf.linalg.matmul, tf.norm is tf.linalg.norm
 from .math import (
@@ -270,23 +271,131 @@ __all__ = [
 __version__ = "2.16.0"
 version = _types.SimpleNamespace(VERSION=__version__, GIT_VERSION="gputape", COMPILER_VERSION="n/a")
 
-DType = _np.dtype
+
+class DType:
+    """TensorFlow's dtype object over a numpy dtype: ``tf.float32.as_numpy_dtype`` is ``np.float32``.
+
+    It equals (and hashes as) its numpy dtype, and numpy and gputape take it wherever they take a
+    dtype (numpy reads its ``dtype`` attribute), so ``x.dtype == tf.float32`` holds for a tensor
+    whose ``dtype`` is numpy's; a tensor's own ``.dtype`` stays numpy's. numpy's attributes
+    (``kind``, ``itemsize``, ``type`` ...) are forwarded.
+
+    >>> import gputape.tf as tf, numpy as np
+    >>> tf.float64.as_numpy_dtype is np.float64, tf.float32.name, tf.float32.is_floating
+    (True, 'float32', True)
+    >>> tf.constant([1.0]).dtype == tf.float32, np.zeros(2, dtype=tf.int32).dtype
+    (True, dtype('int32'))
+    """
+
+    __slots__ = ("dtype",)
+
+    def __init__(self, type_value: _Any) -> None:
+        object.__setattr__(self, "dtype", _np.dtype(type_value))
+
+    def __getattr__(self, name: str) -> _Any:
+        if name == "dtype":  # (only while unpickling, before __init__ ran)
+            raise AttributeError(name)
+        return getattr(self.dtype, name)
+
+    def __setattr__(self, name: str, value: _Any) -> None:
+        raise AttributeError(f"tf.DType is immutable (cannot set {name!r})")
+
+    def __reduce__(self) -> tuple:
+        return (DType, (self.dtype.str,))
+
+    def __eq__(self, other: _Any) -> bool:
+        if other is None:  # (numpy reads None as float64)
+            return False
+        try:
+            return self.dtype == _np.dtype(other)
+        except TypeError:
+            return False
+
+    def __ne__(self, other: _Any) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(self.dtype)
+
+    def __repr__(self) -> str:
+        return f"tf.{self.name}"
+
+    @property
+    def name(self) -> str:
+        return self.dtype.name
+
+    @property
+    def as_numpy_dtype(self) -> type:
+        return self.dtype.type
+
+    @property
+    def base_dtype(self) -> DType:
+        return self
+
+    @property
+    def real_dtype(self) -> DType:
+        return DType(_np.finfo(self.dtype).dtype) if self.dtype.kind == "c" else self
+
+    @property
+    def is_floating(self) -> bool:
+        return self.dtype.kind == "f"
+
+    @property
+    def is_integer(self) -> bool:
+        return self.dtype.kind in "iu"
+
+    @property
+    def is_unsigned(self) -> bool:
+        return self.dtype.kind in "ub"
+
+    @property
+    def is_complex(self) -> bool:
+        return self.dtype.kind == "c"
+
+    @property
+    def is_bool(self) -> bool:
+        return self.dtype.kind == "b"
+
+    @property
+    def size(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def min(self) -> _Any:
+        d = self.dtype
+        return False if d.kind == "b" else (_np.iinfo(d).min if d.kind in "iu" else _np.finfo(d).min)
+
+    @property
+    def max(self) -> _Any:
+        d = self.dtype
+        return True if d.kind == "b" else (_np.iinfo(d).max if d.kind in "iu" else _np.finfo(d).max)
+
+    def is_compatible_with(self, other: _Any) -> bool:
+        return self == other
 
 
-def as_dtype(type_value: _Any) -> _np.dtype:
+def as_dtype(type_value: _Any) -> DType:
     """TensorFlow's ``tf.as_dtype``: the dtype for a name, a numpy type or a dtype.
 
     >>> import gputape.tf as tf
     >>> tf.as_dtype("float32") == tf.float32, tf.dtypes.as_dtype(bool) == tf.bool
     (True, True)
     """
+    if isinstance(type_value, DType):
+        return type_value
     try:
-        return _np.dtype(type_value)
+        return DType(type_value)
     except TypeError as e:
         raise TypeError(f"tf.as_dtype: cannot convert {type_value!r} to a dtype") from e
 
 
-dtypes = _types.SimpleNamespace(
+# tf's dtype objects (gputape's own, gt.float32 ..., are numpy's dtypes)
+bool, float16, float32, float64 = DType(bool), DType(float16), DType(float32), DType(float64)  # type: ignore[assignment]
+int8, int16, int32, int64, uint8 = DType(int8), DType(int16), DType(int32), DType(int64), DType(uint8)  # type: ignore[assignment]
+
+
+dtypes = _Namespace(
+    "dtypes",
     DType=DType,
     as_dtype=as_dtype,
     cast=cast,
@@ -319,17 +428,14 @@ def _set_log_device_placement(enabled: bool) -> None:
     _placement.log_device_placement(enabled)
 
 
-debugging = _types.SimpleNamespace(set_log_device_placement=_set_log_device_placement)
-
 # tf.signal: the Fourier transforms over the innermost dimensions (gputape.fft)
 from ..ops.fft import TF_SIGNAL as _TF_SIGNAL  # noqa: E402
 
-signal = _types.SimpleNamespace(**_TF_SIGNAL)
+signal = _Namespace("signal", **_TF_SIGNAL)
 __all__ += ["config", "debugging", "device"]
 
-# -- control flow: tf.cond, tf.while_loop, tf.map_fn, tf.TensorArray, ...; tf.errors ------
+# -- control flow: tf.cond, tf.while_loop, tf.map_fn, tf.TensorArray, ... --------------------
 
-from ..ops import control_flow as _control_flow  # noqa: E402
 from ..ops.control_flow import (  # noqa: E402
     TensorArray,
     case,
@@ -343,16 +449,10 @@ from ..ops.control_flow import (  # noqa: E402
     while_loop,
 )
 
-errors = _types.SimpleNamespace(
-    OpError=_control_flow.OpError,
-    InvalidArgumentError=_control_flow.InvalidArgumentError,
-    OutOfRangeError=_control_flow.OutOfRangeError,
-)
 __all__ += [
     "TensorArray",
     "case",
     "cond",
-    "errors",
     "foldl",
     "foldr",
     "map_fn",
@@ -361,6 +461,86 @@ __all__ += [
     "vectorized_map",
     "while_loop",
 ]
+
+# -- the names TensorFlow's tests and guides use: array ops, tf.errors, tf.raw_ops, numerics checks ------
+
+from ..debug import numerics as _numerics  # noqa: E402
+from . import errors, image, raw_ops  # noqa: E402
+from ._array_ops import (  # noqa: E402
+    boolean_mask,
+    broadcast_to,
+    executing_eagerly,
+    get_static_value,
+    is_tensor,
+    pad,
+    slice,
+)
+from ._util import missing_name as _missing_name  # noqa: E402
+
+
+def _enable_check_numerics(stack_height_limit: int = 30, path_length_limit: int = 50) -> None:
+    """TensorFlow's ``tf.debugging.enable_check_numerics``: every op (forward and backward) that makes
+    an inf or NaN raises, naming the op (gputape's :func:`gputape.debug.enable_check_numerics`, for the
+    calling thread; it raises ``FloatingPointError`` where TensorFlow raises ``InvalidArgumentError``).
+
+    >>> import gputape.tf as tf
+    >>> tf.debugging.enable_check_numerics()
+    >>> tf.math.log(tf.constant([1.0])).numpy().tolist()
+    [0.0]
+    >>> tf.debugging.disable_check_numerics()
+    """
+    _numerics.enable_check_numerics()
+
+
+def _disable_check_numerics() -> None:
+    """TensorFlow's ``tf.debugging.disable_check_numerics`` (a no-op when the check is off, as there).
+
+    >>> import gputape.tf as tf
+    >>> tf.debugging.disable_check_numerics()
+    """
+    try:
+        _numerics.disable_check_numerics()
+    except RuntimeError:
+        pass
+
+
+def _check_numerics(tensor: _Any, message: str, name: str | None = None) -> Tensor:
+    """TensorFlow's ``tf.debugging.check_numerics``: ``tensor`` itself (a differentiable identity), or
+    ``InvalidArgumentError`` with ``message`` when it holds an inf or NaN.
+
+    >>> import gputape.tf as tf
+    >>> tf.debugging.check_numerics(tf.constant([1.0]), "x").numpy().tolist()
+    [1.0]
+    """
+    t = identity(tensor)
+    host = t.numpy()
+    if t.dtype.kind in "fc" and not _np.isfinite(host).all():
+        what = "NaN" if _np.isnan(host).any() else "Inf"
+        raise errors.InvalidArgumentError(None, None, f"{message} : Tensor had {what} values")
+    return t
+
+
+debugging = _Namespace(
+    "debugging",
+    set_log_device_placement=_set_log_device_placement,
+    enable_check_numerics=_enable_check_numerics,
+    disable_check_numerics=_disable_check_numerics,
+    check_numerics=_check_numerics,
+)
+__all__ += [
+    "boolean_mask",
+    "broadcast_to",
+    "errors",
+    "executing_eagerly",
+    "get_static_value",
+    "image",
+    "is_tensor",
+    "pad",
+    "raw_ops",
+    "slice",
+]
+# tf.float64 ... are tf.DType objects (above); tf.dtypes holds the same ones
+__getattr__ = _missing_name(__name__)
 
 # -- Python control flow in tf.function: tf.autograph, tf.TensorShape ------------------------
 from ..function import do_not_convert as _do_not_convert  # noqa: E402

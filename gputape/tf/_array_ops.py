@@ -9,12 +9,20 @@ from typing import Any
 import numpy as np
 
 from .. import ops as _ops
+from ..core import _errors
 from ..core.custom_gradient import stop_gradient as _stop_gradient
-from ..core.tensor import Tensor, _to_array, as_tensor
+from ..core.state import current_trace
+from ..core.tensor import Tensor, Variable, _to_array, as_tensor
 from ..core.tensor import constant as _constant
+from ..devices.backend import to_host, xp_of
 from ..devices.placement import current_device
-from ..ops._util import is_index, norm_axis, norm_dtype, norm_ints, norm_list
+from ..ops._util import is_index, norm_axis, norm_dtype, norm_ints, norm_list, norm_size
 from ._util import axis_arg
+from .errors import InvalidArgumentError
+
+
+def _invalid(msg: str) -> InvalidArgumentError:
+    return _errors.mark(InvalidArgumentError(None, None, msg))
 
 
 def reshape(tensor: Any, shape: Any, name: str | None = None) -> Tensor:
@@ -44,6 +52,12 @@ def concat(values: Any, axis: int, name: str | None = None) -> Tensor:
     >>> tf.concat([tf.zeros((1, 2)), tf.ones((1, 2))], axis=0).shape
     (2, 2)
     """
+    if not isinstance(values, (list, tuple)):
+        # TensorFlow wraps a lone tensor in a list and returns it unchanged (its degenerate case),
+        # after checking that axis is one integer; flattening its rows would be a silent reshape.
+        if not is_index(axis):
+            raise _invalid(f"tf.concat: argument axis ({axis!r}) must be one integer")
+        return identity(values)
     return _ops.concatenate(norm_list(values, "concat", "a list of tensors"), axis)
 
 
@@ -77,14 +91,30 @@ def split(value: Any, num_or_size_splits: Any, axis: int = 0, num: int | None = 
     >>> [t.shape for t in tf.split(tf.zeros((5, 2)), [2, 3])]
     [(2, 2), (3, 2)]
     """
+    x = as_tensor(value)
     if is_index(num_or_size_splits):
-        return _ops.split(value, num_or_size_splits, axis)
+        n = norm_size(num_or_size_splits, "split", "a number of splits", minimum=None)
+        total = x.shape[norm_axis(axis, x.ndim, "split")] if x.ndim else 0
+        if n < 1 or total % n:
+            raise _invalid(
+                f"tf.split: argument num_or_size_splits ({n}) must evenly divide the split dimension "
+                f"(axis {axis} of shape {x.shape}, size {total}); pass a list of sizes for unequal parts"
+            )
+        return _ops.split(x, n, axis)
     sizes = list(norm_ints(num_or_size_splits, "split", "a number of splits or a list of sizes"))
-    if -1 in sizes:
-        x = as_tensor(value)
-        total = x.shape[norm_axis(axis, x.ndim, "split")]
-        sizes[sizes.index(-1)] = total - builtins.sum(s for s in sizes if s != -1)
-    return _ops.split(value, list(np.cumsum(sizes)[:-1].tolist()), axis)
+    total = x.shape[norm_axis(axis, x.ndim, "split")]
+    unknown = sizes.count(-1)
+    known = builtins.sum(s for s in sizes if s != -1)
+    # TensorFlow's rule: sizes add up to the dimension exactly, or one of them is -1 and the rest fit.
+    if unknown > 1 or builtins.any(s < -1 for s in sizes) or (known != total if not unknown else known > total):
+        raise _invalid(
+            f"tf.split: argument num_or_size_splits {sizes} does not split axis {axis} of shape {x.shape} "
+            f"(size {total}): the sizes must add up to {total}, or one of them be -1 and the rest add up to "
+            f"at most {total}"
+        )
+    if unknown:
+        sizes[sizes.index(-1)] = total - known
+    return _ops.split(x, list(np.cumsum(sizes)[:-1].tolist()), axis)
 
 
 def expand_dims(input: Any, axis: int, name: str | None = None) -> Tensor:
@@ -197,10 +227,58 @@ def gather(params: Any, indices: Any, validate_indices: Any = None, axis: Any = 
     >>> tf.gather(tf.constant([[1.0], [2.0], [3.0]]), [2, 0]).numpy().tolist()
     [[3.0], [1.0]]
     """
-    if batch_dims:
-        raise NotImplementedError("tf.gather: batch_dims is not supported")
+    p = as_tensor(params)
     idx = indices._data if isinstance(indices, Tensor) else _to_array(indices)
-    return _ops.take(params, idx, 0 if axis is None else axis_arg(axis))
+    if idx.dtype.kind not in "iu" and not (idx.size == 0 and idx.dtype.kind == "f"):  # [] is float64 to numpy
+        raise _invalid(
+            f"tf.gather: argument indices has dtype {idx.dtype}, not an integer dtype (TensorFlow: Value for "
+            f"attr 'Tindices' of {idx.dtype} is not in the list of allowed values: int16, int32, int64); "
+            "for a boolean mask use tf.boolean_mask, for float indices tf.cast them"
+        )
+    idx = idx.astype(np.int64, copy=False)
+    b = norm_size(batch_dims, "gather", "batch_dims", minimum=None)
+    if b < 0:
+        b += idx.ndim
+    if not 0 <= b <= idx.ndim or b > p.ndim:
+        raise _invalid(
+            f"tf.gather: argument batch_dims ({batch_dims}) must be in [-{idx.ndim}, {idx.ndim}] for indices of "
+            f"shape {tuple(idx.shape)} and at most the rank of params ({p.ndim})"
+        )
+    ax = b if axis is None else norm_axis(axis_arg(axis), p.ndim, "gather")
+    if ax < b:
+        raise _invalid(f"tf.gather: argument batch_dims ({b}) must be less than or equal to axis ({ax})")
+    if tuple(idx.shape[:b]) != tuple(p.shape[:b]):
+        raise _invalid(
+            f"tf.gather: the first batch_dims={b} dimensions of params {p.shape} and indices {tuple(idx.shape)} "
+            "must be equal"
+        )
+    n = p.shape[ax]
+    bad = (idx < 0) | (idx >= n)
+    if idx.size and bool(bad.any()):
+        # TensorFlow's CPU kernel refuses these (numpy would wrap -1 to the last entry: a silent wrong row)
+        pos = tuple(int(i) for i in np.argwhere(to_host(bad))[0])
+        at = ",".join(map(str, pos))
+        raise _invalid(
+            f"tf.gather: indices[{at}] = {int(to_host(idx)[pos])} is not in [0, {n}) (argument indices); "
+            "TensorFlow does not wrap negative or out-of-range indices"
+        )
+    if b == 0:
+        return _ops.take(p, idx, ax)
+    return _batched_gather(p, idx, ax, b)
+
+
+def _batched_gather(p: Tensor, idx: Any, ax: int, b: int) -> Tensor:
+    """``gather`` with ``batch_dims=b``: one take over the batch flattened into the gathered axis
+    (offsets keep each batch element's rows apart), so the gradient is take's."""
+    batch, pre, post, irest = p.shape[:b], p.shape[b:ax], p.shape[ax + 1 :], tuple(idx.shape[b:])
+    nb, n = int(np.prod(batch, dtype=np.int64)), p.shape[ax]
+    flat = _ops.reshape(_ops.moveaxis(_ops.reshape(p, (nb, *p.shape[b:])), 1 + len(pre), 1), (nb * n, *pre, *post))
+    offsets = (xp_of(idx).arange(nb, dtype=np.int64) * n).reshape((nb,) + (1,) * len(irest))
+    fi = idx.reshape((nb, *irest)) + offsets
+    out = _ops.take(flat, fi, 0)  # (nb, *irest, *pre, *post)
+    ni, npre = len(irest), len(pre)
+    perm = (0, *range(1 + ni, 1 + ni + npre), *range(1, 1 + ni), *range(1 + ni + npre, out.ndim))
+    return _ops.reshape(_ops.transpose(out, perm), (*batch, *pre, *irest, *post))
 
 
 def where(condition: Any, x: Any = None, y: Any = None, name: str | None = None) -> Tensor:
@@ -304,3 +382,115 @@ def tensordot(a: Any, b: Any, axes: Any, name: str | None = None) -> Tensor:
     (2, 4)
     """
     return _ops.tensordot(a, b, axes)
+
+
+def boolean_mask(tensor: Any, mask: Any, axis: Any = None, name: str | None = None) -> Tensor:
+    """The entries of ``tensor`` where the boolean ``mask`` (covering dimensions ``axis`` onward) is True.
+
+    Differentiable in ``tensor`` (the gradient scatters back to the kept entries).
+
+    >>> import gputape.tf as tf
+    >>> tf.boolean_mask(tf.constant([[1, 2], [3, 4], [5, 6]]), [True, False, True]).numpy().tolist()
+    [[1, 2], [5, 6]]
+    """
+    t = as_tensor(tensor)
+    m = mask._data if isinstance(mask, Tensor) else _to_array(mask)
+    if m.dtype != np.bool_:
+        raise _invalid(f"tf.boolean_mask: argument mask has dtype {m.dtype}; it must be bool (tf.cast it)")
+    ax = 0 if axis is None else norm_axis(axis, t.ndim, "boolean_mask")
+    if m.ndim == 0 or tuple(t.shape[ax : ax + m.ndim]) != tuple(m.shape):
+        raise _invalid(
+            f"tf.boolean_mask: argument mask of shape {tuple(m.shape)} must match the dimensions {ax} onward of "
+            f"tensor's shape {t.shape}"
+        )
+    return t[(builtins.slice(None),) * ax + (m,)]
+
+
+def broadcast_to(input: Any, shape: Any, name: str | None = None) -> Tensor:
+    """``input`` broadcast to ``shape`` (numpy's rules); the gradient sums back over the new dimensions.
+
+    >>> import gputape.tf as tf
+    >>> tf.broadcast_to(tf.constant([1.0, 2.0]), [2, 2]).numpy().tolist()
+    [[1.0, 2.0], [1.0, 2.0]]
+    """
+    return _ops.broadcast_to(input, axis_arg(shape) if isinstance(shape, Tensor) else shape)
+
+
+def slice(input_: Any, begin: Any, size: Any, name: str | None = None) -> Tensor:
+    """The block of ``input_`` that starts at ``begin`` with extent ``size`` (-1: to the end).
+
+    >>> import gputape.tf as tf
+    >>> tf.slice(tf.reshape(tf.range(6), [2, 3]), [0, 1], [2, -1]).numpy().tolist()
+    [[1, 2], [4, 5]]
+    """
+    t = as_tensor(input_)
+    b = norm_ints(begin.numpy().tolist() if isinstance(begin, Tensor) else begin, "slice", "a list of start offsets")
+    s = norm_ints(size.numpy().tolist() if isinstance(size, Tensor) else size, "slice", "a list of sizes")
+    if len(b) != t.ndim or len(s) != t.ndim:
+        raise _invalid(
+            f"tf.slice: arguments begin {list(b)} and size {list(s)} must each have one entry per dimension "
+            f"of input_ (shape {t.shape})"
+        )
+    key = []
+    for i, (lo, n, dim) in enumerate(zip(b, s, t.shape)):
+        if not 0 <= lo <= dim:
+            raise _invalid(f"tf.slice: argument begin: expected begin[{i}] in [0, {dim}], but got {lo}")
+        if n == -1:
+            n = dim - lo
+        if not 0 <= n <= dim - lo:
+            raise _invalid(
+                f"tf.slice: argument size: expected size[{i}] in [0, {dim - lo}] (dimension {dim} from begin[{i}] = "
+                f"{lo}), but got {n}"
+            )
+        key.append(builtins.slice(lo, lo + n))
+    return t[tuple(key)]
+
+
+def pad(tensor: Any, paddings: Any, mode: str = "CONSTANT", constant_values: Any = 0, name: str | None = None):
+    """Pad each dimension by ``paddings[d] = [before, after]`` with ``constant_values`` (mode CONSTANT).
+
+    >>> import gputape.tf as tf
+    >>> tf.pad(tf.constant([[1.0]]), [[1, 0], [0, 1]]).numpy().tolist()
+    [[0.0, 0.0], [1.0, 0.0]]
+    """
+    if not isinstance(mode, str) or mode.upper() not in ("CONSTANT", "REFLECT", "SYMMETRIC"):
+        raise ValueError(f"tf.pad: argument mode ({mode!r}) must be one of 'CONSTANT', 'REFLECT', 'SYMMETRIC'")
+    if mode.upper() != "CONSTANT":
+        raise NotImplementedError(f"tf.pad: mode {mode!r} is not in gputape; only mode='CONSTANT' is")
+    pw = paddings.numpy().tolist() if isinstance(paddings, Tensor) else paddings
+    return _ops.pad(tensor, pw, constant_values=constant_values)
+
+
+def get_static_value(tensor: Any, partial: bool = False) -> Any:
+    """The value of ``tensor`` as a numpy array (eager tensors are always known); None for a Variable,
+    whose value can change; other values are returned as they are.
+
+    >>> import gputape.tf as tf
+    >>> tf.get_static_value(tf.constant([1, 2])).tolist(), tf.get_static_value(3)
+    ([1, 2], 3)
+    """
+    if isinstance(tensor, Variable):
+        return None
+    if isinstance(tensor, Tensor):
+        return tensor.numpy()
+    return tensor
+
+
+def executing_eagerly() -> bool:
+    """False while ``tf.function`` traces (ops are being recorded for replay), else True.
+
+    >>> import gputape.tf as tf
+    >>> tf.executing_eagerly()
+    True
+    """
+    return current_trace() is None
+
+
+def is_tensor(x: Any) -> bool:
+    """Whether ``x`` is a gputape Tensor or Variable (not a numpy array or a Python number).
+
+    >>> import gputape.tf as tf
+    >>> tf.is_tensor(tf.constant(1.0)), tf.is_tensor(1.0)
+    (True, False)
+    """
+    return isinstance(x, Tensor)

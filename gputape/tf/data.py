@@ -16,6 +16,7 @@ gives a uniform shuffle; by default each iteration reshuffles. Without a
 
 from __future__ import annotations
 
+import operator as _operator
 from collections.abc import Callable as _Callable
 from collections.abc import Iterator as _Iterator
 from typing import Any as _Any
@@ -23,14 +24,37 @@ from typing import Any as _Any
 import numpy as _np
 
 from .. import random as _random
+from ..core import _errors
 from ..core.tensor import Tensor as _Tensor
 from ..core.tensor import constant as _constant
 from ..devices.backend import to_host as _to_host
 from ..devices.placement import current_device as _current_device
+from ..ops._util import is_index as _is_index
+from ..ops._util import norm_flag as _norm_flag
+from .errors import InvalidArgumentError as _InvalidArgumentError
 
 __all__ = ["AUTOTUNE", "Dataset"]
 
 AUTOTUNE = -1
+
+
+def _count(value: _Any, op: str, arg: str) -> int:
+    """An integer argument as TensorFlow takes it (it converts to an int64 tensor: no floats, no bools)."""
+    try:
+        if isinstance(value, bool) or not _is_index(value):
+            raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype int64")
+        return _operator.index(value)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as e:
+        raise TypeError(
+            f"Dataset.{op}: argument {arg} ({_errors.describe(value)}) must be an integer, not "
+            f"{type(value).__name__} (TensorFlow: {e})"
+        ) from e
+
+
+def _invalid(msg: str) -> _InvalidArgumentError:
+    return _InvalidArgumentError(None, None, msg)
 
 
 def _host(x: _Any) -> _np.ndarray:
@@ -93,8 +117,35 @@ class Dataset:
         >>> len(tf.data.Dataset.from_tensor_slices({"x": [[1.0], [2.0]], "y": [0, 1]}))
         2
         """
-        data = _map_structure(_host, tensors)
-        lengths = {len(a) for a in _leaves(data)}
+        try:
+            data = _map_structure(_host, tensors)
+        except _errors.NEVER_WRAP:
+            raise
+        except Exception as e:
+            raise _errors.mark(
+                (ValueError if isinstance(e, ValueError) else TypeError)(
+                    f"Dataset.from_tensor_slices: argument tensors ({_errors.describe(tensors)}) is not an array, "
+                    f"or a tuple/dict of arrays [{type(e).__name__}: {e}]"
+                )
+            ) from e
+        flat = _leaves(data)
+        for a in flat:
+            if a.dtype.kind not in "biufc":
+                raise _errors.mark(
+                    TypeError(
+                        f"Dataset.from_tensor_slices: argument tensors ({_errors.describe(tensors)}) holds a value of "
+                        f"dtype {a.dtype}; pass arrays of numbers (or a tuple/dict of them)"
+                    )
+                )
+            if a.ndim == 0:
+                raise _errors.mark(
+                    ValueError(
+                        f"Dataset.from_tensor_slices: argument tensors ({_errors.describe(tensors)}) holds a scalar, "
+                        "which has no first dimension to slice (TensorFlow: Unbatching a tensor is only supported "
+                        "for rank >= 1)"
+                    )
+                )
+        lengths = {len(a) for a in flat}
         if len(lengths) != 1:
             raise ValueError(f"from_tensor_slices: all components need the same first dimension, got {lengths}")
         n = lengths.pop()
@@ -112,8 +163,9 @@ class Dataset:
         >>> sorted(int(x) for x in tf.data.Dataset.from_tensor_slices([1, 2, 3]).shuffle(3, seed=1))
         [1, 2, 3]
         """
+        buffer_size = _count(buffer_size, "shuffle", "buffer_size")
         if buffer_size < 1:
-            raise ValueError(f"shuffle: buffer_size must be >= 1, got {buffer_size}")
+            raise _invalid(f"Dataset.shuffle: argument buffer_size must be greater than zero, got {buffer_size}")
         # Without an op seed the order comes from gt.random's global seed and op counter, so
         # tf.random.set_seed makes it the same in every process (TensorFlow's rule).
         master = _np.random.default_rng(seed) if seed is not None else _random.generator()
@@ -142,6 +194,10 @@ class Dataset:
         >>> [b.shape for b in tf.data.Dataset.from_tensor_slices([1, 2, 3]).batch(2, drop_remainder=True)]
         [(2,)]
         """
+        batch_size = _count(batch_size, "batch", "batch_size")
+        drop_remainder = _norm_flag(drop_remainder, "Dataset.batch")
+        if batch_size < 1:
+            raise _invalid(f"Dataset.batch: argument batch_size must be greater than zero, got {batch_size}")
         parent = self._make
 
         def stack(items: list[_Any]) -> _Any:
@@ -169,38 +225,103 @@ class Dataset:
         return out
 
     def repeat(self, count: int | None = None) -> Dataset:
-        """Repeat the dataset ``count`` times (forever when None).
+        """Repeat the dataset ``count`` times (forever when None or negative, as in TensorFlow).
 
         >>> import gputape.tf as tf
         >>> len(tf.data.Dataset.from_tensor_slices([1, 2]).repeat(3))
         6
         """
+        n = -1 if count is None else _count(count, "repeat", "count")
         parent = self._make
 
         def make() -> _Iterator[_Any]:
             i = 0
-            while count is None or i < count:
+            while n < 0 or i < n:
                 yield from parent()
                 i += 1
 
-        return Dataset(make, None if count is None or self._length is None else self._length * count)
+        if n == 0 or self._length == 0:
+            return Dataset(make, 0)
+        return Dataset(make, None if n < 0 or self._length is None else self._length * n)
 
     def take(self, count: int) -> Dataset:
-        """The first ``count`` elements.
+        """The first ``count`` elements (all of them when ``count`` is -1, as in TensorFlow).
 
         >>> import gputape.tf as tf
-        >>> len(tf.data.Dataset.from_tensor_slices([1, 2, 3]).take(2))
-        2
+        >>> len(tf.data.Dataset.from_tensor_slices([1, 2, 3]).take(2)), len(tf.data.Dataset.range(3).take(-1))
+        (2, 3)
         """
+        n = _count(count, "take", "count")
+        if n < 0:  # TensorFlow's TakeDataset: a negative count takes everything
+            return self
         parent = self._make
 
         def make() -> _Iterator[_Any]:
+            if n == 0:
+                return
             for i, item in enumerate(parent()):
-                if i >= count:
-                    return
                 yield item
+                if i + 1 >= n:
+                    return
 
-        return Dataset(make, None if self._length is None else min(count, self._length))
+        return Dataset(make, n if self._length is None else min(n, self._length))
+
+    def skip(self, count: int) -> Dataset:
+        """All but the first ``count`` elements (nothing when ``count`` is -1, as in TensorFlow).
+
+        >>> import gputape.tf as tf
+        >>> [int(x) for x in tf.data.Dataset.range(4).skip(1)]
+        [1, 2, 3]
+        """
+        n = _count(count, "skip", "count")
+        parent = self._make
+
+        def make() -> _Iterator[_Any]:
+            if n < 0:
+                return
+            for i, item in enumerate(parent()):
+                if i >= n:
+                    yield item
+
+        if n < 0:
+            return Dataset(make, 0)
+        return Dataset(make, None if self._length is None else max(self._length - n, 0))
+
+    def enumerate(self, start: int = 0) -> Dataset:
+        """Pairs ``(i, element)`` with an int64 counter ``i`` from ``start``.
+
+        >>> import gputape.tf as tf
+        >>> [(int(i), int(x)) for i, x in tf.data.Dataset.from_tensor_slices([7, 8]).enumerate(start=1)]
+        [(1, 7), (2, 8)]
+        """
+        first = _count(start, "enumerate", "start")
+        parent = self._make
+
+        def make() -> _Iterator[_Any]:
+            for i, item in enumerate(parent(), first):
+                yield _np.int64(i), item
+
+        out = Dataset(make, self._length)
+        out._batched = self._batched
+        return out
+
+    @staticmethod
+    def range(*args: _Any, output_type: _Any = "int64") -> Dataset:
+        """``range(stop)``, ``range(start, stop[, step])`` as a dataset of ``output_type`` scalars.
+
+        >>> import gputape.tf as tf
+        >>> [int(x) for x in tf.data.Dataset.range(1, 7, 2)]
+        [1, 3, 5]
+        """
+        if not 1 <= len(args) <= 3:
+            raise TypeError(f"Dataset.range: takes 1 to 3 integers (stop, or start, stop[, step]), got {len(args)}")
+        names = ("stop",) if len(args) == 1 else ("start", "stop", "step")[: len(args)]
+        ints = [_count(a, "range", n) for a, n in zip(args, names)]
+        if len(ints) == 3 and ints[2] == 0:
+            raise _invalid("Dataset.range: argument step must not be 0")
+        r = range(*ints)
+        dt = _np.dtype(output_type)
+        return Dataset(lambda: (dt.type(i) for i in r), len(r))
 
     def map(self, fn: _Callable[..., _Any], num_parallel_calls: _Any = None) -> Dataset:
         """Apply ``fn`` to each element (a tuple element is passed as separate arguments, as in TF).
@@ -236,7 +357,7 @@ class Dataset:
 
     def __len__(self) -> int:
         if self._length is None:
-            raise TypeError("the length of this dataset is unknown or infinite")
+            raise TypeError("The dataset is infinite (len() of Dataset.repeat() without a count); use take(n)")
         return self._length
 
     def __repr__(self) -> str:
@@ -266,3 +387,8 @@ class Dataset:
 
 # The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
 del annotations
+
+# A name TensorFlow has and gputape lacks: an AttributeError that says so and where the list is.
+from ._util import missing_name as _missing_name  # noqa: E402
+
+__getattr__ = _missing_name(__name__)

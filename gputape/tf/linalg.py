@@ -402,3 +402,8 @@ def norm(tensor: _Any, ord: _Any = "euclidean", axis: _Any = None, keepdims: _An
 
 # The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
 del annotations
+
+# A name TensorFlow has and gputape lacks: an AttributeError that says so and where the list is.
+from ._util import missing_name as _missing_name  # noqa: E402
+
+__getattr__ = _missing_name(__name__)

@@ -13,13 +13,18 @@ from __future__ import annotations
 
 from typing import Any as _Any
 
+import numpy as _np
+
 from .. import ops as _ops
 from ..core import _errors
 from ..core.tensor import as_tensor as _as_tensor
+from ..core.tensor import constant as _constant
+from ..devices.backend import xp_of as _xp_of
 from ..nn import functional as _fn
 from ..ops._util import norm_axis as _norm_axis
 from ..ops._util import norm_list as _norm_list
 from ._util import axis_arg as _axis_arg
+from .errors import InvalidArgumentError as _InvalidArgumentError
 
 __all__ = [
     "abs",
@@ -37,6 +42,7 @@ __all__ = [
     "ceil",
     "cos",
     "cosh",
+    "count_nonzero",
     "cumprod",
     "cumsum",
     "divide",
@@ -46,6 +52,8 @@ __all__ = [
     "exp",
     "expm1",
     "floor",
+    "floordiv",
+    "floormod",
     "greater",
     "greater_equal",
     "is_finite",
@@ -60,16 +68,20 @@ __all__ = [
     "logical_and",
     "logical_not",
     "logical_or",
+    "logical_xor",
     "maximum",
     "minimum",
+    "mod",
     "multiply",
     "multiply_no_nan",
     "negative",
+    "nextafter",
     "not_equal",
     "pow",
     "reciprocal",
     "reduce_all",
     "reduce_any",
+    "reduce_euclidean_norm",
     "reduce_logsumexp",
     "reduce_max",
     "reduce_mean",
@@ -98,7 +110,19 @@ __all__ = [
 abs = _ops.abs
 add = _ops.add
 asinh = _ops.arcsinh
-atan2 = _ops.arctan2
+
+
+def atan2(y: _Any, x: _Any, name: str | None = None) -> _Any:
+    """The angle of the point ``(x, y)``, elementwise: TensorFlow's argument names and order
+    (``atan2(y=..., x=...)``; numpy's ``arctan2(x1, x2)`` names them the other way round).
+
+    >>> import gputape.tf as tf
+    >>> float(tf.math.atan2(y=1.0, x=0.0)) == float(tf.math.atan2(1.0, 0.0)) > 1.57
+    True
+    """
+    return _ops.arctan2(y, x)
+
+
 acosh = _ops.arccosh
 atanh = _ops.arctanh
 acos = _ops.arccos
@@ -126,6 +150,9 @@ log1p = _ops.log1p
 logical_and = _ops.logical_and
 logical_not = _ops.logical_not
 logical_or = _ops.logical_or
+logical_xor = _ops.logical_xor
+floordiv = _ops.floor_divide
+floormod = mod = _ops.mod  # numpy's mod is the floored one, as TensorFlow's floormod
 maximum = _ops.maximum
 minimum = _ops.minimum
 multiply = _ops.multiply
@@ -383,3 +410,65 @@ def cumprod(x: _Any, axis: int = 0, exclusive: bool = False, reverse: bool = Fal
 
 # The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
 del annotations
+
+
+def reduce_euclidean_norm(
+    input_tensor: _Any, axis: _Any = None, keepdims: bool = False, name: str | None = None
+) -> _Any:
+    """The 2-norm over ``axis`` (all axes when None): ``sqrt(reduce_sum(|x|**2))``.
+
+    The gradient is ``x / norm``, NaN where the norm is 0, as TensorFlow's.
+
+    >>> import gputape.tf as tf
+    >>> tf.math.reduce_euclidean_norm(tf.constant([[3.0, 4.0], [6.0, 8.0]]), axis=1).numpy().tolist()
+    [5.0, 10.0]
+    """
+    x = _as_tensor(input_tensor)
+    sq = _ops.square(_ops.abs(x)) if x.dtype.kind == "c" else _ops.square(x)
+    return _ops.sqrt(_ops.sum(sq, _axis_arg(axis), keepdims))
+
+
+def count_nonzero(
+    input: _Any, axis: _Any = None, keepdims: _Any = None, dtype: _Any = "int64", name: str | None = None
+) -> _Any:
+    """How many entries over ``axis`` are not zero (not False, for bool), as ``dtype`` (no gradient).
+
+    >>> import gputape.tf as tf
+    >>> tf.math.count_nonzero(tf.constant([[0.0, 1.5], [2.0, 0.0]]), axis=0).numpy().tolist()
+    [1, 1]
+    """
+    x = _as_tensor(input)
+    nonzero = _ops.not_equal(x, False if x.dtype.kind == "b" else 0)
+    return _ops.sum(_ops.cast(nonzero, dtype), _axis_arg(axis), bool(keepdims))
+
+
+def nextafter(x1: _Any, x2: _Any, name: str | None = None) -> _Any:
+    """The next representable value after ``x1`` towards ``x2``, elementwise (float32/float64).
+
+    It has no gradient (a step function of its inputs; TensorFlow registers none either).
+
+    >>> import gputape.tf as tf, numpy as np
+    >>> float(tf.math.nextafter(tf.constant(1.0, tf.float64), 2.0)) == float(np.nextafter(1.0, 2.0))
+    True
+    """
+    a, b = _as_tensor(x1), _as_tensor(x2)
+    # mixed dtypes follow numpy's promotion, as gputape's other binary ops (TensorFlow wants one dtype)
+    dt = _np.result_type(a.dtype, b.dtype) if a.dtype != b.dtype else a.dtype
+    if dt not in (_np.float32, _np.float64):
+        raise _errors.mark(
+            _InvalidArgumentError(
+                None,
+                None,
+                f"tf.math.nextafter: arguments x1 ({a.dtype}) and x2 ({b.dtype}) must be float32 or float64 "
+                "tensors; tf.cast them",
+            )
+        )
+    a, b = _ops.cast(a, dt), _ops.cast(b, dt)
+    out = _xp_of(a._data).nextafter(a._data, b._data)
+    return _constant(out, device=a.device)
+
+
+# A name TensorFlow has and gputape lacks: an AttributeError that says so and where the list is.
+from ._util import missing_name as _missing_name  # noqa: E402
+
+__getattr__ = _missing_name(__name__)

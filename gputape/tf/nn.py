@@ -16,6 +16,8 @@ from ..core.tensor import as_tensor as _as_tensor
 from ..core.tensor import constant as _constant
 from ..nn import functional as _fn
 from ..nn.activations import silu as _silu
+from ..ops._util import norm_real as _norm_real
+from ..ops._util import norm_shape as _norm_shape
 from ._util import axis_arg as _axis_arg
 
 __all__ = [
@@ -142,7 +144,10 @@ def sparse_softmax_cross_entropy_with_logits(labels: _Any = None, logits: _Any =
     (1,)
     """
     if labels is None or logits is None:
-        raise ValueError("sparse_softmax_cross_entropy_with_logits: pass both labels= and logits=")
+        raise ValueError(
+            f"tf.nn.sparse_softmax_cross_entropy_with_logits: argument {'labels' if labels is None else 'logits'} "
+            "is None; pass both labels= and logits="
+        )
     return _fn.sparse_softmax_cross_entropy_with_logits(labels, logits)
 
 
@@ -165,7 +170,10 @@ def sigmoid_cross_entropy_with_logits(labels: _Any = None, logits: _Any = None, 
     0.6931
     """
     if labels is None or logits is None:
-        raise ValueError("sigmoid_cross_entropy_with_logits: pass both labels= and logits=")
+        raise ValueError(
+            f"tf.nn.sigmoid_cross_entropy_with_logits: argument {'labels' if labels is None else 'logits'} is None; "
+            "pass both labels= and logits="
+        )
     return _fn.sigmoid_cross_entropy_with_logits(labels, logits)
 
 
@@ -215,14 +223,26 @@ def dropout(x: _Any, rate: float, noise_shape: _Any = None, seed: int | None = N
     >>> sorted(set(tf.nn.dropout(tf.ones((1, 8)), 0.5, seed=0).numpy().ravel().tolist()))
     [0.0, 2.0]
     """
+    rate = _norm_real(rate, "dropout", "rate")
     if not 0.0 <= rate < 1.0:
-        raise ValueError(f"dropout: rate must be in [0, 1), got {rate!r}")
+        raise ValueError(f"tf.nn.dropout: argument rate must be in [0, 1), got {rate!r}")
     x = _as_tensor(x)
+    if x.dtype.kind != "f":
+        raise ValueError(
+            f"tf.nn.dropout: argument x has to be a floating point tensor since it is scaled; got {x.dtype} "
+            "(TensorFlow's rule)"
+        )
     rng = _random._op_generator(seed, "dropout")
-    shape = x.shape if noise_shape is None else tuple(int(s) for s in noise_shape)
+    # (int() would truncate a float size: a silent wrong mask shape)
+    shape = x.shape if noise_shape is None else _norm_shape(noise_shape, "dropout")
     mask = (rng.random(shape) >= rate).astype(x.dtype) / x.dtype.type(1.0 - rate)
     return x * _constant(mask, device=x.device)
 
 
 # The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
 del annotations
+
+# A name TensorFlow has and gputape lacks: an AttributeError that says so and where the list is.
+from ._util import missing_name as _missing_name  # noqa: E402
+
+__getattr__ = _missing_name(__name__)

@@ -24,10 +24,13 @@ from typing import Any as _Any
 import numpy as _np
 
 from .. import random as _random
+from ..core import _errors
 from ..core.tensor import Tensor as _Tensor
 from ..core.tensor import constant as _constant
 from ..devices.placement import current_device as _current_device
 from ..nn.initializers import _truncated_normal
+from ..ops._util import is_index as _is_index
+from .errors import InvalidArgumentError as _InvalidArgumentError
 
 __all__ = [
     "Generator",
@@ -45,10 +48,65 @@ __all__ = [
 ]
 
 
-def _shape(shape: _Any) -> tuple[int, ...]:
-    if hasattr(shape, "numpy"):
-        shape = shape.numpy().tolist()
-    return (int(shape),) if isinstance(shape, (int, _np.integer)) else tuple(int(s) for s in shape)
+def _shape(shape: _Any, op: str = "tf.random") -> tuple[int, ...]:
+    """A shape as TensorFlow takes it: an int32/int64 vector (or one integer); floats and negative
+    sizes are refused (int() would truncate 2.5 to 2: a silent wrong shape)."""
+    try:
+        dims = shape.numpy().tolist() if isinstance(shape, _Tensor) else shape
+        dims = [dims] if _is_index(dims) else dims
+        if any(isinstance(d, bool) for d in dims):
+            raise TypeError("a bool is not a size")
+        out = tuple(_operator.index(d) for d in dims)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as e:
+        raise _errors.mark(
+            _InvalidArgumentError(
+                None,
+                None,
+                f"{op}: argument shape ({shape!r}) must be a list of integers (TensorFlow: Value for attr 'T' is "
+                "not in the list of allowed values: int32, int64)",
+            )
+        ) from e
+    if any(d < 0 for d in out):
+        raise _errors.mark(_InvalidArgumentError(None, None, f"{op}: argument shape {list(out)} has a negative size"))
+    return out
+
+
+def _dtype(dtype: _Any, op: str, ints: bool = False) -> _np.dtype:
+    """The draw's dtype: floats (and int32/int64 for uniform), as TensorFlow's random kernels take."""
+    try:
+        dt = _np.dtype(dtype)
+    except TypeError as e:
+        raise TypeError(f"{op}: argument dtype ({dtype!r}) is not a dtype; pass e.g. tf.float32") from e
+    if dt.kind == "f" or (ints and dt in (_np.int32, _np.int64)):
+        return dt
+    allowed = "half, bfloat16, float, double" + (", int32, int64" if ints else "")
+    raise _errors.mark(
+        _InvalidArgumentError(
+            None,
+            None,
+            f"{op}: argument dtype ({dt}) is not one it draws (TensorFlow: Value for attr 'dtype' of {dt} is not in "
+            f"the list of allowed values: {allowed})",
+        )
+    )
+
+
+def _param(v: _Any, op: str, arg: str) -> _Any:
+    """A distribution parameter (mean, stddev, minval, maxval): a real number or array, as TensorFlow
+    converts it to the draw's dtype (NaN and inf pass through to the values, as there)."""
+    try:
+        a = v.numpy() if isinstance(v, _Tensor) else _np.asarray(v)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as e:
+        what = f"{op}: argument {arg} ({_errors.describe(v)})"
+        raise TypeError(f"{what} is not a number [{type(e).__name__}: {e}]") from e
+    if a.dtype.kind not in "biuf":
+        raise TypeError(
+            f"{op}: argument {arg} ({_errors.describe(v)}) is not a real number (dtype {a.dtype}); pass a float"
+        )
+    return a
 
 
 def _out(a: _np.ndarray) -> _Tensor:
@@ -71,30 +129,86 @@ def set_seed(seed: int | None) -> None:
 # -- the draws, shared by the stateful ops, Generator and the stateless ops -------------------
 
 
-def _normal(rng: _np.random.Generator, shape: _Any, mean: _Any, stddev: _Any, dtype: _Any) -> _np.ndarray:
-    return rng.normal(mean, stddev, _shape(shape)).astype(dtype)
+def _normal(rng: _np.random.Generator, shape: _Any, mean: _Any, stddev: _Any, dtype: _Any, op: str) -> _np.ndarray:
+    dt, dims = _dtype(dtype, op), _shape(shape, op)
+    # TensorFlow's formula, mean + stddev * N(0, 1): a negative stddev is allowed there (numpy's normal
+    # refuses it); numpy's normal computes the same sum, so a seed draws the same numbers
+    m, s = _param(mean, op, "mean"), _param(stddev, op, "stddev")
+    return (m + s * rng.standard_normal(dims)).astype(dt)
 
 
-def _truncated(rng: _np.random.Generator, shape: _Any, mean: _Any, stddev: _Any, dtype: _Any) -> _np.ndarray:
-    return (_truncated_normal(rng, stddev, _shape(shape)) + mean).astype(dtype)
+def _truncated(rng: _np.random.Generator, shape: _Any, mean: _Any, stddev: _Any, dtype: _Any, op: str) -> _np.ndarray:
+    dt, dims = _dtype(dtype, op), _shape(shape, op)
+    m, s = _param(mean, op, "mean"), _param(stddev, op, "stddev")
+    return (_truncated_normal(rng, s, dims) + m).astype(dt)
 
 
 def _uniform(rng: _np.random.Generator, shape: _Any, minval: _Any, maxval: _Any, dtype: _Any, op: str) -> _np.ndarray:
-    dt = _np.dtype(dtype)
+    dt, dims = _dtype(dtype, op, ints=True), _shape(shape, op)
     if dt.kind in "iu":
         if maxval is None:
-            raise ValueError(f"{op}: maxval must be given for integer dtypes")
-        return rng.integers(int(minval), int(maxval), _shape(shape)).astype(dt)
-    return rng.uniform(minval, 1.0 if maxval is None else maxval, _shape(shape)).astype(dt)
+            raise ValueError(f"{op}: argument maxval must be given for integer dtypes")
+        lo, hi = (_count_int(_param(v, op, n), op, n) for v, n in ((minval, "minval"), (maxval, "maxval")))
+        if lo >= hi:
+            raise _errors.mark(_InvalidArgumentError(None, None, f"{op}: Need minval < maxval: {lo} >= {hi}"))
+        return rng.integers(lo, hi, dims).astype(dt)
+    flo, fhi = _param(minval, op, "minval"), 1.0 if maxval is None else _param(maxval, op, "maxval")
+    # TensorFlow's formula, minval + (maxval - minval) * U[0, 1): maxval < minval is allowed there
+    return (flo + (_np.subtract(fhi, flo)) * rng.random(dims)).astype(dt)
 
 
-def _categorical(rng: _np.random.Generator, logits: _Any, num_samples: int, dtype: _Any) -> _np.ndarray:
+def _categorical(rng: _np.random.Generator, logits: _Any, num_samples: int, dtype: _Any, op: str) -> _np.ndarray:
+    try:
+        lg = logits.numpy() if isinstance(logits, _Tensor) else _constant(logits).numpy()
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as e:
+        raise _errors.mark(
+            (ValueError if isinstance(e, ValueError) else TypeError)(
+                f"{op}: argument logits ({_errors.describe(logits)}) is not a 2-D array of numbers "
+                f"[{type(e).__name__}: {e}]"
+            )
+        ) from e
+    if lg.dtype.kind not in "iuf" or lg.ndim != 2:
+        raise _errors.mark(
+            _InvalidArgumentError(
+                None,
+                None,
+                f"{op}: argument logits must be a 2-D [batch_size, num_classes] real tensor, got {lg.dtype} of shape "
+                f"{lg.shape}",
+            )
+        )
+    n = _count(num_samples, op, "num_samples")
     # Gumbel-max: argmax(logits + Gumbel noise) is a draw from softmax(logits), row by row.
-    lg = _np.asarray(logits.numpy() if isinstance(logits, _Tensor) else logits, dtype=_np.float64)
-    if lg.ndim != 2:
-        raise ValueError(f"categorical: logits must be 2-D [batch_size, num_classes], got shape {lg.shape}")
-    g = rng.gumbel(size=(lg.shape[0], int(num_samples), lg.shape[1]))
-    return _np.argmax(lg[:, None, :] + g, axis=-1).astype(dtype)
+    g = rng.gumbel(size=(lg.shape[0], n, lg.shape[1]))
+    return _np.argmax(lg.astype(_np.float64)[:, None, :] + g, axis=-1).astype(_dtype_any(dtype, op))
+
+
+def _count(value: _Any, op: str, arg: str) -> int:
+    try:
+        if isinstance(value, bool) or not _is_index(value):
+            raise TypeError(f"{value!r} is not an integer")
+        n = _operator.index(value)
+    except _errors.NEVER_WRAP:
+        raise
+    except Exception as e:
+        raise TypeError(f"{op}: argument {arg} ({_errors.describe(value)}) must be an integer [{e}]") from e
+    if n < 0:
+        raise _errors.mark(_InvalidArgumentError(None, None, f"{op}: argument {arg} must be nonnegative, got {n}"))
+    return n
+
+
+def _count_int(a: _Any, op: str, arg: str) -> int:
+    if a.ndim or a.dtype.kind not in "iu":
+        raise TypeError(f"{op}: argument {arg} ({a!r}) must be one integer for an integer dtype")
+    return int(a)
+
+
+def _dtype_any(dtype: _Any, op: str) -> _np.dtype:
+    try:
+        return _np.dtype(dtype)
+    except TypeError as e:
+        raise TypeError(f"{op}: argument dtype ({dtype!r}) is not a dtype; pass e.g. tf.int64") from e
 
 
 # -- stateful ops ---------------------------------------------------------------------------
@@ -114,7 +228,7 @@ def normal(
     >>> str(tf.random.normal([2], dtype=tf.float64).dtype)
     'float64'
     """
-    return _out(_normal(_random._op_generator(seed, "normal"), shape, mean, stddev, dtype))
+    return _out(_normal(_random._op_generator(seed, "normal"), shape, mean, stddev, dtype, "tf.random.normal"))
 
 
 def truncated_normal(
@@ -131,7 +245,8 @@ def truncated_normal(
     >>> bool((abs(tf.random.truncated_normal([1000]).numpy()) <= 2).all())
     True
     """
-    return _out(_truncated(_random._op_generator(seed, "truncated_normal"), shape, mean, stddev, dtype))
+    rng = _random._op_generator(seed, "truncated_normal")
+    return _out(_truncated(rng, shape, mean, stddev, dtype, "tf.random.truncated_normal"))
 
 
 def uniform(
@@ -161,7 +276,9 @@ def categorical(
     >>> tf.random.categorical([[0.0, -1e9], [-1e9, 0.0]], 3).numpy().tolist()
     [[0, 0, 0], [1, 1, 1]]
     """
-    return _out(_categorical(_random._op_generator(seed, "categorical"), logits, num_samples, dtype))
+    return _out(
+        _categorical(_random._op_generator(seed, "categorical"), logits, num_samples, dtype, "tf.random.categorical")
+    )
 
 
 # -- stateless ops: pure functions of a seed pair ------------------------------------------------
@@ -196,7 +313,7 @@ def stateless_normal(
     >>> bool((a.numpy() == tf.random.stateless_normal([3], seed=[1, 2]).numpy()).all())
     True
     """
-    return _out(_normal(_stateless(seed, "stateless_normal"), shape, mean, stddev, dtype))
+    return _out(_normal(_stateless(seed, "stateless_normal"), shape, mean, stddev, dtype, "tf.random.stateless_normal"))
 
 
 def stateless_truncated_normal(
@@ -214,7 +331,8 @@ def stateless_truncated_normal(
     >>> bool((abs(tf.random.stateless_truncated_normal([100], seed=[0, 0]).numpy()) <= 2).all())
     True
     """
-    return _out(_truncated(_stateless(seed, "stateless_truncated_normal"), shape, mean, stddev, dtype))
+    rng = _stateless(seed, "stateless_truncated_normal")
+    return _out(_truncated(rng, shape, mean, stddev, dtype, "tf.random.stateless_truncated_normal"))
 
 
 def stateless_uniform(
@@ -244,7 +362,11 @@ def stateless_categorical(logits: _Any, num_samples: int, seed: _Any, dtype: _An
     >>> tf.random.stateless_categorical([[0.0, -1e9]], 2, seed=[7, 7]).numpy().tolist()
     [[0, 0]]
     """
-    return _out(_categorical(_stateless(seed, "stateless_categorical"), logits, num_samples, dtype))
+    return _out(
+        _categorical(
+            _stateless(seed, "stateless_categorical"), logits, num_samples, dtype, "tf.random.stateless_categorical"
+        )
+    )
 
 
 def _stateless_split(seed: _Any, num: int = 2) -> _Tensor:
@@ -348,7 +470,7 @@ class Generator:
         >>> tf.random.Generator.from_seed(0).normal([2, 2]).shape
         (2, 2)
         """
-        return _out(_normal(self._rng, shape, mean, stddev, dtype))
+        return _out(_normal(self._rng, shape, mean, stddev, dtype, "Generator.normal"))
 
     def truncated_normal(
         self, shape: _Any, mean: float = 0.0, stddev: float = 1.0, dtype: _Any = "float32", name: _Any = None
@@ -359,7 +481,7 @@ class Generator:
         >>> bool((abs(tf.random.Generator.from_seed(0).truncated_normal([50]).numpy()) <= 2).all())
         True
         """
-        return _out(_truncated(self._rng, shape, mean, stddev, dtype))
+        return _out(_truncated(self._rng, shape, mean, stddev, dtype, "Generator.truncated_normal"))
 
     def uniform(
         self, shape: _Any, minval: float = 0, maxval: float | None = None, dtype: _Any = "float32", name: _Any = None
@@ -430,3 +552,8 @@ def get_global_generator() -> Generator:
 
 # The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
 del annotations
+
+# A name TensorFlow has and gputape lacks: an AttributeError that says so and where the list is.
+from ._util import missing_name as _missing_name  # noqa: E402
+
+__getattr__ = _missing_name(__name__)

@@ -405,3 +405,8 @@ del annotations
 _register(_InputLayer)
 _register(Functional, "keras.src.models.functional", registered="Functional")
 _register(Sequential, "keras")
+
+# A name TensorFlow has and gputape lacks: an AttributeError that says so and where the list is.
+from .._util import missing_name as _missing_name  # noqa: E402
+
+__getattr__ = _missing_name(__name__)

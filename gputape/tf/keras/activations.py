@@ -26,3 +26,8 @@ __all__ = [
     "swish",
     "tanh",
 ]
+
+# A name TensorFlow has and gputape lacks: an AttributeError that says so and where the list is.
+from .._util import missing_name as _missing_name  # noqa: E402
+
+__getattr__ = _missing_name(__name__)

@@ -40,3 +40,8 @@ __all__ = [
     "Zeros",
     "get",
 ]
+
+# A name TensorFlow has and gputape lacks: an AttributeError that says so and where the list is.
+from .._util import missing_name as _missing_name
+
+__getattr__ = _missing_name(__name__)

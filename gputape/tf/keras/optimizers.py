@@ -37,3 +37,8 @@ schedules = _types.SimpleNamespace(
 
 # The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
 del annotations
+
+# A name TensorFlow has and gputape lacks: an AttributeError that says so and where the list is.
+from .._util import missing_name as _missing_name  # noqa: E402
+
+__getattr__ = _missing_name(__name__)

@@ -30,3 +30,9 @@ def set_random_seed(seed: int) -> None:
     _py_random.seed(seed)
     np.random.seed(seed)
     _random.seed(seed)
+
+
+# A name TensorFlow has and gputape lacks: an AttributeError that says so and where the list is.
+from .._util import missing_name as _missing_name  # noqa: E402
+
+__getattr__ = _missing_name(__name__)
