@@ -25,8 +25,10 @@ import numpy as _np
 
 from .. import random as _random
 from ..core import _errors
+from ..core.recording import traced as _traced
 from ..core.tensor import Tensor as _Tensor
 from ..core.tensor import constant as _constant
+from ..devices import backend as _backend
 from ..devices.placement import current_device as _current_device
 from ..nn.initializers import _truncated_normal
 from ..ops._util import is_index as _is_index
@@ -113,6 +115,36 @@ def _out(a: _np.ndarray) -> _Tensor:
     return _constant(a, device=_current_device())
 
 
+class _Redraw:
+    """A stateful draw as a ``gt.function`` replay step: every replay draws the next numbers from
+    the stream ``rng_of()`` gives then (the op counter's next stream, a Generator's state), as the
+    eager call would, instead of replaying the traced numbers."""
+
+    def __init__(self, rng_of: _Any, draw: _Any, device: str) -> None:
+        self.rng_of, self.draw, self.device = rng_of, draw, device
+
+    def __call__(self, *args: _Any) -> _Any:
+        a = self.draw(self.rng_of(), *args)
+        return a if self.device == "cpu" else _backend.asarray_on(a, self.device)
+
+
+def _op_stream(seed: int | None, op: str) -> _Any:
+    # each call takes the op's next stream (the op counter, or the op seed's continuing stream)
+    return lambda: _random._op_generator(seed, op)
+
+
+def _drawn(rng_of: _Any, draw: _Any, *args: _Any) -> _Tensor:
+    """``draw(rng_of(), *args)`` as a tensor, recorded so that a ``gt.function`` replay draws anew.
+
+    A tensor among ``args`` (categorical's logits) reaches ``draw`` as its array, so a replay
+    reads that call's values instead of guarding on the traced ones.
+    """
+    a = draw(rng_of(), *[x._data if isinstance(x, _Tensor) else x for x in args])
+    t = _out(a)
+    _traced(_Redraw(rng_of, draw, t.device), args, t._data)
+    return t
+
+
 def set_seed(seed: int | None) -> None:
     """Set the global seed (``None`` clears it) and reset the op counter, as TensorFlow does.
 
@@ -159,7 +191,7 @@ def _uniform(rng: _np.random.Generator, shape: _Any, minval: _Any, maxval: _Any,
 
 def _categorical(rng: _np.random.Generator, logits: _Any, num_samples: int, dtype: _Any, op: str) -> _np.ndarray:
     try:
-        lg = logits.numpy() if isinstance(logits, _Tensor) else _constant(logits).numpy()
+        lg = _backend.to_host(logits) if hasattr(logits, "__array_namespace__") else _constant(logits).numpy()
     except _errors.NEVER_WRAP:
         raise
     except Exception as e:
@@ -228,7 +260,7 @@ def normal(
     >>> str(tf.random.normal([2], dtype=tf.float64).dtype)
     'float64'
     """
-    return _out(_normal(_random._op_generator(seed, "normal"), shape, mean, stddev, dtype, "tf.random.normal"))
+    return _drawn(_op_stream(seed, "normal"), _normal, shape, mean, stddev, dtype, "tf.random.normal")
 
 
 def truncated_normal(
@@ -245,8 +277,9 @@ def truncated_normal(
     >>> bool((abs(tf.random.truncated_normal([1000]).numpy()) <= 2).all())
     True
     """
-    rng = _random._op_generator(seed, "truncated_normal")
-    return _out(_truncated(rng, shape, mean, stddev, dtype, "tf.random.truncated_normal"))
+    return _drawn(
+        _op_stream(seed, "truncated_normal"), _truncated, shape, mean, stddev, dtype, "tf.random.truncated_normal"
+    )
 
 
 def uniform(
@@ -264,7 +297,7 @@ def uniform(
     >>> bool(((x.numpy() >= 2) & (x.numpy() < 5)).all()), str(x.dtype)
     (True, 'int32')
     """
-    return _out(_uniform(_random._op_generator(seed, "uniform"), shape, minval, maxval, dtype, "tf.random.uniform"))
+    return _drawn(_op_stream(seed, "uniform"), _uniform, shape, minval, maxval, dtype, "tf.random.uniform")
 
 
 def categorical(
@@ -276,9 +309,7 @@ def categorical(
     >>> tf.random.categorical([[0.0, -1e9], [-1e9, 0.0]], 3).numpy().tolist()
     [[0, 0, 0], [1, 1, 1]]
     """
-    return _out(
-        _categorical(_random._op_generator(seed, "categorical"), logits, num_samples, dtype, "tf.random.categorical")
-    )
+    return _drawn(_op_stream(seed, "categorical"), _categorical, logits, num_samples, dtype, "tf.random.categorical")
 
 
 # -- stateless ops: pure functions of a seed pair ------------------------------------------------
@@ -397,6 +428,15 @@ experimental = _types.SimpleNamespace(stateless_split=_stateless_split, stateles
 # -- Generator ---------------------------------------------------------------------------------
 
 
+def _full_int(rng: _np.random.Generator, shape: _Any, dtype: _Any) -> _np.ndarray:
+    info = _np.iinfo(_np.dtype(dtype))
+    return rng.integers(info.min, info.max, _shape(shape), dtype=_np.dtype(dtype), endpoint=True)
+
+
+def _seed_pairs(rng: _np.random.Generator, count: int) -> _np.ndarray:
+    return rng.integers(0, 2**63, (2, int(count)), dtype=_np.int64)
+
+
 class Generator:
     """A random stream of its own (``tf.random.Generator``), on numpy's Philox.
 
@@ -424,6 +464,9 @@ class Generator:
         else:
             self._rng = _np.random.Generator(_np.random.Philox())
         self.algorithm = "philox"
+
+    def _stream(self) -> _np.random.Generator:
+        return self._rng  # read when drawn: reset_from_seed replaces it
 
     @classmethod
     def _from_key(cls, key: int) -> Generator:
@@ -470,7 +513,7 @@ class Generator:
         >>> tf.random.Generator.from_seed(0).normal([2, 2]).shape
         (2, 2)
         """
-        return _out(_normal(self._rng, shape, mean, stddev, dtype, "Generator.normal"))
+        return _drawn(self._stream, _normal, shape, mean, stddev, dtype, "Generator.normal")
 
     def truncated_normal(
         self, shape: _Any, mean: float = 0.0, stddev: float = 1.0, dtype: _Any = "float32", name: _Any = None
@@ -481,7 +524,7 @@ class Generator:
         >>> bool((abs(tf.random.Generator.from_seed(0).truncated_normal([50]).numpy()) <= 2).all())
         True
         """
-        return _out(_truncated(self._rng, shape, mean, stddev, dtype, "Generator.truncated_normal"))
+        return _drawn(self._stream, _truncated, shape, mean, stddev, dtype, "Generator.truncated_normal")
 
     def uniform(
         self, shape: _Any, minval: float = 0, maxval: float | None = None, dtype: _Any = "float32", name: _Any = None
@@ -492,7 +535,7 @@ class Generator:
         >>> bool((tf.random.Generator.from_seed(0).uniform([9], 1, 2).numpy() >= 1).all())
         True
         """
-        return _out(_uniform(self._rng, shape, minval, maxval, dtype, "Generator.uniform"))
+        return _drawn(self._stream, _uniform, shape, minval, maxval, dtype, "Generator.uniform")
 
     def uniform_full_int(self, shape: _Any, dtype: _Any = "int64", name: _Any = None) -> _Any:
         """Integers over the dtype's whole range.
@@ -501,8 +544,7 @@ class Generator:
         >>> str(tf.random.Generator.from_seed(0).uniform_full_int([2]).dtype)
         'int64'
         """
-        info = _np.iinfo(_np.dtype(dtype))
-        return _out(self._rng.integers(info.min, info.max, _shape(shape), dtype=_np.dtype(dtype), endpoint=True))
+        return _drawn(self._stream, _full_int, shape, dtype)
 
     def make_seeds(self, count: int = 1) -> _Any:
         """``count`` seed pairs for the stateless ops, shape [2, count] (advances this generator).
@@ -511,7 +553,7 @@ class Generator:
         >>> tf.random.Generator.from_seed(0).make_seeds(3).shape
         (2, 3)
         """
-        return _out(self._rng.integers(0, 2**63, (2, int(count)), dtype=_np.int64))
+        return _drawn(self._stream, _seed_pairs, count)
 
     def split(self, count: int = 1) -> list[Generator]:
         """``count`` new independent generators; their keys are drawn from (and advance) this one.
