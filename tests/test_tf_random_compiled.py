@@ -10,17 +10,17 @@ import pytest
 import gputape.tf as tf
 
 OPS = {
-    "normal": lambda l, g: tf.random.normal([3]),
-    "normal_op_seed": lambda l, g: tf.random.normal([3], seed=5),
-    "uniform": lambda l, g: tf.random.uniform([4], minval=-1.0, maxval=2.0),
-    "uniform_int": lambda l, g: tf.random.uniform([6], minval=0, maxval=1000, dtype=tf.int32),
-    "truncated_normal": lambda l, g: tf.random.truncated_normal([3]),
-    "categorical": lambda l, g: tf.random.categorical(l, 50),
-    "Generator.normal": lambda l, g: g.normal([3]),
-    "Generator.uniform": lambda l, g: g.uniform([3]),
-    "Generator.truncated_normal": lambda l, g: g.truncated_normal([3]),
-    "Generator.uniform_full_int": lambda l, g: g.uniform_full_int([3]),
-    "Generator.make_seeds": lambda l, g: g.make_seeds(2),
+    "normal": lambda lg, g: tf.random.normal([3]),
+    "normal_op_seed": lambda lg, g: tf.random.normal([3], seed=5),
+    "uniform": lambda lg, g: tf.random.uniform([4], minval=-1.0, maxval=2.0),
+    "uniform_int": lambda lg, g: tf.random.uniform([6], minval=0, maxval=1000, dtype=tf.int32),
+    "truncated_normal": lambda lg, g: tf.random.truncated_normal([3]),
+    "categorical": lambda lg, g: tf.random.categorical(lg, 50),
+    "Generator.normal": lambda lg, g: g.normal([3]),
+    "Generator.uniform": lambda lg, g: g.uniform([3]),
+    "Generator.truncated_normal": lambda lg, g: g.truncated_normal([3]),
+    "Generator.uniform_full_int": lambda lg, g: g.uniform_full_int([3]),
+    "Generator.make_seeds": lambda lg, g: g.make_seeds(2),
 }
 
 
@@ -29,8 +29,8 @@ def test_a_compiled_draw_is_new_each_call_and_equals_the_eager_draws(op):
     draw = OPS[op]
     logits = tf.constant(np.zeros((2, 5), "float32"))
 
-    def body(l, g):
-        return draw(l, g) * 1  # an op after the draw, so the replay must feed it the new numbers
+    def body(lg, g):
+        return draw(lg, g) * 1  # an op after the draw, so the replay must feed it the new numbers
 
     f = tf.function(body)
     tf.random.set_seed(11)
@@ -46,7 +46,7 @@ def test_a_compiled_draw_is_new_each_call_and_equals_the_eager_draws(op):
 
 
 def test_categorical_follows_new_logits_without_a_retrace():
-    f = tf.function(lambda l: tf.random.categorical(l, 20))
+    f = tf.function(lambda lg: tf.random.categorical(lg, 20))
     assert (f(tf.constant([[0.0, -1e9, -1e9]])).numpy() == 0).all()
     assert (f(tf.constant([[-1e9, -1e9, 0.0]])).numpy() == 2).all()
     assert (f(tf.constant([[-1e9, 0.0, -1e9]])).numpy() == 1).all()
