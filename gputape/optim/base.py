@@ -177,21 +177,39 @@ class Optimizer:
 
     # -- learning rate -----------------------------------------------------------------
     @property
-    def learning_rate(self) -> float:
-        """The rate the next step uses (a schedule is evaluated at ``iterations``); assign a number or schedule.
+    def learning_rate(self) -> Any:
+        """The rate: Keras 3's 0-d ``learning_rate`` Variable for a number, else the schedule's next rate.
+
+        A number given as the rate (or set later) lives in a 0-d float64 Variable
+        in host memory (Keras' is float32; float64 keeps the rate as given for
+        float64 models): ``opt.learning_rate.assign(0.01)`` or ``opt.learning_rate
+        = 0.01`` changes it in place, and every step reads it, a ``gt.function``
+        replay too, without retracing. With a schedule or a callable the
+        property gives the rate the next step will use (a float); setting a
+        number afterwards goes back to the Variable.
 
         >>> import gputape as gt
+        >>> opt = gt.optim.SGD(0.1)
+        >>> opt.learning_rate
+        <gt.Variable 'learning_rate' shape=() dtype=float64, numpy=0.1>
+        >>> opt.learning_rate.assign(0.05); float(opt.learning_rate)
+        0.05
         >>> opt = gt.optim.SGD(gt.optim.StepDecay(0.1, step_size=1, gamma=0.5))
         >>> opt.learning_rate
         0.1
-        >>> opt.learning_rate = 0.3; opt.learning_rate
+        >>> opt.learning_rate = 0.3; float(opt.learning_rate)
         0.3
         """
+        lr = self._learning_rate
+        if isinstance(lr, Variable):
+            return lr
         return self._rate_at(self._step_count())
 
     @learning_rate.setter
     def learning_rate(self, value: float | Callable[[int], float]) -> None:
-        if callable(value):
+        if isinstance(value, Variable) and value is self.__dict__.get("_lr_variable"):
+            self._learning_rate = value  # (`opt.learning_rate = opt.learning_rate`)
+        elif callable(value):
             self._learning_rate: Any = value
         elif isinstance(value, (Tensor, np.ndarray)):  # read at every step (a Variable can change), checked then
             self._learning_rate = value
@@ -202,13 +220,24 @@ class Optimizer:
                 f"a callable step -> rate, got the string {value!r}; pass a number, e.g. {type(self).__name__}(0.01)"
             )
         else:
-            self._learning_rate = _rate(type(self).__name__, "learning_rate", value)
+            rate = _rate(type(self).__name__, "learning_rate", value)
+            var = self.__dict__.get("_lr_variable")
+            if var is None:
+                # Host memory, as `iterations`: each step reads it as a Python float for almost nothing.
+                var = self._lr_variable = Variable(np.asarray(rate, np.float64), trainable=False, name="learning_rate")
+            else:
+                var.assign(np.asarray(rate, np.float64))  # the same object: a compiled step that read it sees this
+            self._learning_rate = var
 
     def _rate_at(self, step: int) -> float:
         lr = self._learning_rate
-        if type(lr) is float:  # checked when it was set
-            return lr
-        value = lr(step) if callable(lr) else lr
+        if lr is self.__dict__.get("_lr_variable"):  # the common case: a number, possibly assign()ed since
+            rate = float(lr._data)
+            if 0.0 <= rate < math.inf:
+                return rate
+            value = rate
+        else:
+            value = lr(step) if callable(lr) else lr
         try:
             if isinstance(value, (str, bytes, bool, np.bool_)):
                 raise TypeError
@@ -675,7 +704,9 @@ class Optimizer:
         return self.apply_gradients(zip(grads, var_list))
 
     def __repr__(self) -> str:
-        return f"<{self.name} learning_rate={self._learning_rate!r} iterations={self._step_count()}>"
+        lr = self._learning_rate
+        shown = float(lr._data) if lr is self.__dict__.get("_lr_variable") else lr
+        return f"<{self.name} learning_rate={shown!r} iterations={self._step_count()}>"
 
 
 _NOSLOTS: dict[str, Any] = {}
