@@ -22,7 +22,17 @@ from ..core import state as _state
 from ..core._generate import generate
 from ..core.state import defer_interrupts
 from ..core.tape import GputapeWarning, GradientTape
-from ..core.tensor import _LATE_REPORTS, COMBINE, SAME_KIND, Tensor, Variable, _indent, _same_kind, _wrap
+from ..core.tensor import (
+    _LATE_REPORTS,
+    COMBINE,
+    SAME_KIND,
+    Tensor,
+    Variable,
+    _indent,
+    _same_kind,
+    _wrap,
+    constraints_in_use,
+)
 from ..devices import backend
 from . import rules as _rules
 from .fused import FusedOptimizer
@@ -374,8 +384,23 @@ class Optimizer:
         (1, [0.0])
         >>> gt.optim.SGD(0.5).apply_gradients([])
         0
+
+        Then, as Keras does, each updated variable that has a ``constraint``
+        (a layer's ``kernel_constraint``) is assigned ``constraint(variable)``.
         """
         pairs = list(grads_and_vars)
+        step = self._apply_pairs(pairs)
+        if constraints_in_use():
+            self._constrain(pairs)
+        return step
+
+    def _constrain(self, pairs: list[Any]) -> None:
+        # every projection computed before any is assigned: an error leaves the step's values as they are
+        staged = [(v, v._constraint(v)) for g, v in pairs if g is not None and v._constraint is not None]
+        for v, value in staged:
+            v.assign(value)
+
+    def _apply_pairs(self, pairs: list[Any]) -> int:
         if _state.tls.obs is None and self._plain():
             # plain SGD's common case, parsed and stepped by one function generated for this many
             # pairs: (Tensor, Variable) pairs of host arrays of equal shapes and dtypes, each variable
@@ -423,7 +448,7 @@ class Optimizer:
                 f"{self.name}.apply_gradients: gradients do not exist for variables [{names}]; they are not "
                 "updated (they do not affect the loss, or were used outside the tape). Warned once per variable.",
                 GputapeWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
         tr = _state.current_trace()
         if tr is not None and tr.owned():

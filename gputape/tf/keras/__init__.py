@@ -21,7 +21,18 @@ from ...nn.base_layer import _call_layer
 from ...nn.keras_tensor import _shape_of
 from ...nn.training import Trainer as _Trainer
 from ...nn.training import _flatten, _map
-from . import activations, callbacks, initializers, layers, losses, metrics, optimizers, utils
+from . import (
+    activations,
+    callbacks,
+    constraints,
+    initializers,
+    layers,
+    losses,
+    metrics,
+    optimizers,
+    regularizers,
+    utils,
+)
 from .layers import Input, KerasTensor
 from .layers import InputLayer as _InputLayer
 
@@ -36,11 +47,13 @@ __all__ = [
     "Sequential",
     "activations",
     "callbacks",
+    "constraints",
     "initializers",
     "layers",
     "losses",
     "metrics",
     "optimizers",
+    "regularizers",
     "utils",
 ]
 
