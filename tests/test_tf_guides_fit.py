@@ -354,8 +354,8 @@ def test_train_and_test_on_batch_and_errors():
     model.compile(optimizer="sgd", loss="mse")
     with pytest.raises(ValueError, match="x has 4 samples but y has 3"):
         model.fit(x, np.ones((3, 1)), verbose=0)
-    with pytest.raises(NotImplementedError, match="sample_weight"):
-        model.fit(x, np.ones((4, 1)), sample_weight=np.ones(4), verbose=0)
+    with pytest.raises(ValueError, match="one weight per sample"):
+        model.fit(x, np.ones((4, 1)), sample_weight=np.ones(3), verbose=0)
     with pytest.raises(ValueError, match="verbose"):
         model.fit(x, np.ones((4, 1)), verbose=3)
     with pytest.raises(ValueError, match="validation_split"):
