@@ -41,15 +41,15 @@ TF_NAMES = {
         maximum minimum multiply negative newaxis nn norm not_equal one_hot ones ones_like optimizers pow print
         profiler random range rank reduce_all reduce_any reduce_logsumexp reduce_max reduce_mean reduce_min
         reduce_prod reduce_sum repeat reshape reverse roll round shape sigmoid sign signal sin sinh size sort split
-        sqrt square squeeze stack stop_gradient subtract tan tanh tensordot tile transpose truediv uint8 unstack
-        version where zeros zeros_like""",
+        sqrt square squeeze stack stop_gradient subtract summary tan tanh tensordot tile transpose truediv uint8
+        unstack version where zeros zeros_like""",
     "math": """abs acos acosh add add_n argmax argmin asin asinh atan atan2 atanh ceil cos cosh cumprod cumsum divide
         divide_no_nan equal erf exp expm1 floor greater greater_equal is_finite is_inf is_nan l2_normalize less
         less_equal log log1p log_sigmoid logical_and logical_not logical_or maximum minimum multiply
         multiply_no_nan negative not_equal pow reciprocal reduce_all reduce_any reduce_logsumexp reduce_max
         reduce_mean reduce_min reduce_prod reduce_std reduce_sum reduce_variance round rsqrt sigmoid sign sin sinh
         softplus sqrt square squared_difference subtract tan tanh truediv""",
-    "nn": """bias_add dropout elu gelu l2_loss l2_normalize leaky_relu log_softmax moments relu relu6 sigmoid
+    "nn": """bias_add dropout elu embedding_lookup gelu l2_loss l2_normalize leaky_relu log_softmax moments relu relu6 sigmoid
         sigmoid_cross_entropy_with_logits silu softmax softmax_cross_entropy_with_logits softplus
         sparse_softmax_cross_entropy_with_logits swish tanh""",
     "linalg": """adjoint band_part cholesky det diag diag_part eigh eigvalsh einsum eye inv logdet lstsq matmul
@@ -59,9 +59,14 @@ TF_NAMES = {
     "data": "AUTOTUNE Dataset",
     "profiler": "experimental",
     "optimizers": "Adam AdamW Optimizer RMSprop SGD schedules",
-    "keras": """Input KerasTensor Model Sequential activations callbacks initializers layers losses metrics
-        optimizers utils""",
-    "keras.callbacks": "Callback EarlyStopping History LambdaCallback ModelCheckpoint",
+    "keras": """Input KerasTensor Model Sequential activations callbacks constraints initializers layers losses
+        metrics optimizers regularizers utils""",
+    "keras.callbacks": """BackupAndRestore CSVLogger Callback EarlyStopping History LambdaCallback
+        LearningRateScheduler ModelCheckpoint ReduceLROnPlateau TensorBoard""",
+    "keras.regularizers": "L1 L1L2 L2 Regularizer get l1 l1_l2 l2",
+    "keras.constraints": """Constraint MaxNorm MinMaxNorm NonNeg UnitNorm get max_norm min_max_norm non_neg
+        unit_norm""",
+    "summary": "SummaryWriter create_file_writer experimental flush histogram scalar text",
 }
 # gputape's own additions, each documented where it is defined
 EXTRAS = {

@@ -344,15 +344,20 @@ class Embedding(Layer):
         return x  # ids stay integers
 
     def call(self, inputs: Any) -> Any:
-        ids = inputs._data if isinstance(inputs, Tensor) else np.asarray(inputs)
-        if ids.dtype.kind not in "iu":
-            if ids.dtype.kind == "f" and backend.xp_of(ids) is np and np.array_equal(ids, np.round(ids)):
-                ids = ids.astype(np.int64)  # Keras casts float-typed ids
-            else:
-                raise TypeError(f"Embedding {self.name!r}: ids must be integers, got dtype {ids.dtype}")
-        if backend.xp_of(ids) is np and ids.size and (int(ids.min()) < 0 or int(ids.max()) >= self.input_dim):
-            raise ValueError(
-                f"Embedding {self.name!r}: ids must be in [0, {self.input_dim}), got values from {int(ids.min())} "
-                f"to {int(ids.max())}"
-            )
-        return take(self.embeddings, ids, axis=0)
+        return _lookup(self.embeddings, inputs, f"Embedding {self.name!r}", float_ids=True)
+
+
+def _lookup(table: Any, ids: Any, who: str, float_ids: bool = False) -> Any:
+    """Rows of ``table`` at integer ``ids`` (a differentiable ``take``: the table's gradient sums the rows
+    that reach each id). Ids are checked to lie in ``[0, len(table))`` on the CPU; ``float_ids``
+    accepts whole-number floats as Keras' Embedding does (TensorFlow's embedding_lookup does not)."""
+    ids = ids._data if isinstance(ids, Tensor) else np.asarray(ids)
+    n = table.shape[0]
+    if ids.dtype.kind not in "iu":
+        if float_ids and ids.dtype.kind == "f" and backend.xp_of(ids) is np and np.array_equal(ids, np.round(ids)):
+            ids = ids.astype(np.int64)  # Keras casts float-typed ids
+        else:
+            raise TypeError(f"{who}: ids must be integers (int32 or int64), got dtype {ids.dtype}")
+    if backend.xp_of(ids) is np and ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
+        raise ValueError(f"{who}: ids must be in [0, {n}), got values from {int(ids.min())} to {int(ids.max())}")
+    return take(table, ids, axis=0)

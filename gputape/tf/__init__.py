@@ -246,6 +246,7 @@ __all__ = [
     "stack",
     "stop_gradient",
     "subtract",
+    "summary",
     "tan",
     "tanh",
     "tensordot",
@@ -328,3 +329,6 @@ __all__ += ["config", "debugging", "device"]
 
 # The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
 del annotations
+
+# tf.summary: TensorBoard event files (tensorboardX writes them; an optional extra)
+from . import summary  # noqa: E402
