@@ -49,8 +49,8 @@ TF_NAMES = {
         multiply_no_nan negative not_equal pow reciprocal reduce_all reduce_any reduce_logsumexp reduce_max
         reduce_mean reduce_min reduce_prod reduce_std reduce_sum reduce_variance round rsqrt sigmoid sign sin sinh
         softplus sqrt square squared_difference subtract tan tanh truediv""",
-    "nn": """bias_add dropout elu embedding_lookup gelu l2_loss l2_normalize leaky_relu log_softmax moments relu relu6 sigmoid
-        sigmoid_cross_entropy_with_logits silu softmax softmax_cross_entropy_with_logits softplus
+    "nn": """bias_add dropout elu embedding_lookup gelu l2_loss l2_normalize leaky_relu log_softmax moments relu relu6
+        sigmoid sigmoid_cross_entropy_with_logits silu softmax softmax_cross_entropy_with_logits softplus
         sparse_softmax_cross_entropy_with_logits swish tanh""",
     "linalg": """adjoint band_part cholesky det diag diag_part eigh eigvalsh einsum eye inv logdet lstsq matmul
         matrix_transpose matvec norm pinv qr slogdet solve svd trace triangular_solve""",

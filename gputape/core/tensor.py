@@ -640,13 +640,9 @@ def _numpy_text(data: Any, how: Any) -> str:
 # error state "raise", or a RuntimeWarning that a warning filter turns into an error)
 _LATE_REPORTS = (FloatingPointError, Warning)
 
-# True once any Variable was given a constraint: until then an optimizer step looks at none.
+# True once any Variable was given a constraint: until then an optimizer step looks at none
+# (optim/base.py reads the flag; only Variable.constraint's setter sets it).
 _constrained = False
-
-
-def constraints_in_use() -> bool:
-    """Whether any Variable has had a constraint (optimizers skip the per-variable check until one has)."""
-    return _constrained
 
 
 class _LateReportError(Exception):

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..core import state as _state
+from ..core import tensor as _tensor
 from ..core._generate import generate
 from ..core.state import defer_interrupts
 from ..core.tape import GputapeWarning, GradientTape
@@ -31,7 +32,6 @@ from ..core.tensor import (
     _indent,
     _same_kind,
     _wrap,
-    constraints_in_use,
 )
 from ..devices import backend
 from . import rules as _rules
@@ -202,7 +202,7 @@ class Optimizer:
         >>> opt = gt.optim.SGD(0.1)
         >>> opt.learning_rate
         <gt.Variable 'learning_rate' shape=() dtype=float64, numpy=0.1>
-        >>> opt.learning_rate.assign(0.05); float(opt.learning_rate)
+        >>> _ = opt.learning_rate.assign(0.05); float(opt.learning_rate)
         0.05
         >>> opt = gt.optim.SGD(gt.optim.StepDecay(0.1, step_size=1, gamma=0.5))
         >>> opt.learning_rate
@@ -389,18 +389,6 @@ class Optimizer:
         (a layer's ``kernel_constraint``) is assigned ``constraint(variable)``.
         """
         pairs = list(grads_and_vars)
-        step = self._apply_pairs(pairs)
-        if constraints_in_use():
-            self._constrain(pairs)
-        return step
-
-    def _constrain(self, pairs: list[Any]) -> None:
-        # every projection computed before any is assigned: an error leaves the step's values as they are
-        staged = [(v, v._constraint(v)) for g, v in pairs if g is not None and v._constraint is not None]
-        for v, value in staged:
-            v.assign(value)
-
-    def _apply_pairs(self, pairs: list[Any]) -> int:
         if _state.tls.obs is None and self._plain():
             # plain SGD's common case, parsed and stepped by one function generated for this many
             # pairs: (Tensor, Variable) pairs of host arrays of equal shapes and dtypes, each variable
@@ -410,6 +398,8 @@ class Optimizer:
             n = len(pairs)
             done = (_PLAIN_STEPS.get(n) or _plain_steps(n))[0](self, pairs)
             if done is not None:
+                if _tensor._constrained:  # (a flag read, not a call: this is the hot path)
+                    self._constrain(pairs)
                 return done
         if not pairs:
             return self._step_count()
@@ -448,14 +438,25 @@ class Optimizer:
                 f"{self.name}.apply_gradients: gradients do not exist for variables [{names}]; they are not "
                 "updated (they do not affect the loss, or were used outside the tape). Warned once per variable.",
                 GputapeWarning,
-                stacklevel=3,
+                stacklevel=2,
             )
         tr = _state.current_trace()
         if tr is not None and tr.owned():
             # inside gt.function's trace: update now, and record the update as one replay
-            # step, so replays rerun the learning-rate schedule and the step count
-            return tr.optimizer_step(self, live)
-        return self._apply_live(live)
+            # step, so replays rerun the learning-rate schedule and the step count (and the
+            # constraints' ops and assignments, traced below, replay after it)
+            step = tr.optimizer_step(self, live)
+        else:
+            step = self._apply_live(live)
+        if _tensor._constrained:
+            self._constrain(live)
+        return step
+
+    def _constrain(self, pairs: list[Any]) -> None:
+        # every projection computed before any is assigned: an error leaves the step's values as they are
+        staged = [(v, v._constraint(v)) for g, v in pairs if g is not None and v._constraint is not None]
+        for v, value in staged:
+            v.assign(value)
 
     def _plain(self) -> bool:
         """True when a step is ``w -= lr * g`` for every variable, no slots, no clipping (plain SGD)."""
