@@ -193,6 +193,12 @@ def test_constraints_apply_after_each_step_in_fit_compiled_and_in_a_custom_loop(
     np.testing.assert_allclose(dense.kernel.numpy(), _keras_max_norm(expected, 1.0), rtol=1e-6)
 
 
+def test_tf_variable_takes_a_constraint_that_optimizers_apply():
+    v = tf.Variable([-1.0, 3.0], constraint=lambda w: tf.clip_by_value(w, 0.0, 2.0))
+    tf.keras.optimizers.SGD(1.0).apply_gradients([(tf.constant([-0.5, 0.5]), v)])
+    assert v.numpy().tolist() == [0.0, 2.0]  # -0.5 and 2.5, clipped after the step
+
+
 def test_a_variable_constraint_must_be_callable():
     v = gt.Variable([1.0])
     with pytest.raises(TypeError, match="constraint must be a callable"):
