@@ -584,7 +584,7 @@ def test_tf_summary_scalar_histogram_text_and_steps(tmp_path):
 
 def test_tf_summary_without_tensorboardx_names_the_extra(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "tensorboardX", None)  # import fails as if not installed
-    with pytest.raises(ImportError, match=r'gputape\[tensorboard\]'):
+    with pytest.raises(ImportError, match=r"gputape\[tensorboard\]"):
         tf.summary.create_file_writer(str(tmp_path))
     model = _linear()
     with pytest.raises(ImportError, match="tensorboardX"):

@@ -56,7 +56,7 @@ _STATE = _State()
 
 def _install_hint(what: str) -> ImportError:
     return ImportError(
-        f'{what} needs tensorboardX to write TensorBoard event files, and it is not installed: pip install '
+        f"{what} needs tensorboardX to write TensorBoard event files, and it is not installed: pip install "
         '"gputape[tensorboard]" (or pip install tensorboardX)'
     )
 
