@@ -23,16 +23,7 @@ from ..core import tensor as _tensor
 from ..core._generate import generate
 from ..core.state import defer_interrupts
 from ..core.tape import GputapeWarning, GradientTape
-from ..core.tensor import (
-    _LATE_REPORTS,
-    COMBINE,
-    SAME_KIND,
-    Tensor,
-    Variable,
-    _indent,
-    _same_kind,
-    _wrap,
-)
+from ..core.tensor import _LATE_REPORTS, COMBINE, SAME_KIND, Tensor, Variable, _indent, _same_kind, _wrap
 from ..devices import backend
 from . import rules as _rules
 from .fused import FusedOptimizer
@@ -191,8 +182,8 @@ class Optimizer:
         """The rate: Keras 3's 0-d ``learning_rate`` Variable for a number, else the schedule's next rate.
 
         A number given as the rate (or set later) lives in a 0-d float64 Variable
-        in host memory (Keras' is float32; float64 keeps the rate as given for
-        float64 models): ``opt.learning_rate.assign(0.01)`` or ``opt.learning_rate
+        in host memory whatever the device, as ``iterations`` (Keras' is float32;
+        float64 keeps the rate as given for float64 models): ``opt.learning_rate.assign(0.01)`` or ``opt.learning_rate
         = 0.01`` changes it in place, and every step reads it, a ``gt.function``
         replay too, without retracing. With a schedule or a callable the
         property gives the rate the next step will use (a float); setting a
@@ -234,7 +225,9 @@ class Optimizer:
             var = self.__dict__.get("_lr_variable")
             if var is None:
                 # Host memory, as `iterations`: each step reads it as a Python float for almost nothing.
-                var = self._lr_variable = Variable(np.asarray(rate, np.float64), trainable=False, name="learning_rate")
+                var = self._lr_variable = Variable(
+                    np.asarray(rate, np.float64), trainable=False, name="learning_rate", device="cpu"
+                )
             else:
                 var.assign(np.asarray(rate, np.float64))  # the same object: a compiled step that read it sees this
             self._learning_rate = var
