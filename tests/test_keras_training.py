@@ -582,6 +582,29 @@ def test_tf_summary_scalar_histogram_text_and_steps(tmp_path):
     assert text.tensor.string_val == [b"**hi**"]
 
 
+def test_tf_summary_inside_a_compiled_function_writes_at_every_call(tmp_path):
+    pytest.importorskip("tensorboardX")
+    w = tf.Variable([1.0, 2.0])
+    opt = tf.keras.optimizers.SGD(0.1)
+    writer = tf.summary.create_file_writer(str(tmp_path))
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(w * w)
+        opt.apply_gradients([(tape.gradient(loss, w), w)])
+        tf.summary.scalar("loss", loss, step=opt.iterations)
+        return loss
+
+    with writer.as_default():
+        losses = [float(step()) for _ in range(3)]
+    writer.close()
+    assert step.experimental_get_tracing_count() == 1
+    got = _scalars(tmp_path)["loss"]
+    assert [s for s, _ in got] == [1, 2, 3]  # the step Variable read at each call
+    np.testing.assert_allclose([v for _, v in got], losses, rtol=1e-6)
+
+
 def test_tf_summary_without_tensorboardx_names_the_extra(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "tensorboardX", None)  # import fails as if not installed
     with pytest.raises(ImportError, match=r"gputape\[tensorboard\]"):

@@ -7,8 +7,9 @@
 nothing and return False, as TensorFlow's do). Each takes ``step=``, or uses
 the step set by ``tf.summary.experimental.set_step`` (a number, or a Variable
 such as ``optimizer.iterations``, read at each write). The default writer and
-the step are per thread, as in TensorFlow. Keras' ``TensorBoard`` callback
-writes through these.
+the step are per thread, as in TensorFlow. Inside ``gt.function`` (``tf.function``)
+a write is a step of the compiled function: it happens at every call, with that
+call's values and step. Keras' ``TensorBoard`` callback writes through these.
 
 >>> import gputape.tf as tf, tempfile, os
 >>> logdir = tempfile.mkdtemp()
@@ -23,6 +24,7 @@ False
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 from collections.abc import Iterator
@@ -30,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core import state as _state
 from ..core.tensor import Tensor
 from ..devices.backend import to_host
 
@@ -141,10 +144,19 @@ class SummaryWriter:
             self._writer.close()
             self._closed = True
 
-    def _write(self, who: str, name: Any, step: Any) -> tuple[Any, str, int]:
+    def _emit(self, who: str, name: Any, step: Any, write: Any, data: Any) -> None:
+        """``write(out, tag, step, data)`` now, and inside ``gt.function`` at every replay with that call's
+        values (the step, a Variable such as ``iterations``, is read at each write)."""
         if self._closed:
             raise RuntimeError(f"tf.summary.{who}: the writer for {self.logdir!r} is closed")
-        return self._writer, _tag(who, name), _step(who, step)
+        tag = _tag(who, name)
+        _step(who, step if step is not None else _STATE.step)  # checked now, read again at each write
+        emit = functools.partial(_write_now, self, who, tag, step if step is not None else _STATE.step, write)
+        tr = _state.current_trace()
+        if tr is not None and tr.owned() and isinstance(data, Tensor):
+            tr.python_step(emit, (data,), wrap=False)
+            return
+        emit(data)
 
     def __repr__(self) -> str:
         return f"<SummaryWriter logdir={self.logdir!r}{' closed' if self._closed else ''}>"
@@ -168,6 +180,12 @@ def create_file_writer(
     >>> w = tf.summary.create_file_writer(tempfile.mkdtemp())  # doctest: +SKIP
     """
     return SummaryWriter(logdir, max_queue, flush_millis, filename_suffix, name)
+
+
+def _write_now(writer: SummaryWriter, who: str, tag: str, step: Any, write: Any, data: Any) -> None:
+    if writer._closed:
+        raise RuntimeError(f"tf.summary.{who}: the writer for {writer.logdir!r} is closed")
+    write(writer._writer, tag, _step(who, step), data)
 
 
 def _default() -> SummaryWriter | None:
@@ -197,7 +215,8 @@ def _step(who: str, step: Any) -> int:
 
 
 def _values(who: str, data: Any) -> np.ndarray:
-    arr = to_host(data._data) if isinstance(data, Tensor) else np.asarray(data)
+    arr = to_host(data._data if isinstance(data, Tensor) else data)
+    arr = np.asarray(arr)
     if arr.dtype.kind not in "biuf":
         raise TypeError(f"tf.summary.{who}: data must be real numbers, got dtype {arr.dtype}")
     return arr
@@ -213,12 +232,17 @@ def scalar(name: str, data: Any, step: Any = None, description: str | None = Non
     writer = _default()
     if writer is None:
         return False
-    out, tag, at = writer._write("scalar", name, step)
-    value = _values("scalar", data)
-    if value.size != 1:
-        raise ValueError(f"tf.summary.scalar: data must be a scalar, got shape {value.shape}")
-    out.add_scalar(tag, float(value.reshape(())), global_step=at, summary_description=description or "")
+    if int(np.prod(np.shape(data))) != 1:
+        raise ValueError(f"tf.summary.scalar: data must be a scalar, got shape {np.shape(data)}")
+    if not isinstance(data, Tensor):  # (a tensor's dtype is checked where it is written)
+        _values("scalar", data)
+    writer._emit("scalar", name, step, functools.partial(_add_scalar, description or ""), data)
     return True
+
+
+def _add_scalar(description: str, out: Any, tag: str, step: int, data: Any) -> None:
+    value = _values("scalar", data)
+    out.add_scalar(tag, float(value.reshape(())), global_step=step, summary_description=description)
 
 
 def histogram(
@@ -233,12 +257,15 @@ def histogram(
     writer = _default()
     if writer is None:
         return False
-    out, tag, at = writer._write("histogram", name, step)
-    values = _values("histogram", data).astype(np.float64).ravel()
     if buckets is not None and (isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1):
         raise ValueError(f"tf.summary.histogram: buckets must be a positive integer or None, got {buckets!r}")
-    out.add_histogram(tag, values, global_step=at, bins="tensorflow" if buckets is None else buckets)
+    writer._emit("histogram", name, step, functools.partial(_add_histogram, buckets), data)
     return True
+
+
+def _add_histogram(buckets: int | None, out: Any, tag: str, step: int, data: Any) -> None:
+    values = _values("histogram", data).astype(np.float64).ravel()
+    out.add_histogram(tag, values, global_step=step, bins="tensorflow" if buckets is None else buckets)
 
 
 def text(name: str, data: Any, step: Any = None, description: str | None = None) -> bool:
@@ -251,13 +278,16 @@ def text(name: str, data: Any, step: Any = None, description: str | None = None)
     writer = _default()
     if writer is None:
         return False
-    out, tag, at = writer._write("text", name, step)
     if isinstance(data, bytes):
         data = data.decode("utf-8")
     if not isinstance(data, str):
         raise TypeError(f"tf.summary.text: data must be a string, got {type(data).__name__}")
-    out.add_text(tag, data, global_step=at)
+    writer._emit("text", name, step, _add_text, data)
     return True
+
+
+def _add_text(out: Any, tag: str, step: int, data: str) -> None:
+    out.add_text(tag, data, global_step=step)
 
 
 def flush(writer: SummaryWriter | None = None, name: str | None = None) -> None:
