@@ -633,10 +633,15 @@ class Trainer:
     ) -> _callbacks.History:
         """Train for ``epochs`` epochs (from ``initial_epoch``); returns a :class:`History` of the per-epoch logs.
 
-        ``validation_data`` is ``(x_val, y_val)`` or a dataset of batches;
-        ``validation_split`` holds out the last fraction of ``x``/``y`` instead.
-        Validation runs after each epoch (every ``validation_freq`` epochs)
-        and adds ``val_loss`` and ``val_<metric>`` to the logs.
+        ``validation_data`` is ``(x_val, y_val[, sample_weight_val])`` or a
+        dataset of batches; ``validation_split`` holds out the last fraction of
+        ``x``/``y`` (and ``sample_weight``) instead, before any shuffling.
+        Validation runs after each epoch (every ``validation_freq`` epochs,
+        at most ``validation_steps`` batches) and adds ``val_loss`` and
+        ``val_<metric>`` to the logs. ``sample_weight`` (one weight per sample)
+        or ``class_weight`` (``{class: weight}``) weight the loss as Keras 3
+        does; ``steps_per_epoch`` makes each epoch that many batches, the next
+        epoch continuing where the last stopped (see the module's notes).
 
         >>> import gputape.tf as tf, numpy as np
         >>> model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
