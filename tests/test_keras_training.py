@@ -621,3 +621,16 @@ def test_tensorboard_refuses_what_it_cannot_do():
         tf.keras.callbacks.TensorBoard(write_images=True)
     with pytest.raises(ValueError, match="update_freq"):
         tf.keras.callbacks.TensorBoard(update_freq="sometimes")
+
+
+def test_get_config_carries_regularizers_and_constraints_in_keras_form():
+    dense = tf.keras.layers.Dense(2, kernel_regularizer=tf.keras.regularizers.l2(0.1), bias_constraint="non_neg",
+                                  activity_regularizer="l1")  # fmt: skip
+    cfg = dense.get_config()
+    assert cfg["kernel_regularizer"] == {
+        "module": "keras.regularizers", "class_name": "L2", "config": {"l2": 0.1}, "registered_name": None
+    }  # fmt: skip
+    assert cfg["bias_constraint"]["class_name"] == "NonNeg" and cfg["activity_regularizer"]["config"] == {"l1": 0.01}
+    again = tf.keras.layers.Dense.from_config({**cfg, "name": "again"})
+    assert (again.kernel_regularizer.l2, type(again.bias_constraint).__name__) == (0.1, "NonNeg")
+    assert "kernel_regularizer" not in tf.keras.layers.Dense(2).get_config()  # unset: not listed

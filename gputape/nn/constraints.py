@@ -200,3 +200,18 @@ def get(identifier: Any) -> Constraint | Any | None:
     raise TypeError(
         f"constraints.get: expected None, a name, a config dict or a callable w -> w, got {type(identifier).__name__}"
     )
+
+
+def _serialize(obj: Any) -> Any:
+    """Keras 3's serialized form (``keras.constraints.serialize``) for a layer's ``get_config``; a callable
+    that is no constraint class is named by its function name."""
+    if obj is None:
+        return None
+    if hasattr(obj, "get_config") and type(obj).__name__ in {c.__name__ for c in _BY_NAME.values()}:
+        return {
+            "module": "keras.constraints",
+            "class_name": type(obj).__name__,
+            "config": obj.get_config(),
+            "registered_name": None,
+        }
+    return getattr(obj, "__name__", type(obj).__name__)

@@ -99,7 +99,8 @@ class Dense(Layer):
         )
 
     def _config(self) -> dict[str, Any]:
-        return {"units": self.units, "activation": _fn_name(self.activation), "use_bias": self.use_bias}
+        cfg = {"units": self.units, "activation": _fn_name(self.activation), "use_bias": self.use_bias}
+        return {**cfg, **_penalty_config(self, "kernel", "bias")}
 
     def call(self, inputs: Any) -> Any:
         if _shape_of(inputs)[-1:] != self.kernel.shape[:1]:
@@ -329,7 +330,7 @@ class Embedding(Layer):
         super().__init__(dtype=dtype, activity_regularizer=activity_regularizer, **kwargs)
 
     def _config(self) -> dict[str, Any]:
-        return {"input_dim": self.input_dim, "output_dim": self.output_dim}
+        return {"input_dim": self.input_dim, "output_dim": self.output_dim, **_penalty_config(self, "embeddings")}
 
     def build(self, input_shape: Any = None) -> None:
         self.embeddings = self.add_weight(
@@ -345,6 +346,18 @@ class Embedding(Layer):
 
     def call(self, inputs: Any) -> Any:
         return _lookup(self.embeddings, inputs, f"Embedding {self.name!r}", float_ids=True)
+
+
+def _penalty_config(layer: Layer, *weights: str) -> dict[str, Any]:
+    """The regularizers and constraints a layer was given, in Keras' serialized form (only those set)."""
+    out = {}
+    for name in [f"{w}_regularizer" for w in weights] + ["activity_regularizer"]:
+        if layer.__dict__.get(name) is not None:
+            out[name] = regularizers._serialize(layer.__dict__[name])
+    for name in [f"{w}_constraint" for w in weights]:
+        if layer.__dict__.get(name) is not None:
+            out[name] = constraints._serialize(layer.__dict__[name])
+    return out
 
 
 def _lookup(table: Any, ids: Any, who: str, float_ids: bool = False) -> Any:

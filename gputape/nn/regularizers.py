@@ -154,3 +154,18 @@ def get(identifier: Any) -> Regularizer | Any | None:
         f"regularizers.get: expected None, a name, a config dict or a callable x -> penalty, got "
         f"{type(identifier).__name__}"
     )
+
+
+def _serialize(obj: Any) -> Any:
+    """Keras 3's serialized form (``keras.regularizers.serialize``) for a layer's ``get_config``; a callable
+    that is no regularizer class is named by its function name."""
+    if obj is None:
+        return None
+    if hasattr(obj, "get_config") and type(obj).__name__ in {c.__name__ for c in _BY_NAME.values()}:
+        return {
+            "module": "keras.regularizers",
+            "class_name": type(obj).__name__,
+            "config": obj.get_config(),
+            "registered_name": None,
+        }
+    return getattr(obj, "__name__", type(obj).__name__)
