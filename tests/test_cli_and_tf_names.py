@@ -41,8 +41,8 @@ TF_NAMES = {
         maximum minimum multiply negative newaxis nn norm not_equal one_hot ones ones_like optimizers pow print
         profiler random range rank reduce_all reduce_any reduce_logsumexp reduce_max reduce_mean reduce_min
         reduce_prod reduce_sum repeat reshape reverse roll round shape sigmoid sign signal sin sinh size sort split
-        sqrt square squeeze stack stop_gradient subtract tan tanh tensordot tile transpose truediv uint8 unstack
-        version where zeros zeros_like"""
+        sqrt square squeeze stack stop_gradient subtract summary tan tanh tensordot tile transpose truediv uint8
+        unstack version where zeros zeros_like"""
     # control flow
     + " TensorArray case cond foldl foldr map_fn scan switch_case vectorized_map while_loop"
     # TensorFlow's tests and guides: array ops, tf.errors, tf.raw_ops
@@ -59,8 +59,8 @@ TF_NAMES = {
         FailedPreconditionError InternalError InvalidArgumentError NotFoundError OpError OutOfRangeError
         PermissionDeniedError ResourceExhaustedError UnauthenticatedError UnavailableError UnimplementedError
         UnknownError""",
-    "nn": """bias_add dropout elu gelu l2_loss l2_normalize leaky_relu log_softmax moments relu relu6 sigmoid
-        sigmoid_cross_entropy_with_logits silu softmax softmax_cross_entropy_with_logits softplus
+    "nn": """bias_add dropout elu embedding_lookup gelu l2_loss l2_normalize leaky_relu log_softmax moments relu relu6
+        sigmoid sigmoid_cross_entropy_with_logits silu softmax softmax_cross_entropy_with_logits softplus
         sparse_softmax_cross_entropy_with_logits swish tanh""",
     "linalg": """adjoint band_part cholesky det diag diag_part eigh eigvalsh einsum eye inv logdet lstsq matmul
         matrix_transpose matvec norm pinv qr slogdet solve svd trace triangular_solve""",
@@ -69,9 +69,14 @@ TF_NAMES = {
     "data": "AUTOTUNE Dataset",
     "profiler": "experimental",
     "optimizers": "Adam AdamW Optimizer RMSprop SGD schedules",
-    "keras": """Input KerasTensor Model Sequential activations callbacks initializers layers losses metrics
-        optimizers utils""",
-    "keras.callbacks": "Callback EarlyStopping History LambdaCallback ModelCheckpoint",
+    "keras": """Input KerasTensor Model Sequential activations callbacks constraints initializers layers losses
+        metrics optimizers regularizers utils""",
+    "keras.callbacks": """BackupAndRestore CSVLogger Callback EarlyStopping History LambdaCallback
+        LearningRateScheduler ModelCheckpoint ReduceLROnPlateau TensorBoard""",
+    "keras.regularizers": "L1 L1L2 L2 Regularizer get l1 l1_l2 l2",
+    "keras.constraints": """Constraint MaxNorm MinMaxNorm NonNeg UnitNorm get max_norm min_max_norm non_neg
+        unit_norm""",
+    "summary": "SummaryWriter create_file_writer experimental flush histogram scalar text",
 }
 # Saving: TensorFlow's checkpoints (tf.train) and Keras 3's model files (tf.keras.models)
 TF_NAMES[""] += " train"

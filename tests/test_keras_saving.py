@@ -7,6 +7,7 @@ needs): the backend is chosen here, before Keras is first imported.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -18,7 +19,9 @@ import pytest
 import gputape as gt
 import gputape.tf as tf
 
-os.environ.setdefault("KERAS_BACKEND", "numpy")
+# Keras needs a backend: jax where installed (it also trains, which test_keras_training_vs_keras needs in
+# the same process: the first import of keras fixes the backend), else numpy (inference only: enough here)
+os.environ.setdefault("KERAS_BACKEND", "jax" if importlib.util.find_spec("jax") else "numpy")
 
 
 @pytest.fixture(scope="module")
@@ -357,8 +360,10 @@ def test_keras_config_features_gputape_lacks_are_refused_by_name():
 
     off = {"units": 2, "kernel_regularizer": None, "bias_constraint": None, "quantization_config": None}
     assert deserialize({"class_name": "Dense", "config": off}).units == 2
-    on = {**off, "kernel_constraint": {"class_name": "NonNeg", "config": {}}}
-    with pytest.raises(ValueError, match=r"kernel_constraint=.*Dense does not implement"):
+    constrained = {**off, "kernel_constraint": {"class_name": "NonNeg", "config": {}}}
+    assert type(deserialize({"class_name": "Dense", "config": constrained}).kernel_constraint).__name__ == "NonNeg"
+    on = {**off, "lora_rank": 4}
+    with pytest.raises(ValueError, match=r"lora_rank=.*Dense does not implement"):
         deserialize({"class_name": "Dense", "config": on})
     with pytest.raises(ValueError, match=r"unknown class 'Conv2D'.*custom_objects"):
         deserialize({"class_name": "Conv2D", "config": {}})

@@ -37,8 +37,10 @@ def test_tf_variable_refuses_what_it_cannot_do():
         tf.Variable(1.0, name="w:0")
     with pytest.raises(ValueError, match=r"shape=\(3,\) does not match"):
         tf.Variable([1.0, 2.0], shape=(3,))
-    with pytest.raises(NotImplementedError, match="constraint"):
-        tf.Variable(1.0, constraint=lambda x: x)
+    with pytest.raises(ValueError, match="`constraint` argument must be a callable"):
+        tf.Variable(1.0, constraint="non_neg")
+    with pytest.raises(NotImplementedError, match="variable_def"):
+        tf.Variable(1.0, variable_def={})
     with pytest.raises(ValueError, match="initial_value"):
         tf.Variable()
     with pytest.raises(TypeError, match="unexpected keyword"):

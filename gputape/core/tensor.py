@@ -606,7 +606,7 @@ class Variable(Tensor):
     ([0.5, 1.5], 'w', True)
     """
 
-    __slots__ = ("_name", "_trainable")
+    __slots__ = ("_constraint", "_name", "_trainable")
 
     def __init__(
         self,
@@ -625,6 +625,7 @@ class Variable(Tensor):
         self._id = _next_const_id()
         self._trainable = bool(trainable)
         self._name = name if name is not None else "Variable"
+        self._constraint = None
 
     @property
     def trainable(self) -> bool:
@@ -640,6 +641,32 @@ class Variable(Tensor):
         True
         """
         return None
+
+    @property
+    def constraint(self) -> Any:
+        """A callable ``w -> w'`` that optimizers apply after each step that updates this variable, or None.
+
+        As Keras' ``variable.constraint`` (a layer's ``kernel_constraint`` sets it):
+        ``apply_gradients`` assigns ``constraint(variable)`` once the step is done.
+
+        >>> import gputape as gt
+        >>> v = gt.Variable([-1.0, 2.0]); v.constraint = lambda w: gt.maximum(w, 0.0)
+        >>> _ = gt.optim.SGD(0.5).apply_gradients([(gt.constant([1.0, 1.0]), v)]); v.numpy().tolist()
+        [0.0, 1.5]
+        """
+        return self._constraint
+
+    @constraint.setter
+    def constraint(self, fn: Any) -> None:
+        global _constrained
+        if fn is not None and not callable(fn):
+            raise TypeError(
+                f"Variable {self._name!r}: constraint must be a callable w -> w (e.g. tf.keras.constraints.NonNeg()) "
+                f"or None, got {type(fn).__name__}"
+            )
+        self._constraint = fn
+        if fn is not None:
+            _constrained = True
 
     @property
     def name(self) -> str:
@@ -792,6 +819,10 @@ def _numpy_text(data: Any, how: Any) -> str:
 # What numpy raises for a floating-point error of a ufunc whose result it already wrote (its
 # error state "raise", or a RuntimeWarning that a warning filter turns into an error)
 _LATE_REPORTS = (FloatingPointError, Warning)
+
+# True once any Variable was given a constraint: until then an optimizer step looks at none
+# (optim/base.py reads the flag; only Variable.constraint's setter sets it).
+_constrained = False
 
 
 class _LateReportError(Exception):

@@ -1,7 +1,7 @@
 """``DistributedOptimizer``: an optimizer whose ``apply_gradients`` first averages the gradients over the ranks.
 
 >>> import gputape as gt
->>> gt.distributed.DistributedOptimizer(gt.optim.SGD(0.1)).learning_rate
+>>> float(gt.distributed.DistributedOptimizer(gt.optim.SGD(0.1)).learning_rate)
 0.1
 """
 

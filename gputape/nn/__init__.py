@@ -5,7 +5,7 @@
 [0.0, 1.0]
 """
 
-from . import activations, initializers, losses
+from . import activations, constraints, initializers, losses, regularizers
 from .base_layer import Layer
 from .core import Activation, Add, Concatenate, Dense, Dropout, Embedding, Flatten, Lambda, Reshape
 from .functional import (
@@ -42,6 +42,7 @@ __all__ = [
     "Reshape",
     "Sequential",
     "activations",
+    "constraints",
     "elu",
     "gelu",
     "initializers",
@@ -49,6 +50,7 @@ __all__ = [
     "log_softmax",
     "losses",
     "mean_squared_error",
+    "regularizers",
     "relu",
     "sigmoid",
     "sigmoid_cross_entropy_with_logits",

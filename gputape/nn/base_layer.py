@@ -28,7 +28,7 @@ from ..core.tensor import FLOAT_DTYPES, Tensor, Variable, constant
 from ..devices import backend
 from ..devices.placement import current_device
 from ..ops import cast
-from . import initializers
+from . import constraints, initializers, regularizers
 from ._config import constructor_kwargs
 from .keras_tensor import _is_symbolic, _shape_of, _symbolic_call
 from .summary import _fn_name, _summary_text
@@ -145,6 +145,7 @@ class Layer(Module):
     def __init__(self, name: str | None = None, dtype: Any = None, trainable: bool = True, **kwargs: Any) -> None:
         input_shape = kwargs.pop("input_shape", None)
         input_dim = kwargs.pop("input_dim", None)
+        self.activity_regularizer: Any = regularizers.get(kwargs.pop("activity_regularizer", None))
         if kwargs:
             raise TypeError(f"{type(self).__name__}: unexpected keyword arguments {sorted(kwargs)}")
         super().__init__(name if name is not None else _unique_name(_snake(type(self).__name__)))
@@ -206,6 +207,10 @@ class Layer(Module):
 
         Keras 3's call ``add_weight(shape, initializer, dtype, trainable=..., name=...)``;
         TensorFlow 2's ``add_weight(name, shape, ...)`` with the name first works too.
+        ``regularizer`` (see :mod:`gputape.nn.regularizers`) adds its penalty of the
+        weight to ``losses`` while the weight is trainable; ``constraint`` (see
+        :mod:`gputape.nn.constraints`) becomes the Variable's ``constraint``, which
+        optimizers apply after each step.
         ``initializer`` is a Keras name (``'glorot_uniform'`` for floats by
         default, ``'zeros'`` otherwise) or a callable ``(shape, dtype)``.
 
@@ -231,9 +236,8 @@ class Layer(Module):
         unknown = set(kwargs) - {"regularizer", "constraint", "autocast", "aggregation", "synchronization"}
         if unknown:
             raise TypeError(f"add_weight: unexpected keyword arguments {sorted(unknown)}")
-        for k in ("regularizer", "constraint"):
-            if kwargs.get(k) is not None:
-                raise NotImplementedError(f"add_weight: {k}= is not supported; add the penalty with self.add_loss()")
+        regularizer = regularizers.get(kwargs.get("regularizer"))
+        constraint = constraints.get(kwargs.get("constraint"))
         dt = np.dtype(dtype or self.dtype or np.float32)
         if initializer is None:
             initializer = "glorot_uniform" if dt.kind == "f" else "zeros"
@@ -246,6 +250,10 @@ class Layer(Module):
         if trainable and not self.trainable:
             _set_trainable(v, False)
             self._frozen.add(id(v))
+        if regularizer is not None:
+            self.__dict__.setdefault("_weight_regularizers", []).append((v, regularizer))
+        if constraint is not None:
+            v.constraint = constraint
         return v
 
     # -- weights, in Keras' order ----------------------------------------------------------
@@ -423,15 +431,26 @@ class Layer(Module):
 
     @property
     def losses(self) -> list[Any]:
-        """The terms ``add_loss`` recorded during the last call, this layer's first, then its sub-layers'.
+        """Keras 3's list: the ``add_loss`` terms of the last call (this layer's, then its sub-layers'), then
+        each trainable weight's regularizer penalty, computed now from the weight's current value.
+
+        Read it inside a GradientTape (as ``fit`` does) to differentiate the penalties.
 
         >>> import gputape as gt
         >>> gt.nn.Dense(1).losses
         []
+        >>> d = gt.nn.Dense(1, kernel_initializer="ones", kernel_regularizer=gt.nn.regularizers.L1(0.1))
+        >>> _ = d(gt.ones((2, 3))); [round(float(v), 6) for v in d.losses]
+        [0.3]
         """
         out = list(getattr(self, "_losses", ()))
+        regularized = list(self.__dict__.get("_weight_regularizers", ()))
         for layer in self._sublayers():
             out += getattr(layer, "_losses", ())
+            regularized += layer.__dict__.get("_weight_regularizers", ())
+        if regularized:
+            penalties = {id(v): reg for v, reg in regularized}
+            out += [penalties[id(v)](v) for v in self.trainable_weights if id(v) in penalties]
         return out
 
     def _clear_losses(self) -> None:
@@ -626,9 +645,20 @@ class Layer(Module):
                 calls.depth -= 1
         else:
             out = self.call(inputs, *args, **kwargs)
+        if self.__dict__.get("activity_regularizer") is not None:
+            self._add_activity_losses(out)
         if "_output_shape" not in self.__dict__:  # for summary(); the first call's shape is enough
             self._output_shape = tuple(out.shape) if hasattr(out, "shape") else None
         return out
+
+    def _add_activity_losses(self, out: Any) -> None:
+        # Keras 3: the penalty of each output tensor, divided by its batch size (an empty batch adds 0)
+        for t in out if isinstance(out, (list, tuple)) else out.values() if isinstance(out, dict) else (out,):
+            if isinstance(t, Tensor):
+                loss = self.activity_regularizer(t)
+                if t.ndim:
+                    loss = loss / t.shape[0] if t.shape[0] else loss * 0.0
+                self.add_loss(loss)
 
     def _autocast(self, x: Any) -> Any:
         if isinstance(x, Tensor):

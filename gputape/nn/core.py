@@ -21,7 +21,7 @@ from ..core.tensor import FLOAT_DTYPES, Tensor, _wrap, as_tensor
 from ..devices import backend
 from ..ops import concatenate, matmul, reshape, take
 from ..ops._util import is_index
-from . import activations, initializers
+from . import activations, constraints, initializers, regularizers
 from .base_layer import Layer
 from .keras_tensor import _shape_of
 from .saving import register_keras_class
@@ -38,6 +38,10 @@ class Dense(Layer):
     None; initializers are names (``'glorot_uniform'``, ``'he_normal'``,
     ``'zeros'`` ...) or callables ``(shape, dtype) -> array``. ``dtype`` is the
     weights' dtype (float32 by default); floating inputs are cast to it.
+    ``kernel_regularizer``/``bias_regularizer`` add a penalty to ``losses``
+    (:mod:`gputape.nn.regularizers`), ``activity_regularizer`` one on the output,
+    and ``kernel_constraint``/``bias_constraint`` project the weights after each
+    optimizer step (:mod:`gputape.nn.constraints`), as in Keras.
 
     >>> import gputape as gt, numpy as np
     >>> layer = gt.nn.Dense(2, activation="relu", kernel_initializer="ones", name="fc")
@@ -54,6 +58,11 @@ class Dense(Layer):
         use_bias: bool = True,
         kernel_initializer: Any = "glorot_uniform",
         bias_initializer: Any = "zeros",
+        kernel_regularizer: Any = None,
+        bias_regularizer: Any = None,
+        activity_regularizer: Any = None,
+        kernel_constraint: Any = None,
+        bias_constraint: Any = None,
         name: str | None = None,
         dtype: Any = "float32",
         **kwargs: Any,
@@ -76,16 +85,37 @@ class Dense(Layer):
         self.use_bias = bool(use_bias)
         self.kernel_initializer = initializers.get(kernel_initializer)
         self.bias_initializer = initializers.get(bias_initializer)
-        super().__init__(name=name, dtype=dtype, **kwargs)
+        self.kernel_regularizer = regularizers.get(kernel_regularizer)
+        self.bias_regularizer = regularizers.get(bias_regularizer)
+        self.kernel_constraint = constraints.get(kernel_constraint)
+        self.bias_constraint = constraints.get(bias_constraint)
+        super().__init__(name=name, dtype=dtype, activity_regularizer=activity_regularizer, **kwargs)
 
     def build(self, input_shape: tuple[int | None, ...]) -> None:
         if not input_shape or input_shape[-1] is None:
             raise ValueError(f"Dense {self.name!r}: the last input dimension must be known, got shape {input_shape}")
-        self.kernel = self.add_weight("kernel", (int(input_shape[-1]), self.units), self.kernel_initializer)
-        self.bias = self.add_weight("bias", (self.units,), self.bias_initializer) if self.use_bias else None
+        self.kernel = self.add_weight(
+            "kernel",
+            (int(input_shape[-1]), self.units),
+            self.kernel_initializer,
+            regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint,
+        )
+        self.bias = (
+            self.add_weight(
+                "bias",
+                (self.units,),
+                self.bias_initializer,
+                regularizer=self.bias_regularizer,
+                constraint=self.bias_constraint,
+            )
+            if self.use_bias
+            else None
+        )
 
     def _config(self) -> dict[str, Any]:
-        return {"units": self.units, "activation": _fn_name(self.activation), "use_bias": self.use_bias}
+        cfg = {"units": self.units, "activation": _fn_name(self.activation), "use_bias": self.use_bias}
+        return {**cfg, **_penalty_config(self, "kernel", "bias")}
 
     def _keras_config(self) -> dict[str, Any]:
         return {
@@ -297,6 +327,8 @@ class Embedding(Layer):
     The table starts uniform in ``[-0.05, 0.05]`` (Keras' ``'uniform'``); its
     gradient is the sum of the incoming rows at each id. Ids must lie in
     ``[0, input_dim)``: checked on the CPU (a GPU, as TensorFlow's, does not check).
+    ``embeddings_regularizer``, ``embeddings_constraint`` and
+    ``activity_regularizer`` work as Dense's kernel ones.
 
     >>> import gputape as gt, numpy as np
     >>> emb = gt.nn.Embedding(10, 3, embeddings_initializer="ones")
@@ -309,6 +341,9 @@ class Embedding(Layer):
         input_dim: int,
         output_dim: int,
         embeddings_initializer: Any = "uniform",
+        embeddings_regularizer: Any = None,
+        embeddings_constraint: Any = None,
+        activity_regularizer: Any = None,
         dtype: Any = "float32",
         **kwargs: Any,
     ) -> None:
@@ -316,35 +351,58 @@ class Embedding(Layer):
             raise ValueError(f"Embedding: input_dim and output_dim must be positive, got {input_dim}, {output_dim}")
         self.input_dim, self.output_dim = int(input_dim), int(output_dim)
         self.embeddings_initializer = initializers.get(embeddings_initializer)
-        super().__init__(dtype=dtype, **kwargs)
+        self.embeddings_regularizer = regularizers.get(embeddings_regularizer)
+        self.embeddings_constraint = constraints.get(embeddings_constraint)
+        super().__init__(dtype=dtype, activity_regularizer=activity_regularizer, **kwargs)
 
     def _config(self) -> dict[str, Any]:
-        return {"input_dim": self.input_dim, "output_dim": self.output_dim}
+        return {"input_dim": self.input_dim, "output_dim": self.output_dim, **_penalty_config(self, "embeddings")}
 
     def _keras_config(self) -> dict[str, Any]:
         return {"embeddings_initializer": initializers.config_of(self.embeddings_initializer)}
 
     def build(self, input_shape: Any = None) -> None:
         self.embeddings = self.add_weight(
-            shape=(self.input_dim, self.output_dim), initializer=self.embeddings_initializer, name="embeddings"
+            shape=(self.input_dim, self.output_dim),
+            initializer=self.embeddings_initializer,
+            name="embeddings",
+            regularizer=self.embeddings_regularizer,
+            constraint=self.embeddings_constraint,
         )
 
     def _autocast(self, x: Any) -> Any:
         return x  # ids stay integers
 
     def call(self, inputs: Any) -> Any:
-        ids = inputs._data if isinstance(inputs, Tensor) else np.asarray(inputs)
-        if ids.dtype.kind not in "iu":
-            if ids.dtype.kind == "f" and backend.xp_of(ids) is np and np.array_equal(ids, np.round(ids)):
-                ids = ids.astype(np.int64)  # Keras casts float-typed ids
-            else:
-                raise TypeError(f"Embedding {self.name!r}: ids must be integers, got dtype {ids.dtype}")
-        if backend.xp_of(ids) is np and ids.size and (int(ids.min()) < 0 or int(ids.max()) >= self.input_dim):
-            raise ValueError(
-                f"Embedding {self.name!r}: ids must be in [0, {self.input_dim}), got values from {int(ids.min())} "
-                f"to {int(ids.max())}"
-            )
-        return take(self.embeddings, ids, axis=0)
+        return _lookup(self.embeddings, inputs, f"Embedding {self.name!r}", float_ids=True)
+
+
+def _penalty_config(layer: Layer, *weights: str) -> dict[str, Any]:
+    """The regularizers and constraints a layer was given, in Keras' serialized form (only those set)."""
+    out = {}
+    for name in [f"{w}_regularizer" for w in weights] + ["activity_regularizer"]:
+        if layer.__dict__.get(name) is not None:
+            out[name] = regularizers._serialize(layer.__dict__[name])
+    for name in [f"{w}_constraint" for w in weights]:
+        if layer.__dict__.get(name) is not None:
+            out[name] = constraints._serialize(layer.__dict__[name])
+    return out
+
+
+def _lookup(table: Any, ids: Any, who: str, float_ids: bool = False) -> Any:
+    """Rows of ``table`` at integer ``ids`` (a differentiable ``take``: the table's gradient sums the rows
+    that reach each id). Ids are checked to lie in ``[0, len(table))`` on the CPU; ``float_ids``
+    accepts whole-number floats as Keras' Embedding does (TensorFlow's embedding_lookup does not)."""
+    ids = ids._data if isinstance(ids, Tensor) else np.asarray(ids)
+    n = table.shape[0]
+    if ids.dtype.kind not in "iu":
+        if float_ids and ids.dtype.kind == "f" and backend.xp_of(ids) is np and np.array_equal(ids, np.round(ids)):
+            ids = ids.astype(np.int64)  # Keras casts float-typed ids
+        else:
+            raise TypeError(f"{who}: ids must be integers (int32 or int64), got dtype {ids.dtype}")
+    if backend.xp_of(ids) is np and ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
+        raise ValueError(f"{who}: ids must be in [0, {n}), got values from {int(ids.min())} to {int(ids.max())}")
+    return take(table, ids, axis=0)
 
 
 for _layer in (Activation, Add, Concatenate, Dense, Dropout, Embedding, Flatten, Lambda, Reshape):

@@ -15,7 +15,7 @@ from ..core.custom_gradient import stop_gradient
 from ..core.tensor import as_tensor
 from ..ops import mean as _mean
 from ..ops import reshape, sqrt, square
-from . import initializers
+from . import constraints, initializers, regularizers
 from .base_layer import Layer
 from .saving import register_keras_class
 
@@ -34,8 +34,24 @@ def _moments_axes(layer: Layer, shape: tuple[int, ...], axis: Any) -> tuple[int,
 
 def _add_gamma_beta(layer: Any, shape: tuple[int, ...]) -> None:
     # the normalisation layers' learned scale and offset (absent with scale=False / center=False)
-    layer.gamma = layer.add_weight(shape=shape, initializer=layer._inits[0], name="gamma") if layer.scale else None
-    layer.beta = layer.add_weight(shape=shape, initializer=layer._inits[1], name="beta") if layer.center else None
+    (gamma_reg, beta_reg), (gamma_con, beta_con) = layer._penalties
+    layer.gamma = (
+        layer.add_weight(shape=shape, initializer=layer._inits[0], name="gamma", regularizer=gamma_reg,
+                         constraint=gamma_con)
+        if layer.scale
+        else None
+    )  # fmt: skip
+    layer.beta = (
+        layer.add_weight(shape=shape, initializer=layer._inits[1], name="beta", regularizer=beta_reg,
+                         constraint=beta_con)
+        if layer.center
+        else None
+    )  # fmt: skip
+
+
+def _penalties(reg: tuple[Any, Any], con: tuple[Any, Any]) -> tuple[tuple[Any, Any], tuple[Any, Any]]:
+    # (gamma, beta) regularizers and constraints, as Keras' gamma_/beta_regularizer and _constraint
+    return (regularizers.get(reg[0]), regularizers.get(reg[1])), (constraints.get(con[0]), constraints.get(con[1]))
 
 
 def _scale_shift(layer: Any, y: Any, bshape: tuple[int, ...]) -> Any:
@@ -74,6 +90,10 @@ class BatchNormalization(Layer):
         scale: bool = True,
         beta_initializer: Any = "zeros",
         gamma_initializer: Any = "ones",
+        beta_regularizer: Any = None,
+        gamma_regularizer: Any = None,
+        beta_constraint: Any = None,
+        gamma_constraint: Any = None,
         moving_mean_initializer: Any = "zeros",
         moving_variance_initializer: Any = "ones",
         dtype: Any = "float32",
@@ -84,6 +104,7 @@ class BatchNormalization(Layer):
         self.axis, self.momentum, self.epsilon = int(axis), float(momentum), float(epsilon)
         self.center, self.scale = bool(center), bool(scale)
         self._inits = [initializers.get(i) for i in (gamma_initializer, beta_initializer)]
+        self._penalties = _penalties((gamma_regularizer, beta_regularizer), (gamma_constraint, beta_constraint))
         self._stat_inits = [initializers.get(i) for i in (moving_mean_initializer, moving_variance_initializer)]
         super().__init__(dtype=dtype, **kwargs)
 
@@ -152,6 +173,10 @@ class LayerNormalization(Layer):
         scale: bool = True,
         beta_initializer: Any = "zeros",
         gamma_initializer: Any = "ones",
+        beta_regularizer: Any = None,
+        gamma_regularizer: Any = None,
+        beta_constraint: Any = None,
+        gamma_constraint: Any = None,
         dtype: Any = "float32",
         **kwargs: Any,
     ) -> None:
@@ -160,6 +185,7 @@ class LayerNormalization(Layer):
         self.axis = axis if isinstance(axis, (int, np.integer)) else tuple(int(a) for a in axis)
         self.epsilon, self.center, self.scale = float(epsilon), bool(center), bool(scale)
         self._inits = [initializers.get(i) for i in (gamma_initializer, beta_initializer)]
+        self._penalties = _penalties((gamma_regularizer, beta_regularizer), (gamma_constraint, beta_constraint))
         super().__init__(dtype=dtype, **kwargs)
 
     def _config(self) -> dict[str, Any]:

@@ -6,9 +6,21 @@ It covers the common case of Keras 3's ``Model`` methods, with these choices:
 * **One output, one loss.** ``loss`` is a Keras name (``"mse"``,
   ``"sparse_categorical_crossentropy"``, ...), a :class:`~gputape.nn.losses.Loss`
   or a function ``fn(y_true, y_pred)`` of per-example values (averaged over the
-  batch). Terms the layers add with ``add_loss`` are added to it. Lists or dicts
-  of losses for several outputs, ``loss_weights``, ``sample_weight`` and
-  ``class_weight`` are refused with a NotImplementedError.
+  batch). ``model.losses`` (``add_loss`` terms and the weights' regularizer
+  penalties) are added to it. Lists or dicts of losses for several outputs and
+  ``loss_weights`` are refused with a NotImplementedError.
+* **Sample and class weights**, as Keras 3 weights a loss: each example's loss
+  times its weight, summed, divided by the number of examples in the batch
+  (``'sum_over_batch_size'``; a :class:`~gputape.nn.losses.Loss` with another
+  reduction reduces as it says). ``class_weight`` (a dict ``{class: weight}``)
+  becomes each example's weight from its label (the argmax of a one-hot row).
+  The compiled metrics stay unweighted (Keras weights only ``weighted_metrics``).
+* **Steps.** ``steps_per_epoch`` runs that many batches per epoch, continuing
+  from where the last epoch stopped (a ``Dataset.repeat()`` never ends; arrays
+  and finite datasets start over once used up, and an epoch that runs out of
+  data ends early with a warning, as in Keras). ``validation_steps`` and
+  ``evaluate``/``predict``'s ``steps`` take at most that many batches from the
+  start.
 * **Compiled steps.** The train, test and predict steps run through
   :func:`gputape.function` (one trace per batch shape; the last, smaller batch
   traces once more). ``compile(..., run_eagerly=True)`` or ``jit_compile=False``
@@ -53,6 +65,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -60,7 +73,7 @@ import numpy as np
 
 from .. import optim as _optim
 from .. import random as _random
-from ..core.tape import GradientTape
+from ..core.tape import GputapeWarning, GradientTape
 from ..core.tensor import Tensor, constant
 from ..devices.backend import to_host
 from ..devices.placement import current_device
@@ -142,14 +155,38 @@ def _take(x: Any, index: Any) -> Any:
 
 
 class _Batches:
-    """The batches of one pass over ``x``/``y``: arrays sliced by ``batch_size``, or an iterable as it is."""
+    """The batches of ``x``/``y`` (and sample weights): arrays sliced by ``batch_size``, or an iterable as it is.
 
-    def __init__(self, who: str, x: Any, y: Any, batch_size: int | None, shuffle: bool = False) -> None:
+    Each item is ``(x, y, sample_weight)`` (``y``, ``sample_weight`` None where absent). :meth:`epoch`
+    gives one epoch's batches: all of them, or ``steps`` of them; with ``carry_on`` (fit's
+    ``steps_per_epoch``) an epoch continues the iterator the last one left, as Keras' EpochIterator.
+    """
+
+    def __init__(
+        self,
+        who: str,
+        x: Any,
+        y: Any,
+        batch_size: int | None,
+        shuffle: bool = False,
+        sample_weight: Any = None,
+        class_weight: Any = None,
+        steps: int | None = None,
+        carry_on: bool = False,
+    ) -> None:
         self.who = who
+        self.class_weight = _check_class_weight(who, class_weight, sample_weight)
+        self.steps_limit = _check_steps(who, "steps_per_epoch" if carry_on else "steps", steps)
+        self.carry_on = carry_on
+        self._it: Any = None
+        self._seen = 0
         if _is_batches(x):
-            if y is not None:
-                raise ValueError(f"{who}: y must be None when x is a dataset of (x, y) batches")
-            self.source, self.n, self.steps, self.size = x, None, _len_or_none(x), None
+            if y is not None or sample_weight is not None:
+                raise ValueError(
+                    f"{who}: y and sample_weight must be None when x is a dataset of (x, y[, sample_weight]) batches"
+                )
+            self.source, self.n, self.num_batches, self.size = x, None, _len_or_none(x), None
+            self.steps = self.steps_limit or self.num_batches
             return
         if x is None:
             raise ValueError(f"{who}: x is None; pass the input data (arrays, tensors, or a dataset)")
@@ -160,24 +197,104 @@ class _Batches:
         self.n = _num_samples(self.x, who)
         if self.y is not None and _num_samples(self.y, who) != self.n:
             raise ValueError(f"{who}: x has {self.n} samples but y has {_num_samples(self.y, who)}; they must match")
+        self.sw = None if sample_weight is None else _host(sample_weight)
+        if self.sw is not None and (self.sw.ndim == 0 or self.sw.shape[0] != self.n):
+            raise ValueError(
+                f"{who}: sample_weight must have one weight per sample ({self.n}), got shape {self.sw.shape}"
+            )
         self.batch_size = self.size = batch_size or 32
         self.shuffle = shuffle
-        self.steps = math.ceil(self.n / self.batch_size)
+        self.num_batches = math.ceil(self.n / self.batch_size)
+        self.steps = self.steps_limit or self.num_batches
 
-    def __iter__(self) -> Any:
+    def _all(self) -> Any:
+        """One pass over the data: ``(x, y, sample_weight)`` per batch, class weights applied."""
         if self.source is not None:
             for item in self.source:
                 if isinstance(item, (tuple, list)) and len(item) in (2, 3):
-                    if len(item) == 3 and item[2] is not None:
-                        raise NotImplementedError(f"{self.who}: sample weights in the dataset are not supported")
-                    yield item[0], item[1]
+                    x, y, sw = item[0], item[1], item[2] if len(item) == 3 else None
                 else:
-                    yield item, None
+                    x, y, sw = item, None, None
+                yield x, y, self._weighted(y, sw)
             return
         order = _random.generator().permutation(self.n) if self.shuffle else None
         for start in range(0, self.n, self.batch_size):
             index = slice(start, start + self.batch_size) if order is None else order[start : start + self.batch_size]
-            yield _take(self.x, index), None if self.y is None else _take(self.y, index)
+            y = None if self.y is None else _take(self.y, index)
+            sw = None if self.sw is None else self.sw[index]
+            yield _take(self.x, index), y, self._weighted(y, sw)
+
+    def _weighted(self, y: Any, sw: Any) -> Any:
+        if self.class_weight is None or y is None:
+            return sw
+        if sw is not None:
+            raise ValueError(f"{self.who}: the dataset gives sample weights and class_weight is set; pass one of them")
+        return _class_weights(_host(y), self.class_weight)
+
+    def __iter__(self) -> Any:
+        return self.epoch()
+
+    def epoch(self) -> Any:
+        if self.steps_limit is None:
+            yield from self._all()
+            return
+        if self._it is None or not self.carry_on:
+            self._it, self._seen = iter(self._all()), 0
+        for _ in range(self.steps_limit):
+            if self.num_batches is not None and self._seen >= self.num_batches:
+                self._ran_out()
+                break
+            try:
+                item = next(self._it)
+            except StopIteration:
+                if self.num_batches is None:
+                    self.num_batches = self._seen
+                self._it = None
+                self._ran_out()
+                return
+            self._seen += 1
+            yield item
+        if self.num_batches is not None and self._seen >= self.num_batches:
+            self._it = None  # used up: the next epoch starts over (and reshuffles)
+
+    def _ran_out(self) -> None:
+        warnings.warn(
+            f"{self.who}: your input ran out of data; interrupting the epoch after {self._seen} batches. Make sure "
+            f"that your dataset or generator can generate at least steps * epochs batches "
+            f"({self.steps_limit} per epoch here); you may need .repeat() when building your dataset.",
+            GputapeWarning,
+            stacklevel=4,
+        )
+
+
+def _check_steps(who: str, name: str, steps: Any) -> int | None:
+    if steps is None or steps == -1:  # Keras: -1 (or None) is "until the data runs out"
+        return None
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValueError(f"{who}: {name} must be a positive integer, -1 or None, got {steps!r}")
+    return int(steps)
+
+
+def _check_class_weight(who: str, class_weight: Any, sample_weight: Any) -> dict[int, float] | None:
+    if class_weight is None:
+        return None
+    if sample_weight is not None:
+        raise ValueError(f"{who}: you cannot pass both sample_weight and class_weight; pass one of them")
+    if not isinstance(class_weight, dict) or not all(
+        isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in class_weight
+    ):
+        raise ValueError(
+            f"{who}: class_weight must be a dict {{class index (int): weight}}, got {class_weight!r:.100}"
+        )
+    return {int(k): float(v) for k, v in class_weight.items()}
+
+
+def _class_weights(y: np.ndarray, class_weight: dict[int, float]) -> np.ndarray:
+    """Keras 3's class_weight_to_sample_weights: each label's weight (1 where the dict has none)."""
+    if y.ndim > 1:
+        y = np.argmax(y, axis=-1) if y.shape[-1] != 1 else np.squeeze(y, axis=-1)
+    labels = np.round(y).astype(np.int64).reshape(-1)
+    return np.array([class_weight.get(int(c), 1.0) for c in labels], np.float32)
 
 
 def _len_or_none(x: Any) -> int | None:
@@ -425,25 +542,30 @@ class Trainer:
         return fn
 
     # -- the step bodies (run eagerly or traced by gt.function) ------------------------------------------
-    def _total_loss(self, y: Any, y_pred: Any) -> Any:
-        loss = self._loss_fn(y, y_pred)
+    def _total_loss(self, y: Any, y_pred: Any, sample_weight: Any = None) -> Any:
+        if sample_weight is None:
+            loss = self._loss_fn(y, y_pred)
+        elif isinstance(self._loss_fn, _losses.Loss):
+            loss = self._loss_fn(y, y_pred, sample_weight=sample_weight)
+        else:  # a function of per-example values: weighted and reduced as a Loss would (Keras wraps it in one)
+            loss = _FunctionLoss(self._loss_fn)(y, y_pred, sample_weight=sample_weight)
         if getattr(loss, "ndim", 0):  # a function's per-example values, or reduction='none': their mean
             loss = _mean(loss)
         for extra in self.losses:
             loss = loss + extra
         return loss
 
-    def _train_body(self, x: Any, y: Any) -> Any:
+    def _train_body(self, x: Any, y: Any, sample_weight: Any = None) -> Any:
         with GradientTape() as tape:
             y_pred = self(x, training=True)
-            loss = self._total_loss(y, y_pred)
+            loss = self._total_loss(y, y_pred, sample_weight)
         weights = self.trainable_weights
         self.optimizer.apply_gradients(zip(tape.gradient(loss, weights), weights))
         return loss, y_pred
 
-    def _test_body(self, x: Any, y: Any) -> Any:
+    def _test_body(self, x: Any, y: Any, sample_weight: Any = None) -> Any:
         y_pred = self(x, training=False)
-        return self._total_loss(y, y_pred), y_pred
+        return self._total_loss(y, y_pred, sample_weight), y_pred
 
     def _predict_body(self, x: Any) -> Any:
         return self(x, training=False)
@@ -459,11 +581,14 @@ class Trainer:
             self(_map(lambda a: a[:1], x), training=False)
         return x
 
-    def _run_batch(self, kind: str, x: Any, y: Any, size: int | None = None) -> None:
+    def _run_batch(self, kind: str, x: Any, y: Any, size: int | None = None, sample_weight: Any = None) -> None:
         if y is None:
             raise ValueError(f"{type(self).__name__}.fit/evaluate: the data has no targets y")
         x, y = self._prepare(x), self._to_device(y)
-        loss, y_pred = self._step(kind, size)(x, y)
+        if sample_weight is None:
+            loss, y_pred = self._step(kind, size)(x, y)
+        else:
+            loss, y_pred = self._step(kind, size)(x, y, self._to_device(sample_weight))
         n = len(_flatten(x)[0])
         self._loss_tracker.add(float(loss), n)
         if self._metric_objs is None:
@@ -487,8 +612,11 @@ class Trainer:
         1.0
         """
         self._need_compiled("train_on_batch")
-        _no_weights("train_on_batch", sample_weight, class_weight)
-        self._run_batch("train", x, y)
+        who = f"{type(self).__name__}.train_on_batch"
+        class_weight = _check_class_weight(who, class_weight, sample_weight)
+        if class_weight is not None and y is not None:
+            sample_weight = _class_weights(_host(_arrays(y)), class_weight)
+        self._run_batch("train", x, y, None, sample_weight)
         return self._result(return_dict)
 
     def test_on_batch(self, x: Any, y: Any = None, sample_weight: Any = None, return_dict: bool = False) -> Any:
@@ -501,8 +629,7 @@ class Trainer:
         [4.0, 2.0]
         """
         self._need_compiled("test_on_batch")
-        _no_weights("test_on_batch", sample_weight, None)
-        self._run_batch("test", x, y)
+        self._run_batch("test", x, y, None, sample_weight)
         return self._result(return_dict)
 
     def _result(self, return_dict: bool) -> Any:
@@ -534,10 +661,15 @@ class Trainer:
     ) -> _callbacks.History:
         """Train for ``epochs`` epochs (from ``initial_epoch``); returns a :class:`History` of the per-epoch logs.
 
-        ``validation_data`` is ``(x_val, y_val)`` or a dataset of batches;
-        ``validation_split`` holds out the last fraction of ``x``/``y`` instead.
-        Validation runs after each epoch (every ``validation_freq`` epochs)
-        and adds ``val_loss`` and ``val_<metric>`` to the logs.
+        ``validation_data`` is ``(x_val, y_val[, sample_weight_val])`` or a
+        dataset of batches; ``validation_split`` holds out the last fraction of
+        ``x``/``y`` (and ``sample_weight``) instead, before any shuffling.
+        Validation runs after each epoch (every ``validation_freq`` epochs,
+        at most ``validation_steps`` batches) and adds ``val_loss`` and
+        ``val_<metric>`` to the logs. ``sample_weight`` (one weight per sample)
+        or ``class_weight`` (``{class: weight}``) weight the loss as Keras 3
+        does; ``steps_per_epoch`` makes each epoch that many batches, the next
+        epoch continuing where the last stopped (see the module's notes).
 
         >>> import gputape.tf as tf, numpy as np
         >>> model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
@@ -552,9 +684,6 @@ class Trainer:
         """
         who = f"{type(self).__name__}.fit"
         self._need_compiled("fit")
-        _no_weights("fit", sample_weight, class_weight)
-        if steps_per_epoch is not None or validation_steps is not None:
-            raise NotImplementedError(f"{who}: steps_per_epoch and validation_steps are not supported")
         if not (isinstance(epochs, int) and isinstance(initial_epoch, int) and initial_epoch >= 0):
             raise ValueError(f"{who}: epochs and initial_epoch must be ints >= 0, got {epochs!r}, {initial_epoch!r}")
         if not isinstance(validation_freq, int) or validation_freq < 1:
@@ -570,19 +699,44 @@ class Trainer:
             cut = int(n * (1.0 - validation_split))  # Keras: the last samples, before any shuffling
             if cut in (0, n):
                 raise ValueError(f"{who}: validation_split={validation_split} of {n} samples leaves a split empty")
-            validation_data = (_take(x, slice(cut, None)), _take(y, slice(cut, None)))
+            sw = None if sample_weight is None else _host(sample_weight)
+            validation_data = (
+                _take(x, slice(cut, None)),
+                _take(y, slice(cut, None)),
+                None if sw is None else sw[cut:],
+            )
             x, y = _take(x, slice(0, cut)), _take(y, slice(0, cut))
-        train = _Batches(who, x, y, batch_size, shuffle=bool(shuffle))
+            sample_weight = None if sw is None else sw[:cut]
+        train = _Batches(
+            who,
+            x,
+            y,
+            batch_size,
+            shuffle=bool(shuffle),
+            sample_weight=sample_weight,
+            class_weight=class_weight,
+            steps=steps_per_epoch,
+            carry_on=True,
+        )
         val = None
         if validation_data is not None:
             if _is_batches(validation_data):
-                val = _Batches(who, validation_data, None, None)
+                val = _Batches(who, validation_data, None, None, steps=validation_steps)
             elif isinstance(validation_data, (tuple, list)) and len(validation_data) in (2, 3):
-                if len(validation_data) == 3 and validation_data[2] is not None:
-                    raise NotImplementedError(f"{who}: validation sample weights are not supported")
-                val = _Batches(who, validation_data[0], validation_data[1], validation_batch_size or batch_size)
+                val_sw = validation_data[2] if len(validation_data) == 3 else None
+                val = _Batches(
+                    who,
+                    validation_data[0],
+                    validation_data[1],
+                    validation_batch_size or batch_size,
+                    sample_weight=val_sw,
+                    steps=validation_steps,
+                )
             else:
-                raise ValueError(f"{who}: validation_data must be (x_val, y_val) or a dataset of (x, y) batches")
+                raise ValueError(
+                    f"{who}: validation_data must be (x_val, y_val), (x_val, y_val, sample_weight_val) or a dataset "
+                    "of (x, y) batches"
+                )
 
         self._steps = {}  # trace afresh: trainable flags may have changed since the last fit
         history = _callbacks.History()
@@ -591,8 +745,10 @@ class Trainer:
         )
         self.history = history
         self.stop_training = False
+        self._initial_epoch = None  # a callback (BackupAndRestore) may set it in on_train_begin, as in Keras
         batch_hooks = bool(callbacks)  # History needs only the epochs' logs
         cbs("on_train_begin", None)
+        initial_epoch = self._initial_epoch or initial_epoch
         logs: dict[str, float] = {}
         for epoch in range(initial_epoch, epochs):
             self.reset_metrics()
@@ -601,21 +757,24 @@ class Trainer:
                 print(f"Epoch {epoch + 1}/{epochs}")
             bar = _Progress(level, train.steps)
             step = 0
-            for step, (xb, yb) in enumerate(train, 1):
+            for step, (xb, yb, swb) in enumerate(train.epoch(), 1):
                 if batch_hooks:
                     cbs("on_train_batch_begin", step - 1, None)
-                self._run_batch("train", xb, yb, train.size)
+                self._run_batch("train", xb, yb, train.size, swb)
                 if batch_hooks or bar.verbose == 1:  # the running means cost a conversion per metric: only when shown
                     logs = self._logs()
                     cbs("on_train_batch_end", step - 1, logs)
                     bar.update(step, logs)
                 if self.stop_training:
                     break
-            if step == 0:
+            if step == 0 and train.steps_limit is None:
                 raise ValueError(f"{who}: the training data has no batches")
             logs = self._logs()
             if val is not None and (epoch + 1 - initial_epoch) % validation_freq == 0:
-                logs.update(self._evaluate(val, prefix="val_", cbs=None))
+                cbs("on_test_begin", None)
+                val_logs = self._evaluate(val, prefix="", cbs=cbs if batch_hooks else None)
+                cbs("on_test_end", val_logs)
+                logs.update({f"val_{k}": v for k, v in val_logs.items()})
             bar.finish(step, logs)
             cbs("on_epoch_end", epoch, logs)
             if self.stop_training:
@@ -628,14 +787,16 @@ class Trainer:
         self.reset_metrics()
         bar = _Progress(level, batches.steps)
         step = 0
-        for step, (xb, yb) in enumerate(batches, 1):
+        for step, (xb, yb, swb) in enumerate(batches.epoch(), 1):
             if cbs is not None:
                 cbs("on_test_batch_begin", step - 1, None)
-            self._run_batch("test", xb, yb, batches.size)
+            self._run_batch("test", xb, yb, batches.size, swb)
             if cbs is not None:
                 cbs("on_test_batch_end", step - 1, self._logs())
             bar.update(step, self._logs())
         if step == 0:
+            if batches.steps_limit is not None:  # ran out at once (warned): nothing to report
+                return {}
             raise ValueError(f"{type(self).__name__}.evaluate: the data has no batches")
         bar.finish(step, self._logs())
         return self._logs(prefix)
@@ -661,13 +822,11 @@ class Trainer:
         """
         who = f"{type(self).__name__}.evaluate"
         self._need_compiled("evaluate")
-        _no_weights("evaluate", sample_weight, None)
-        if steps is not None:
-            raise NotImplementedError(f"{who}: steps is not supported")
         level = _verbosity(verbose, who)
-        cbs = _CallbackList(callbacks, self, {"verbose": level, "steps": None})
+        batches = _Batches(who, x, y, batch_size, sample_weight=sample_weight, steps=steps)
+        cbs = _CallbackList(callbacks, self, {"verbose": level, "steps": batches.steps})
         cbs("on_test_begin", None)
-        logs = self._evaluate(_Batches(who, x, y, batch_size), "", cbs, level)
+        logs = self._evaluate(batches, "", cbs, level)
         cbs("on_test_end", logs)
         return self._result(return_dict)
 
@@ -684,15 +843,13 @@ class Trainer:
         """
         who = f"{type(self).__name__}.predict"
         level = _verbosity(verbose, who)
-        if steps is not None:
-            raise NotImplementedError(f"{who}: steps is not supported")
-        batches = _Batches(who, x, None, batch_size)
+        batches = _Batches(who, x, None, batch_size, steps=steps)
         cbs = _CallbackList(callbacks, self, {"verbose": level, "steps": batches.steps})
         step_fn = self._step("predict", batches.size) if getattr(self, "_compiled", False) else self._predict_body
         cbs("on_predict_begin", None)
         bar = _Progress(level, batches.steps)
         outs = []
-        for step, (xb, _) in enumerate(batches, 1):
+        for step, (xb, _, _) in enumerate(batches.epoch(), 1):
             cbs("on_predict_batch_begin", step - 1, None)
             out = step_fn(self._prepare(xb))
             outs.append(_map(_host, out))
@@ -722,8 +879,13 @@ def _metric_name(spec: Any) -> str:
     return getattr(spec, "name", None) or getattr(spec, "__name__", type(spec).__name__)
 
 
-def _no_weights(who: str, sample_weight: Any, class_weight: Any) -> None:
-    if sample_weight is not None or class_weight is not None:
-        raise NotImplementedError(
-            f"{who}: sample_weight and class_weight are not supported; weight the loss in a custom GradientTape loop"
-        )
+class _FunctionLoss(_losses.Loss):
+    """A loss function ``fn(y_true, y_pred)`` as a Loss, so sample weights weight and reduce it as Keras'
+    LossFunctionWrapper does (the one implementation in ``Loss.__call__``)."""
+
+    def __init__(self, fn: Callable[[Any, Any], Any]) -> None:
+        super().__init__(name=getattr(fn, "__name__", None))
+        self.fn = fn
+
+    def call(self, y_true: Any, y_pred: Any) -> Any:
+        return self.fn(y_true, y_pred)

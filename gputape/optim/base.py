@@ -20,6 +20,7 @@ import numpy as np
 
 from ..core import _errors
 from ..core import state as _state
+from ..core import tensor as _tensor
 from ..core._generate import generate
 from ..core.state import defer_interrupts
 from ..core.tape import GputapeWarning, GradientTape
@@ -102,6 +103,8 @@ class Optimizer:
     """
 
     slot_names: tuple[str, ...] = ()
+    # a schedule, a callable, a tensor, or the Variable a number lives in (the learning_rate setter)
+    _learning_rate: Any
 
     def __init__(
         self,
@@ -178,22 +181,40 @@ class Optimizer:
 
     # -- learning rate -----------------------------------------------------------------
     @property
-    def learning_rate(self) -> float:
-        """The rate the next step uses (a schedule is evaluated at ``iterations``); assign a number or schedule.
+    def learning_rate(self) -> Any:
+        """The rate: Keras 3's 0-d ``learning_rate`` Variable for a number, else the schedule's next rate.
+
+        A number given as the rate (or set later) lives in a 0-d float64 Variable
+        in host memory whatever the device, as ``iterations`` (Keras' is float32;
+        float64 keeps the rate as given for float64 models): ``opt.learning_rate.assign(0.01)`` or ``opt.learning_rate
+        = 0.01`` changes it in place, and every step reads it, a ``gt.function``
+        replay too, without retracing. With a schedule or a callable the
+        property gives the rate the next step will use (a float); setting a
+        number afterwards goes back to the Variable.
 
         >>> import gputape as gt
+        >>> opt = gt.optim.SGD(0.1)
+        >>> opt.learning_rate
+        <gt.Variable 'learning_rate' shape=() dtype=float64, numpy=0.1>
+        >>> _ = opt.learning_rate.assign(0.05); float(opt.learning_rate)
+        0.05
         >>> opt = gt.optim.SGD(gt.optim.StepDecay(0.1, step_size=1, gamma=0.5))
         >>> opt.learning_rate
         0.1
-        >>> opt.learning_rate = 0.3; opt.learning_rate
+        >>> opt.learning_rate = 0.3; float(opt.learning_rate)
         0.3
         """
+        lr = self._learning_rate
+        if isinstance(lr, Variable):
+            return lr
         return self._rate_at(self._step_count())
 
     @learning_rate.setter
     def learning_rate(self, value: float | Callable[[int], float]) -> None:
-        if callable(value):
-            self._learning_rate: Any = value
+        if isinstance(value, Variable) and value is self.__dict__.get("_lr_variable"):
+            self._learning_rate = value  # (`opt.learning_rate = opt.learning_rate`)
+        elif callable(value):
+            self._learning_rate = value
         elif isinstance(value, (Tensor, np.ndarray)):  # read at every step (a Variable can change), checked then
             self._learning_rate = value
             self._rate_at(self._step_count() if hasattr(self, "_iterations") else 0)
@@ -203,13 +224,27 @@ class Optimizer:
                 f"a callable step -> rate, got the string {value!r}; pass a number, e.g. {type(self).__name__}(0.01)"
             )
         else:
-            self._learning_rate = _rate(type(self).__name__, "learning_rate", value)
+            rate = _rate(type(self).__name__, "learning_rate", value)
+            var = self.__dict__.get("_lr_variable")
+            if var is None:
+                # Host memory, as `iterations`: each step reads it as a Python float for almost nothing.
+                var = self._lr_variable = Variable(
+                    np.asarray(rate, np.float64), trainable=False, name="learning_rate", device="cpu"
+                )
+            else:
+                var.assign(np.asarray(rate, np.float64))  # the same object: a compiled step that read it sees this
+            self._learning_rate = var
 
     def _rate_at(self, step: int) -> float:
         lr = self._learning_rate
-        if type(lr) is float:  # checked when it was set
-            return lr
-        value = lr(step) if callable(lr) else lr
+        var = self.__dict__.get("_lr_variable")
+        if var is not None and lr is var:  # the common case: a number, possibly assign()ed since
+            rate = float(var._data)
+            if 0.0 <= rate < math.inf:
+                return rate
+            value = rate
+        else:
+            value = lr(step) if callable(lr) else lr
         try:
             if isinstance(value, (str, bytes, bool, np.bool_)):
                 raise TypeError
@@ -346,6 +381,9 @@ class Optimizer:
         (1, [0.0])
         >>> gt.optim.SGD(0.5).apply_gradients([])
         0
+
+        Then, as Keras does, each updated variable that has a ``constraint``
+        (a layer's ``kernel_constraint``) is assigned ``constraint(variable)``.
         """
         try:
             pairs = list(grads_and_vars)
@@ -367,6 +405,8 @@ class Optimizer:
             n = len(pairs)
             done = (_PLAIN_STEPS.get(n) or _plain_steps(n))[0](self, pairs)
             if done is not None:
+                if _tensor._constrained:  # (a flag read, not a call: this is the hot path)
+                    self._constrain(pairs)
                 return done
         if not pairs:
             return self._step_count()
@@ -410,9 +450,20 @@ class Optimizer:
         tr = _state.current_trace()
         if tr is not None and tr.owned():
             # inside gt.function's trace: update now, and record the update as one replay
-            # step, so replays rerun the learning-rate schedule and the step count
-            return tr.optimizer_step(self, live)
-        return self._apply_live(live)
+            # step, so replays rerun the learning-rate schedule and the step count (and the
+            # constraints' ops and assignments, traced below, replay after it)
+            step = tr.optimizer_step(self, live)
+        else:
+            step = self._apply_live(live)
+        if _tensor._constrained:
+            self._constrain(live)
+        return step
+
+    def _constrain(self, pairs: list[Any]) -> None:
+        # every projection computed before any is assigned: an error leaves the step's values as they are
+        staged = [(v, v._constraint(v)) for g, v in pairs if g is not None and v._constraint is not None]
+        for v, value in staged:
+            v.assign(value)
 
     def _plain(self) -> bool:
         """True when a step is ``w -= lr * g`` for every variable, no slots, no clipping (plain SGD)."""
@@ -686,7 +737,10 @@ class Optimizer:
         return self.apply_gradients(zip(grads, var_list))
 
     def __repr__(self) -> str:
-        return f"<{self.name} learning_rate={self._learning_rate!r} iterations={self._step_count()}>"
+        lr = self._learning_rate
+        var = self.__dict__.get("_lr_variable")
+        shown = float(var._data) if var is not None and lr is var else lr
+        return f"<{self.name} learning_rate={shown!r} iterations={self._step_count()}>"
 
 
 _NOSLOTS: dict[str, Any] = {}

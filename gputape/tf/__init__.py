@@ -247,6 +247,7 @@ __all__ = [
     "stack",
     "stop_gradient",
     "subtract",
+    "summary",
     "tan",
     "tanh",
     "tensordot",
@@ -551,3 +552,6 @@ __all__ += ["TensorShape", "autograph"]
 
 # The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
 del annotations
+
+# tf.summary: TensorBoard event files (tensorboardX writes them; an optional extra)
+from . import summary  # noqa: E402

@@ -49,11 +49,10 @@ class _VariableType(type):
         kwargs.pop("experimental_enable_variable_lifting", None)
         if kwargs:
             raise TypeError(f"tf.Variable: unexpected keyword arguments {sorted(kwargs)}")
-        if variable_def is not None or constraint is not None:
-            which = "variable_def" if variable_def is not None else "constraint"
-            raise NotImplementedError(
-                f"tf.Variable: {which}= is not supported; apply a constraint after each step with v.assign(...)"
-            )
+        if variable_def is not None:
+            raise NotImplementedError("tf.Variable: variable_def= is not supported")
+        if constraint is not None and not callable(constraint):
+            raise ValueError(f"tf.Variable: the `constraint` argument must be a callable, got {constraint!r}")
         if initial_value is None:
             raise ValueError("tf.Variable: initial_value must be given (a tensor, array, number or callable)")
         if name is not None and (not isinstance(name, str) or ":" in name):
@@ -67,6 +66,8 @@ class _VariableType(type):
                 f"tf.Variable: shape={tuple(shape)} does not match the initial value's shape {tuple(v.shape)} "
                 "(gputape variables have a fixed shape)"
             )
+        if constraint is not None:
+            v.constraint = constraint  # optimizers apply it after each step, as TensorFlow's do
         return v
 
 
@@ -95,7 +96,8 @@ else:
     class Variable(metaclass=_VariableType):
         """``tf.Variable(initial_value, trainable=None, name=None, dtype=None, shape=None)``, named ``name:0``.
 
-        ``trainable=None`` means True, as in TensorFlow. ``validate_shape``,
+        ``trainable=None`` means True, as in TensorFlow. ``constraint`` (a callable
+        ``w -> w'``) is applied by optimizers after each step. ``validate_shape``,
         ``caching_device``, ``import_scope``, ``synchronization`` and ``aggregation``
         are accepted and have no effect; ``shape`` must be the value's (variables
         have a fixed shape here).

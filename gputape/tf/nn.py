@@ -16,14 +16,17 @@ from ..core.tensor import as_tensor as _as_tensor
 from ..core.tensor import constant as _constant
 from ..nn import functional as _fn
 from ..nn.activations import silu as _silu
+from ..nn.core import _lookup
 from ..ops._util import norm_real as _norm_real
 from ..ops._util import norm_shape as _norm_shape
+from ..optim.clip import clip_by_norm as _clip_by_norm
 from ._util import axis_arg as _axis_arg
 
 __all__ = [
     "bias_add",
     "dropout",
     "elu",
+    "embedding_lookup",
     "gelu",
     "l2_loss",
     "l2_normalize",
@@ -237,6 +240,36 @@ def dropout(x: _Any, rate: float, noise_shape: _Any = None, seed: int | None = N
     shape = x.shape if noise_shape is None else _norm_shape(noise_shape, "dropout")
     mask = (rng.random(shape) >= rate).astype(x.dtype) / x.dtype.type(1.0 - rate)
     return x * _constant(mask, device=x.device)
+
+
+def embedding_lookup(params: _Any, ids: _Any, max_norm: float | None = None, name: str | None = None) -> _Any:
+    """Rows of the table ``params`` at integer ``ids``: shape ``ids.shape + params.shape[1:]``.
+
+    Differentiable in ``params`` (its gradient sums the incoming rows at each
+    id; the ``Embedding`` layer uses the same lookup). ``params`` may be a list
+    of shards, as TensorFlow's "div" partition: their rows concatenated in
+    order. ``max_norm`` clips each looked-up row to that L2 norm. Ids out of
+    ``[0, rows)`` raise ValueError on the CPU.
+
+    >>> import gputape.tf as tf
+    >>> table = tf.Variable([[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]])
+    >>> with tf.GradientTape() as tape:
+    ...     rows = tf.nn.embedding_lookup(table, [[2, 0], [2, 2]])
+    ...     loss = tf.reduce_sum(rows)
+    >>> rows.shape, tape.gradient(loss, table).numpy().tolist()
+    ((2, 2, 2), [[1.0, 1.0], [0.0, 0.0], [3.0, 3.0]])
+    """
+    if isinstance(params, (list, tuple)):
+        if not params:
+            raise ValueError("tf.nn.embedding_lookup: params is an empty list; pass a table or a list of shards")
+        params = params[0] if len(params) == 1 else _ops.concatenate(list(params), axis=0)
+    table = _as_tensor(params)
+    if table.ndim < 1:
+        raise ValueError(f"tf.nn.embedding_lookup: params must have at least one dimension, got shape {table.shape}")
+    out = _lookup(table, ids, "tf.nn.embedding_lookup", float_ids=False)
+    if max_norm is not None:
+        out = _clip_by_norm(out, max_norm, axes=list(range(out.ndim - table.ndim + 1, out.ndim)))
+    return out
 
 
 # The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.

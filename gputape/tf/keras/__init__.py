@@ -22,7 +22,19 @@ from ...nn.keras_tensor import _shape_of
 from ...nn.saving import register_keras_class as _register
 from ...nn.training import Trainer as _Trainer
 from ...nn.training import _flatten, _map
-from . import activations, callbacks, initializers, layers, losses, metrics, models, optimizers, utils
+from . import (
+    activations,
+    callbacks,
+    constraints,
+    initializers,
+    layers,
+    losses,
+    metrics,
+    models,
+    optimizers,
+    regularizers,
+    utils,
+)
 from .layers import Input, KerasTensor
 from .layers import InputLayer as _InputLayer
 
@@ -37,12 +49,14 @@ __all__ = [
     "Sequential",
     "activations",
     "callbacks",
+    "constraints",
     "initializers",
     "layers",
     "losses",
     "metrics",
     "models",
     "optimizers",
+    "regularizers",
     "utils",
 ]
 

@@ -7,9 +7,31 @@
 
 from __future__ import annotations
 
-from ...nn.callbacks import Callback, EarlyStopping, History, LambdaCallback, ModelCheckpoint
+from ...nn.callbacks import (
+    BackupAndRestore,
+    Callback,
+    CSVLogger,
+    EarlyStopping,
+    History,
+    LambdaCallback,
+    LearningRateScheduler,
+    ModelCheckpoint,
+    ReduceLROnPlateau,
+    TensorBoard,
+)
 
-__all__ = ["Callback", "EarlyStopping", "History", "LambdaCallback", "ModelCheckpoint"]
+__all__ = [
+    "BackupAndRestore",
+    "CSVLogger",
+    "Callback",
+    "EarlyStopping",
+    "History",
+    "LambdaCallback",
+    "LearningRateScheduler",
+    "ModelCheckpoint",
+    "ReduceLROnPlateau",
+    "TensorBoard",
+]
 
 # The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
 del annotations
