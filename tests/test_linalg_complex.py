@@ -525,3 +525,60 @@ def test_autograd_inv_solve_det_slogdet_pinv_complex():
     check_grads(gt.linalg.det, m)
     check_grads(lambda a: gt.linalg.slogdet(a)[1], m)
     check_grads(gt.linalg.pinv, _c(4, 3))
+
+
+# -- CuPy: the same functions on a GPU ----------------------------------------------------------
+
+GPU_CASES = [
+    "inv",
+    "solve",
+    "det-batch",
+    "slogdet",
+    "pinv",
+    "matrix_power-negative",
+    "svd-square",
+    "svd-tall",
+    "svd-S",
+    "norm-vector-None",
+    "norm-vector-1",
+    "norm-matrix-nuc",
+    "norm-matrix-2",
+    "eigvals",
+    "eig",
+]
+GPU_EXTRA = {
+    "cholesky": (gt.linalg.cholesky, (hpd(3, 3),)),  # (already Hermitian: the same function on both devices)
+    "eigh": (lambda a: (lambda w, v: [w, gt.abs(v)])(*gt.linalg.eigh(a)), (hpd(3, 3),)),
+    "qr": (lambda a: gt.abs(gt.linalg.qr(a)[1]), (cplx(4, 3),)),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", GPU_CASES + sorted(GPU_EXTRA))
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_cupy_matches_numpy_forward_and_gradient_on_complex_input(name, dtype):
+    from gputape.devices import backend
+
+    cp = backend.cupy_module()
+    f, args = GPU_EXTRA[name] if name in GPU_EXTRA else GRAD_CASES[name]
+    if name.startswith("eig") and not hasattr(cp.linalg, "eig"):
+        with pytest.raises(NotImplementedError, match=r"cupy\.linalg\.eig"):
+            f(*[gt.constant(cp.asarray(a, dtype)) for a in args])
+        return
+    out = {}
+    for where in ("cpu", "gpu"):
+        xs = [gt.constant(cp.asarray(a, dtype) if where == "gpu" else np.asarray(a, dtype)) for a in args]
+        with gt.GradientTape() as tape:
+            tape.watch(xs)
+            ys = f(*xs)
+            ys = ys if isinstance(ys, list) else [ys]
+            loss = sum(gt.sum(gt.abs(y) ** 2) for y in ys)
+        gs = tape.gradient(loss, xs)
+        assert all(g.device.startswith("cuda" if where == "gpu" else "cpu") for g in gs)
+        out[where] = (
+            [np.sort_complex(y.numpy().ravel()) if name == "eigvals" else y.numpy() for y in ys],
+            [g.numpy() for g in gs],
+        )
+    tol = {"rtol": 2e-3, "atol": 2e-4} if dtype == np.complex64 else {"rtol": 1e-8, "atol": 1e-10}
+    for a, b in zip(out["gpu"][0] + out["gpu"][1], out["cpu"][0] + out["cpu"][1]):
+        assert_allclose(a, b, **tol)

@@ -164,8 +164,12 @@ def test_gradient_and_hessian_vector_product_match_pytorch(name):
     assert_allclose(y.numpy(), ty.detach().resolve_conj().numpy(), rtol=1e-10, atol=1e-12, err_msg="forward value")
     for k in range(len(arrays)):
         assert gg[k].dtype == arrays[k].dtype
-        assert_allclose(gg[k].numpy(), tg[k].detach().resolve_conj().numpy(), rtol=1e-8, atol=1e-10, err_msg=f"gradient {k}")
-        assert_allclose(hh[k].numpy(), th[k].resolve_conj().numpy(), rtol=1e-7, atol=1e-9, err_msg=f"Hessian-vector product {k}")
+        assert_allclose(
+            gg[k].numpy(), tg[k].detach().resolve_conj().numpy(), rtol=1e-8, atol=1e-10, err_msg=f"gradient {k}"
+        )
+        assert_allclose(
+            hh[k].numpy(), th[k].resolve_conj().numpy(), rtol=1e-7, atol=1e-9, err_msg=f"Hessian-vector product {k}"
+        )
 
 
 def test_both_refuse_a_loss_that_depends_on_an_eigenvectors_phase():
