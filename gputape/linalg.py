@@ -38,7 +38,7 @@ Conventions worth knowing:
   that is not positive definite (``cholesky``) raise ``numpy.linalg.LinAlgError`` (a
   ``ValueError``) naming the gputape function; cupy does not check singularity and
   returns non-finite values instead. ``eig``/``eigvals`` on a GPU need ``cupy.linalg.eig``
-  (CuPy 14+); an older CuPy raises ``NotImplementedError`` naming it.
+  (recent CuPy, where cuSOLVER has ``geev``); without it ``NotImplementedError`` names it.
 
 >>> import gputape as gt
 >>> a = gt.constant([[4.0, 1.0], [1.0, 3.0]], dtype="float64")

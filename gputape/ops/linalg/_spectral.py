@@ -159,16 +159,25 @@ class EigResult(NamedTuple):
     eigenvectors: Any
 
 
+def _no_cupy_eig(xp: Any, why: str) -> NotImplementedError:
+    return NotImplementedError(
+        f"gt.linalg.eig: {why} (CuPy {getattr(xp, '__version__', '?')}): the general eigendecomposition on a GPU "
+        "needs cupy.linalg.eig, which recent CuPy versions have where cuSOLVER offers geev; move the matrix to "
+        "the CPU with a.to('cpu'), or use gt.linalg.eigh for a symmetric (Hermitian) matrix"
+    )
+
+
 @primitive("linalg.eig", save_out=True, nout=2)
 def _eig(xp, a):
     fn = getattr(xp.linalg, "eig", None)
-    if fn is None:  # cupy before 14 (no cuSOLVER geev): say so instead of copying to the host
-        raise NotImplementedError(
-            f"gt.linalg.eig: this CuPy ({getattr(xp, '__version__', '?')}) has no cupy.linalg.eig (general "
-            "eigendecomposition; CuPy 14 with CUDA 12.6 or later has it); move the matrix to the CPU with "
-            "a.to('cpu'), or use gt.linalg.eigh for a symmetric (Hermitian) matrix"
-        )
-    w, v = fn(a)
+    if fn is None:  # say so instead of copying to the host behind the user's back
+        raise _no_cupy_eig(xp, "this CuPy has no cupy.linalg.eig")
+    try:
+        w, v = fn(a)
+    except RuntimeError as exc:  # cupy's "geev is not available": a cuSOLVER without it
+        if "geev" in str(exc):
+            raise _no_cupy_eig(xp, f"cupy.linalg.eig is unavailable here ({exc})") from exc
+        raise
     return (w, v)
 
 
@@ -224,8 +233,9 @@ def eig(a: Any) -> EigResult:
       finite only for distinct eigenvalues (NaN at exactly equal ones, huge and unstable
       near them); gradients of the eigenvalues alone (``eigvals``) stay finite for
       diagonalisable ``a``.
-    - On a GPU it needs ``cupy.linalg.eig`` (CuPy 14+); an older CuPy raises
-      ``NotImplementedError`` naming it.
+    - On a GPU it needs ``cupy.linalg.eig`` (recent CuPy, where cuSOLVER has ``geev``);
+      without it ``NotImplementedError`` names it. CuPy's results are always complex and its
+      eigenvalue order may differ from numpy's (CuPy documents both).
 
     >>> import gputape as gt
     >>> w, v = gt.linalg.eig(gt.constant([[2.0, 1.0], [0.0, 3.0]], dtype="float64"))
