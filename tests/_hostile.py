@@ -523,6 +523,8 @@ def _linalg_specs() -> list[Spec]:
         _spec("linalg.cholesky", {"a": spd}, la.cholesky, a="spd"),
         _spec("linalg.eigh", {"a": spd, "UPLO": "L"}, la.eigh, a="spd", UPLO="string"),
         _spec("linalg.eigvalsh", {"a": spd, "UPLO": "L"}, la.eigvalsh, a="spd", UPLO="string"),
+        _spec("linalg.eig", {"a": x}, la.eig, a="operand"),
+        _spec("linalg.eigvals", {"a": x}, la.eigvals, a="operand"),
         _spec(
             "linalg.svd",
             {"a": x, "full_matrices": True, "compute_uv": True},
