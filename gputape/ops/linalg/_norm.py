@@ -46,21 +46,17 @@ def _(F, g, needs, nb, node, x, y):
         g = F.reshape(g, g.shape[:nb] + kept)
         y = F.reshape(y, kept)
     if x.dtype.kind == "c":
-        # d|z| is Re(conj(z/|z|) dz): x's sign becomes z/|z| (0 at 0), the rest is real
+        # d|z| is Re(conj(z/|z|) dz): the sign of a complex entry is z/|z| (0 at 0)
         ax = abs(x)
         sgn = x / F.where(ax == 0, 1, ax)
-        if p == 1:
-            return (g * sgn,)
-        safe = F.where(y == 0, 1, y)
-        if p == 2:
-            return (g * x / safe,)
-        return (g * sgn * ax ** (p - 1) / safe ** (p - 1),)
+    else:
+        sgn = F.sign(x)
     if p == 1:
-        return (g * F.sign(x),)
+        return (g * sgn,)
     safe = F.where(y == 0, 1, y)  # the norm is 0 only where x is 0: gradient 0 there
     if p == 2:
         return (g * x / safe,)
-    return (g * F.sign(x) * abs(x) ** (p - 1) / safe ** (p - 1),)
+    return (g * sgn * abs(x) ** (p - 1) / safe ** (p - 1),)
 
 
 def _vector_p(x: Tensor, p: float, axis: tuple[int, ...], keepdims: bool) -> Tensor:
