@@ -63,6 +63,11 @@ TF_NAMES = {
         optimizers utils""",
     "keras.callbacks": "Callback EarlyStopping History LambdaCallback ModelCheckpoint",
 }
+# Python control flow in tf.function (guards): tf.TensorShape and tf.autograph
+TF_NAMES[""] += " TensorShape autograph"
+TF_NAMES["autograph"] = "experimental"
+TF_NAMES["autograph.experimental"] = "do_not_convert"
+
 # gputape's own additions, each documented where it is defined
 EXTRAS = {
     "keras": {"Functional"},  # Model(inputs, outputs)'s class, documented in gputape.tf.keras

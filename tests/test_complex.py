@@ -137,7 +137,7 @@ def test_second_order_through_complex_values(name):
 
 HOLOMORPHIC_UNARY = (
     "exp expm1 exp2 log log1p log2 log10 sqrt square reciprocal sin cos tan sinh cosh tanh "
-    "arcsin arccos arctan arcsinh arctanh cumsum cumprod negative"
+    "arcsin arccos arctan arcsinh arctanh arccosh sinc cumsum cumprod negative"
 ).split()
 
 
@@ -205,15 +205,14 @@ def test_ops_without_a_complex_gradient_refuse_complex_values_on_a_tape():
             gt.maximum(z, 0.5j)
         with pytest.raises(TypeError, match=r"gt\.sign: gradients through complex values"):
             gt.sign(z)
-        with pytest.raises(TypeError, match=r"gt\.arccosh: gradients through complex values"):
-            gt.arccosh(z)  # its real VJP's sqrt((x - 1)(x + 1)) is on the wrong branch for complex x
+        with pytest.raises(TypeError, match=r"gt\.max: gradients through complex values .* no order.*gt\.abs"):
+            gt.max(z)  # as PyTorch refuses complex max
     assert gt.maximum(z, 0.5j).dtype == np.complex128  # off the tape the forward runs as numpy's
     y = gt.constant(np.array([2.0, 1.0, 0.5, 3.0]) + 0j)
-    with gt.GradientTape() as tape:
+    with gt.GradientTape() as tape:  # the exponent's gradient: conj(z**y log z), log's principal branch
         tape.watch(y)
         p = gt.sum(gt.real(z**y))
-    with pytest.raises(TypeError, match="exponent"):
-        tape.gradient(p, y)
+    assert_allclose(tape.gradient(p, y).numpy(), np.conj(Z4 ** y.numpy() * np.log(Z4)))
 
 
 def test_np_functions_dispatch_to_the_parts():

@@ -15,6 +15,7 @@ import pytest
 import gputape as gt
 import gputape.tf as tf
 from gputape.core.tape import GputapeWarning
+from gputape.function import OperatorNotAllowedInGraphError
 
 
 def _mlp_params(seed: int, sizes=(12, 16, 16, 5), dtype=np.float32) -> list[np.ndarray]:
@@ -225,16 +226,23 @@ def test_aliased_arguments_are_a_different_signature():
         ("x = x * float(w.numpy()[0])", "variable"),
     ],
 )
-def test_value_dependent_python_is_a_clear_trace_time_error(body, what):
+def test_value_dependent_python_without_autograph_is_a_clear_trace_time_error(body, what):
+    # with autograph=False a value read into Python is refused, as TensorFlow refuses it
+    # (the default guards it: tests/test_function_guards.py)
     w = gt.Variable([1.0])
     ns = {"gt": gt, "w": w}
     src = f"def f(x):\n    {body}\n    return x\n"
     exec(compile(src, "user_step.py", "exec"), ns)
-    f = gt.function(ns["f"])
-    with pytest.raises(gt.TracingError, match=r"gt.function\(f\).*user_step.py:2.*gt.where"):
+    f = gt.function(ns["f"], autograph=False)
+    msg = r"gt.function\(f\).*user_step.py:2.*autograph=False.*gt.where"
+    with pytest.raises(OperatorNotAllowedInGraphError, match=msg):
         f(gt.constant([1.0, 2.0]))
     assert f.tracing_count == 0  # nothing cached: the next call traces again
     assert isinstance(gt.TracingError("x"), TypeError)
+    # guarded by default: the same body gives the eager result
+    g = gt.function(ns["f"])
+    x = gt.constant([1.0, 2.0])
+    np.testing.assert_array_equal(g(x).numpy(), ns["f"](x).numpy())
 
 
 def test_shape_dependent_python_is_fine():

@@ -216,8 +216,9 @@ def test_stacking_dtype_and_casting_keywords():
     same(gt.hstack([gt.constant(a)], dtype="float64"), np.hstack([a], dtype="float64"))
     with pytest.raises(TypeError, match=r"gt\.vstack: cannot cast float64 to int32"):
         gt.vstack([gt.constant(b)], dtype="int32")
-    with pytest.raises(TypeError, match="list or tuple"):
-        gt.vstack(gt.constant(a))
+    same(gt.vstack(gt.constant(a)), np.vstack(a))  # one array: numpy iterates its first axis
+    with pytest.raises(TypeError, match=r"gt\.vstack: argument tup .* is a 0-d array.*pass a list"):
+        gt.vstack(gt.constant(1.0))
 
 
 def test_select_matches_numpy():

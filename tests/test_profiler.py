@@ -105,7 +105,7 @@ def test_nothing_is_swapped_and_the_entry_is_removed_after_stop(tmp_path):
 def test_a_primitive_registered_while_profiling_is_profiled_too():
     from gputape.core.dispatch import primitive
 
-    @primitive("demo_profiled_cube", save=True)
+    @primitive("demo_profiled_cube", complex="holomorphic", save=True)
     def cube(xp, x):
         return x * x * x
 

@@ -68,7 +68,7 @@ def test_every_registered_primitive_resolves_in_the_raw_namespace():
 def test_a_primitive_without_a_public_function_is_named_as_such_on_tensors():
     from gputape.core.dispatch import primitive
 
-    @primitive("demo_no_public")
+    @primitive("demo_no_public", complex="holomorphic")
     def fwd(xp, x):
         return x
 

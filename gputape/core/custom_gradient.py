@@ -57,7 +57,8 @@ def _custom_fwd(xp: Any, *arrays: Any, **params: Any) -> Any:  # pragma: no cove
     raise RuntimeError("custom_gradient nodes are recorded directly")
 
 
-_CUSTOM = Primitive("custom_gradient", _custom_fwd, nout=1, batchable=False)
+# the user's grad_fn answers for complex values (TensorFlow's convention, as every VJP here)
+_CUSTOM = Primitive("custom_gradient", _custom_fwd, nout=1, batchable=False, complex="direct")
 
 
 def _custom_vjp(F: Any, g: Any, needs: list[bool], nb: int, node: Node, *saved: Any) -> list:
@@ -223,7 +224,7 @@ _custom_multis: dict[int, Primitive] = {}
 
 def _custom_multi(n: int) -> Primitive:
     if n not in _custom_multis:
-        p = Primitive(f"custom_gradient[{n}]", _custom_fwd, nout=n, batchable=False)
+        p = Primitive(f"custom_gradient[{n}]", _custom_fwd, nout=n, batchable=False, complex="direct")
         p.vjp = _custom_vjp
         p.record = recorder_n(p)
         _custom_multis[n] = p

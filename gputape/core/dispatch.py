@@ -364,6 +364,7 @@ def binary_op(prim: Primitive, name: str, doc: str, same: Primitive | None = Non
 def primitive(
     name: str,
     *,
+    complex: str,  # noqa: A002 (what it does with complex values; the builtin is unused here)
     save: bool | tuple[int, ...] | slice = (),
     save_out: bool = False,
     nout: int = 1,
@@ -371,8 +372,12 @@ def primitive(
 ) -> Callable[[Callable[..., Any]], Primitive]:
     """Decorator: register ``fwd`` as primitive ``name``; add its VJP with ``.defvjp``.
 
+    ``complex`` (no default: every primitive says it) is what it does with complex values on a
+    tape: ``"holomorphic"``, ``"direct"``, ``"real"`` or ``refused(why)``
+    (:class:`gputape.core.primitive.Primitive`).
+
     >>> from gputape.core.dispatch import primitive
-    >>> @primitive("demo_cube", save=True)
+    >>> @primitive("demo_cube", complex="holomorphic", save=True)
     ... def cube(xp, x):
     ...     return x * x * x
     >>> @cube.defvjp
@@ -391,7 +396,7 @@ def primitive(
     def deco(fwd: Callable[..., Any]) -> Primitive:
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} is already registered")
-        prim = Primitive(name, fwd, save, save_out, nout, batchable)
+        prim = Primitive(name, fwd, save, save_out, nout, batchable, complex=complex)
         prim.call = functools.partial(apply, prim)
         prim.record = recorder_n(prim)
         REGISTRY[name] = prim

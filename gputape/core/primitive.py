@@ -5,8 +5,9 @@ VJP needs (``save``/``save_out``); :func:`primitive` registers one in :data:`REG
 elementwise primitives declare their derivative as one expression (:mod:`gputape.core.expr`), from
 which the VJP, the CPU replay's inline text, the CUDA kernel body and the numpy reference are
 generated. A :class:`Node` is one recorded application: what the sweep needs to call the VJP,
-and nothing else. Complex values follow TensorFlow's convention; the tables at the end say
-which primitives are holomorphic and which VJPs are complex-correct as written.
+and nothing else. Complex values follow TensorFlow's convention; each primitive declares what
+it does with them (``complex=``: holomorphic, direct, real or refused), and the end of the
+module runs that.
 
 This layer sits above :mod:`gputape.core.tensor` and below the dispatch, the sweep and the ops.
 """
@@ -46,11 +47,20 @@ class Primitive:
     VJP (a pass-through ``g``, a reshape or transpose back, a custom gradient) never is.
     ``fresh_forward`` declares the same of the forward's result (a numpy ufunc's output:
     never a view of an input); default False.
+
+    ``complex`` declares, with no default, what the primitive does with complex values on a
+    tape (the module's end says how each is run): ``"holomorphic"`` (its VJP is written as
+    ``g * f'(z)`` with analytic expressions), ``"direct"`` (its VJP is complex-correct as
+    written, or ``complex_vjp`` replaces it for complex nodes), ``"real"`` (its forward
+    refuses complex input, as numpy's does) or ``refused(why)`` (the forward runs, a tape
+    refuses, saying why and what to use).
     """
 
     __slots__ = (
         "batchable",
         "call",
+        "complex",
+        "complex_vjp",
         "cpu",
         "doc",
         "fresh_cotangents",
@@ -73,8 +83,17 @@ class Primitive:
         save_out: bool = False,
         nout: int = 1,
         batchable: bool = True,
+        *,
+        complex: str,  # noqa: A002 (what it does with complex values; the builtin is unused here)
     ) -> None:
+        if complex not in COMPLEX_STATUSES and not complex.startswith(_REFUSED):
+            raise ValueError(
+                f"primitive {name!r}: complex={complex!r} is not a complex status; declare one of "
+                f"{', '.join(COMPLEX_STATUSES)} or refused('why, and what to use')"
+            )
         self.name = name
+        self.complex = complex
+        self.complex_vjp: Callable[..., Any] | None = None  # a "direct" primitive's VJP for complex nodes
         self.fwd = fwd
         self.vjp: Callable[..., Any] | None = None
         self.fresh_cotangents: tuple[bool, ...] = ()  # declared with the VJP (defvjp); none by default
@@ -198,23 +217,35 @@ def records(nodes: list) -> list:
 # -- complex values on the tape --------------------------------------------------
 # gputape follows TensorFlow's convention (README, "Complex numbers"): the gradient of a real
 # loss L with respect to z = x + iy is dL/dx + i dL/dy, and a VJP maps the cotangent g of
-# f(z) to g * conj(f'(z)) where f is holomorphic. The real VJPs of the holomorphic primitives
-# below are written as g * f'(z) with analytic expressions, so conj(vjp(conj(g))) is that
+# f(z) to g * conj(f'(z)) where f is holomorphic. The real VJPs of the "holomorphic"
+# primitives are written as g * f'(z) with analytic expressions, so conj(vjp(conj(g))) is that
 # complex VJP: a node with complex values runs a clone of its primitive whose VJP is wrapped
 # so (the float path is untouched, and gt.function, which inlines only the declared VJPs,
-# calls the wrapped one as it is). COMPLEX_DIRECT primitives' VJPs are complex-correct as
-# written (TensorFlow's _RealGrad, _AbsGrad, ...); any other primitive refuses complex
-# values on a tape, since its VJP would be silently wrong.
-HOLOMORPHIC = frozenset(
-    "add subtract negative multiply multiply_no_nan divide reciprocal square sqrt exp expm1 exp2 log log1p "
-    "log2 log10 sin cos tan sinh cosh tanh arcsin arccos arctan arcsinh arctanh power matmul einsum "
-    "sum mean prod cumsum cumprod reshape transpose swapaxes expand_dims squeeze broadcast_to getitem "
-    "concatenate stack pad take_along_axis scatter scatter_along_axis identity where cast".split()
+# calls the wrapped one as it is). "direct" primitives' VJPs are complex-correct as written
+# (TensorFlow's _RealGrad, _AbsGrad, ...) or replaced by their ``complex_vjp``; a "real"
+# primitive's forward refuses complex input; a refused one raises on a tape, since its VJP
+# would be silently wrong, and says why and what to use.
+COMPLEX_STATUSES = ("holomorphic", "direct", "real")
+_REFUSED = "refused: "
+
+
+def refused(why: str) -> str:
+    """The ``complex`` status of a primitive whose forward takes complex values but whose gradient
+    does not exist for them or is not implemented: ``why`` says which, and what to use instead.
+
+    >>> refused("no order; take gt.abs(z) first")
+    'refused: no order; take gt.abs(z) first'
+    """
+    return _REFUSED + why
+
+
+# complex max, min, clip, maximum...: numpy orders complex numbers lexicographically, which is
+# no function of z a gradient could follow; PyTorch refuses complex max and min for this reason
+UNORDERED = refused(
+    "complex numbers have no order, so this op has no gradient for them (PyTorch refuses complex max "
+    "and min too); apply it to a real quantity, e.g. gt.abs(z) or gt.real(z)"
 )
-# name -> the VJP for complex values (None: the primitive's own VJP is complex-correct)
-COMPLEX_DIRECT: dict[str, Callable[..., Any] | None] = dict.fromkeys(
-    ("real", "imag", "conj", "angle", "split", "custom_gradient")
-)
+
 _COMPLEX_PRIMS: dict[Primitive, Primitive] = {}
 DIFF_DTYPES = FLOAT_DTYPES | {np.dtype(np.complex64), np.dtype(np.complex128)}
 
@@ -228,31 +259,29 @@ def _complex_node(node: Node, odt: Any) -> None:
         else:
             return  # real values of several dtypes (float32 with float64, integer index operands)
     prim = node.prim
-    name = prim.name
-    if name not in HOLOMORPHIC and name not in COMPLEX_DIRECT:
-        raise TypeError(
-            f"gt.{name}: gradients through complex values ({odt} result) are not supported for this op; "
-            "take real values first (gt.real, gt.imag, gt.abs), or compute it outside the tape "
-            "(tape.stop_recording())"
+    status = prim.complex
+    if status == "real" or status.startswith(_REFUSED):
+        why = (
+            status[len(_REFUSED) :]
+            if status != "real"
+            else "it is defined for real values only; take real values first (gt.real, gt.imag, gt.abs)"
         )
-    if prim.nout != 1 and name not in HOLOMORPHIC:
+        raise TypeError(f"gt.{prim.name}: gradients through complex values ({odt} result) are refused: {why}")
+    holomorphic = status == "holomorphic"
+    if prim.nout != 1 and not holomorphic:
         return
     c = _COMPLEX_PRIMS.get(prim)
     if c is None:
-        c = _COMPLEX_PRIMS[prim] = _complex_prim(prim, name in HOLOMORPHIC)
+        c = _COMPLEX_PRIMS[prim] = _complex_prim(prim, holomorphic)
     node.prim = c
 
 
 def _complex_prim(prim: Primitive, holomorphic: bool) -> Primitive:
     """A clone of ``prim`` whose VJP takes complex cotangents (TensorFlow's convention)."""
-    inner = COMPLEX_DIRECT.get(prim.name) or prim.vjp
+    inner = prim.complex_vjp or prim.vjp
 
     def complex_vjp(F: Any, g: Any, needs: Any, nb: int, node: Node, *saved: Any) -> Any:
         if holomorphic:
-            if prim.name == "power" and needs[1]:
-                raise TypeError(
-                    "gt.power: the gradient with respect to an exponent is not supported for complex values"
-                )
             g = F.conj(g)
         out = list(inner(F, g, needs, nb, node, *saved))
         casts = node.casts
@@ -267,7 +296,7 @@ def _complex_prim(prim: Primitive, holomorphic: bool) -> Primitive:
             out[k] = o
         return out
 
-    c = Primitive(prim.name, prim.fwd, prim.save, prim.save_out, prim.nout, prim.batchable)
+    c = Primitive(prim.name, prim.fwd, prim.save, prim.save_out, prim.nout, prim.batchable, complex=prim.complex)
     c.vjp = complex_vjp
     c.cpu = prim.cpu
     c.call = prim.call

@@ -228,10 +228,11 @@ class Observers:
 
     # Rare events (values leaving as host data, variable reads and assignments outside ops),
     # sent to the entries whose role cares; the per-op hooks are inlined in gputape.core.tape.
-    def exported(self, t: Any, array: Any) -> None:
-        """A tensor's value left as a host array or number (``.numpy()``, ``float()``)."""
+    def exported(self, t: Any, array: Any, convert: Any = None, value: Any = None) -> None:
+        """A tensor's value left as a host array or number (``.numpy()``, ``float()``): ``value``,
+        made by ``convert`` from the host array (see ``gputape.core.tensor.read_value``)."""
         if self.trace is not None:
-            self.trace.exported(t)
+            self.trace.exported(t, convert, value)
         for tape in self.tapes:
             tape._note_export(t, array)
 

@@ -48,12 +48,68 @@ bool_ = np.dtype("bool")
 FLOAT_DTYPES = frozenset((float16, float32, float64))
 
 
-def _export_hook(t: Tensor, array: Any) -> None:
-    """A value left as a host array or number: recording tapes note it (so tape.explain()
-    can say 'left_tape'), a gt.function trace refuses it."""
+def read_value(t: Tensor, convert: Any) -> Any:
+    """``convert(t's host array)``: the one way a tensor's value becomes a Python value or host array.
+
+    ``float(t)``, ``bool(t)``, ``.numpy()``, ``np.asarray(t)``, ``.tolist()`` and every op
+    that turns a tensor argument into a Python constant (a shape, a count, a bound) read
+    values through here, so the observers see each read: a recording tape notes it (so
+    ``tape.explain()`` can say 'left_tape'), and a ``gt.function`` trace records a guard
+    that redoes ``convert`` at every replay and compares (``convert`` must be a plain
+    function of the host array: it is called again with later calls' values).
+    """
+    value = convert(backend.to_host(t._data))
     obs = _tls.obs
     if obs is not None:
-        obs.exported(t, array)
+        obs.exported(t, value if type(value) is _ndarray else None, convert, value)
+    return value
+
+
+def _copy(host: Any) -> np.ndarray:
+    return np.array(host, copy=True)
+
+
+def _tolist(host: Any) -> Any:
+    return host.tolist()
+
+
+def _float(host: Any) -> float:
+    return float(host)
+
+
+def _int(host: Any) -> int:
+    return int(host)
+
+
+def _bool(host: Any) -> bool:
+    return bool(host)
+
+
+class _Item:
+    """``host.item(*args)``, kept with its arguments (a guard calls it again at replay)."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, args: tuple) -> None:
+        self.args = args
+
+    def __call__(self, host: Any) -> Any:
+        return host.item(*self.args)
+
+
+class _AsArray:
+    """numpy's ``__array__(dtype, copy)`` of a host array."""
+
+    __slots__ = ("copy", "dtype")
+
+    def __init__(self, dtype: Any, copy: Any) -> None:
+        self.dtype = dtype
+        self.copy = copy
+
+    def __call__(self, host: Any) -> Any:
+        if self.dtype is not None and host.dtype != np.dtype(self.dtype):
+            return host.astype(self.dtype)
+        return np.array(host, copy=True) if self.copy else host
 
 
 def _note_assign(var: Variable, op: str, array: Any) -> None:
@@ -91,12 +147,50 @@ def _py_dtype(value: Any) -> Any:
         return float32
     if isinstance(value, (list, tuple)):
         arr = np.asarray(value)
+        if arr.dtype.kind in "iufc":
+            typed = _typed_elements(value)
+            if typed:
+                # numpy scalars and arrays keep their dtype, promoted by numpy's rules with the
+                # Python numbers beside them weak (NEP 50), as in gputape's ops: [np.float64(1.1), 2.2]
+                # is float64 (numpy and TensorFlow agree), [np.float32(1), 2.2] float32 (numpy: float64)
+                return np.result_type(*typed, *_weak_samples(value))
         if arr.dtype.kind == "f":
             return float32
         if arr.dtype.kind in "iu":
             return int32
         return arr.dtype
     return None
+
+
+def _typed_elements(seq: Any) -> list:
+    """The dtypes of the numpy scalars and arrays in a nested list (empty for Python numbers only)."""
+    out: list = []
+    if set(map(type, seq)) <= _PY_NUMBERS:  # (the common case, at C speed: a long list of floats)
+        return out
+    for v in seq:
+        t = type(v)
+        if t is list or t is tuple:
+            out += _typed_elements(v)
+        elif isinstance(v, (np.generic, np.ndarray)):
+            out.append(v.dtype)
+    return out
+
+
+_PY_NUMBERS = frozenset((float, int, bool, complex))
+
+
+def _weak_samples(seq: Any) -> list:
+    """One Python number of each kind in a nested list (the weak operands of its promotion)."""
+    kinds: dict = {}
+    stack = [seq]
+    while stack:
+        for v in stack.pop():
+            t = type(v)
+            if t is list or t is tuple:
+                stack.append(v)
+            elif t is float or t is int or t is complex:
+                kinds[t] = v
+    return list(kinds.values())
 
 
 # The kinds of dtype a tensor may hold: numbers. numpy also makes object, string, structured
@@ -289,9 +383,7 @@ class Tensor:
         >>> gt.constant([1.0, 2.0]).numpy()
         array([1., 2.], dtype=float32)
         """
-        out = np.array(backend.to_host(self._data), copy=True)
-        _export_hook(self, out)
-        return out
+        return read_value(self, _copy)
 
     def item(self, *args: Any) -> Any:
         """The value (or, with numpy's index arguments, one element) as a Python number.
@@ -300,26 +392,21 @@ class Tensor:
         >>> gt.constant([[1, 2], [3, 4]]).item(1, 0), gt.constant([[1, 2], [3, 4]]).item(3)
         (3, 4)
         """
-        _export_hook(self, None)
-        return backend.to_host(self._data).item(*args)
+        return read_value(self, _Item(args))
 
     def __float__(self) -> float:
-        _export_hook(self, None)
-        return float(backend.to_host(self._data))
+        return read_value(self, _float)
 
     def __int__(self) -> int:
-        _export_hook(self, None)
-        return int(backend.to_host(self._data))
+        return read_value(self, _int)
 
     def __index__(self) -> int:
         if self._data.dtype.kind not in "iub":
             raise TypeError(f"only integer tensors can be used as an index, not {self._data.dtype}")
-        _export_hook(self, None)
-        return int(backend.to_host(self._data))
+        return read_value(self, _int)
 
     def __bool__(self) -> bool:
-        _export_hook(self, None)
-        return bool(backend.to_host(self._data))
+        return read_value(self, _bool)
 
     def __len__(self) -> int:
         if self._data.ndim == 0:
@@ -335,13 +422,7 @@ class Tensor:
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         if backend.xp_of(self._data) is not np:
             raise TypeError(f"tensor is on {self.device}; implicit conversion to numpy is not allowed, use .numpy()")
-        a = self._data
-        if dtype is not None and a.dtype != np.dtype(dtype):
-            a = a.astype(dtype)
-        elif copy:
-            a = np.array(a, copy=True)
-        _export_hook(self, a)
-        return a
+        return read_value(self, _AsArray(dtype, copy))
 
     # __array_ufunc__ and __array_function__ (np.exp(t), np.sum(t) run gputape's ops) and the
     # numpy-style methods are installed by gputape.ops, which owns the op functions.
@@ -485,9 +566,7 @@ class Variable(Tensor):
         return t
 
     def numpy(self) -> np.ndarray:
-        out = np.array(backend.to_host(self._data), copy=True)
-        _export_hook(self, out)
-        return out
+        return read_value(self, _copy)
 
     def _check(self, op: str, value: Any) -> Any:
         """The array to store: same device and shape, dtype cast only where no value changes kind.

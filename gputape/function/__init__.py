@@ -34,18 +34,34 @@ What a user of ``tf.function`` should know:
   targets, ``mean``'s divisor, the backward pass's ``sum_to`` shapes):
   re-recording keeps every size bitwise equal to eager. ``reduce_retracing``
   counts traces as TensorFlow's shape generalisation would.
-* **Value-dependent Python is an error at trace time.** ``bool()``, ``float()``,
-  ``int()``, ``.numpy()``, ``np.asarray`` or ``.item()`` of a traced tensor (an
-  argument, anything computed from one, or a Variable's value) raises
-  :class:`TracingError` naming the line, instead of freezing the first call's
-  branch. Use tensor ops (``gt.where``, ``gt.maximum``) or move the decision
-  out of the function.
+* **Python control flow on tensor values gives the eager result.** ``if``,
+  ``while``, ``for v in tensor``, ``for i in tf.range(n)``, ``range(int(t))``,
+  ``break``/``continue``/``return``: every read of a traced tensor's value into
+  Python (``bool()``, ``float()``, ``int()``, ``.numpy()``, ``np.asarray``,
+  ``.item()``, an op taking a tensor as a shape, count or bound, a boolean
+  mask's count) is a **guard** step of the record (see :mod:`gputape.function._guards`
+  for why guards rather than AutoGraph's source conversion). A replay reads the
+  value again: the same value replays on; another one abandons the replay,
+  undoes what it changed (variables, optimizer state, random state; ``tf.print``
+  output waits for the last guard), and replays another trace of the signature
+  made for that path, or traces anew. After ``MAX_TRACES`` (5) traces for one
+  signature, a new path makes that signature run eagerly from then on (exact,
+  uncompiled), with one warning naming the guard's line. A function without
+  guards replays exactly as before (CUDA graphs included); one with guards
+  replays without CUDA graphs. ``autograph=False`` (and code under
+  ``do_not_convert``) refuses such reads with ``OperatorNotAllowedInGraphError``
+  (a :class:`TracingError`), as TensorFlow does.
+* **Results come back as tensors**: a Python number, bool or numpy array the
+  function returns is a tensor (nested in the same lists, tuples, dicts and
+  namedtuples), as ``tf.function`` converts its outputs; ``None`` stays ``None``.
 * **Results equal eager execution**, bitwise on the CPU: a replay calls the
   same array functions on the same values in the same order as the eager run.
   Returned tensors are new constants each call.
 * **Not compiled, run eagerly instead**: a call made while a GradientTape is
   recording (so the outer tape sees the ops), inside another function's trace,
-  or under ``gt.debug.check_numerics`` (whose checks are per-op).
+  under ``gt.debug.check_numerics`` (whose checks are per-op), a signature past
+  the trace bound, or one whose host Python step (a metric update) comes before
+  a guard (it could not be undone if the guard failed).
 * **Variables created inside the function** are created at trace time only
   (TensorFlow allows it on the first call only, for the same reason).
 * **Variables are updated as eagerly**: every update computes the new value into a
@@ -105,7 +121,7 @@ from .. import config
 from ..core import state as _state
 from ..core._nest import flatten, unflatten
 from ..core.tape import GputapeWarning
-from ..core.tensor import Tensor, Variable, _wrap
+from ..core.tensor import Tensor, Variable, _wrap, constant
 from ..devices import backend
 
 # Every name of the former single module stays reachable as gputape.function.<name> (tests and
@@ -134,6 +150,7 @@ from ._graphs import (
     _Segment,
     _step_name,
 )
+from ._guards import MAX_TRACES, _Signature, defer_output, do_not_convert, guarded_replay, missed_warning, undo_set
 from ._signature import (
     _PY_CASTS,
     InputSignatureError,
@@ -152,6 +169,7 @@ from ._signature import (
 )
 from ._trace import (
     _HOST_PRIMS,
+    OperatorNotAllowedInGraphError,
     TracingError,
     _fixed,
     _fixed_multi,
@@ -165,7 +183,15 @@ from ._trace import (
     _unbatched,
 )
 
-__all__ = ["Function", "InputSignatureError", "TensorSpec", "TracingError", "function"]
+__all__ = [
+    "Function",
+    "InputSignatureError",
+    "OperatorNotAllowedInGraphError",
+    "TensorSpec",
+    "TracingError",
+    "do_not_convert",
+    "function",
+]
 
 _RETRACE_WARN_AT = 5
 # Matrix products inside the CUDA graphs through gputape.devices.cublas (direct cuBLAS) by default;
@@ -274,8 +300,13 @@ class Function:
         input_signature: Any = None,
         reduce_retracing: bool = False,
         optimizer_in_graph: Any = None,
+        autograph: bool = True,
     ) -> None:
         self.python_function = python_function
+        # False: a tensor's value read into Python is refused (TensorFlow's autograph=False), not guarded
+        self.autograph = bool(autograph)
+        self._guard_traces = 0  # traces made because a guard failed (counted in tracing_count)
+        self._warned_guards = False
         self.name = name or getattr(python_function, "__name__", "function")
         self.input_signature = None if input_signature is None else _check_signature(self.name, input_signature)
         self.reduce_retracing = bool(reduce_retracing)
@@ -293,16 +324,16 @@ class Function:
         # arrays, variables and plain Python values (see _fast_key); filled on a _cache hit.
         self._fast: dict[tuple, _Concrete] = {}
         self._keys: list[Any] = []
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # (re-entered: a guard miss found under it traces again)
         self._warned = False
         functools.update_wrapper(self, python_function)
 
     @property
     def tracing_count(self) -> int:
-        return len(self._counted)
+        return len(self._counted) + self._guard_traces
 
     def experimental_get_tracing_count(self) -> int:
-        return len(self._counted)
+        return self.tracing_count
 
     @property
     def recording_count(self) -> int:
@@ -330,6 +361,7 @@ class Function:
                 self.input_signature,
                 self.reduce_retracing,
                 self.optimizer_in_graph,
+                self.autograph,
             )
             obj.__dict__[f"__gt_function_{self.name}"] = bound
         return bound
@@ -341,7 +373,7 @@ class Function:
         if obs is not None and (obs.trace is not None or obs.tapes or obs.watchers or obs.numerics):
             # a trace or tape of this thread must see the ops one by one (a custom_gradient
             # forward its variable reads, check_numerics each op): run eagerly
-            return self.python_function(*args, **kwargs)
+            return _outputs(self.python_function(*args, **kwargs))
         fast = None if kwargs else _fast_key(args)
         if fast is not None:
             conc = self._fast.get(fast)
@@ -370,8 +402,26 @@ class Function:
                 return conc(leaves)
             return self._trace(key, spec, leaves)
 
+    def _missed(self, sig: _Signature, leaves: list, guard: Any) -> Any:
+        """No trace of ``sig`` took this call's path: trace it, or past the bound run eagerly."""
+        with self._lock:
+            if not sig.eager and len(sig.traces) < MAX_TRACES:
+                return self._trace(sig.key, sig.spec, leaves)
+            if not sig.eager:
+                sig.eager = True
+                self._warn_eager(len(sig.traces), guard, f"{len(sig.traces) + 1} paths through its Python control flow")
+        # arrays as tensors, as a trace passes them
+        args, kwargs = unflatten(sig.spec, [_wrap(x) if _is_array(x) else x for x in leaves])
+        return _outputs(self.python_function(*args, **kwargs))
+
+    def _warn_eager(self, n: int, guard: Any, why: str) -> None:
+        if not self._warned_guards:
+            self._warned_guards = True
+            missed_warning(self.name, n, None if guard is None else guard.where, why)
+
     def _trace(self, key: Any, spec: Any, leaves: list) -> Any:
         tr = _Trace(self.name)
+        tr.autograph = self.autograph
         positions = []
         arg_slots = []
         call_leaves = list(leaves)
@@ -393,16 +443,27 @@ class Function:
             if tr._undo is not None:  # a Ctrl-C on __exit__'s first bytecode skipped its pop
                 _state.pop(tr)
         out_leaves, out_spec = flatten(out)
+        out_leaves = [_output(x) for x in out_leaves]
+        out = out_leaves[0] if out_spec is None else unflatten(out_spec, out_leaves)
         out_refs = []
         for x in out_leaves:
             if isinstance(x, Tensor):
                 out_refs.append(tr.ref(x))
             else:
                 out_refs.append(tr.const(x))
+        undo = None
+        if tr.guards:
+            pending: list = []
+            defer_output(tr, pending)
+            undo = undo_set(tr)
         replay, src = tr.compile(arg_slots, out_refs)
-        runner = self._graph_runner(tr, arg_slots, out_refs)
-        if runner is not None:
-            replay = runner
+        if undo is not None:
+            # no CUDA graphs: a graph cannot stop at a guard (a trace without guards keeps them)
+            replay = guarded_replay(replay, undo[0], undo[1], pending)
+        else:
+            runner = self._graph_runner(tr, arg_slots, out_refs)
+            if runner is not None:
+                replay = runner
         tr.keep.clear()
         tr.slot_of.clear()
         counted, pattern = self._counted_key(key)
@@ -413,7 +474,27 @@ class Function:
             for i, (x, r) in enumerate(zip(out_leaves, out_refs))
             if type(r) is _Slot and isinstance(x, Tensor) and x.ndim == 0
         )
-        self._cache[key] = _Concrete(replay, src, positions, out_spec, scalar_outs)
+        conc = _Concrete(replay, src, positions, out_spec, scalar_outs)
+        sig = self._cache.get(key)
+        if undo is None and not isinstance(sig, _Signature):
+            self._cache[key] = conc
+        else:
+            if not isinstance(sig, _Signature):
+                sig = self._cache[key] = _Signature(self, key, spec)
+                self._fast.clear()  # (a fast key may name the signature's former entry)
+            if sig.traces:  # a path its traces had not seen: a trace counted beyond the signature's
+                self._guard_traces += 1
+            sig.traces.insert(0, conc)
+            if undo is not None and not undo[2]:
+                sig.eager = True
+                self._warn_eager(
+                    len(sig.traces),
+                    tr.steps[tr.guards[0]].fn,
+                    "a host Python step that changes state (a metric update) comes before a value read into "
+                    "Python, and a replay could not take it back if that value changed",
+                )
+            if sig.traces[1:]:
+                return out
         self._keys.append(key)
         if counted not in self._counted:
             self._counted.append(counted)
@@ -510,6 +591,26 @@ class Function:
         }
 
 
+def _output(x: Any) -> Any:
+    """A traced function's result leaf as ``tf.function`` returns it: Python numbers, numpy
+    scalars and arrays become tensors (TensorFlow converts a function's outputs); tensors,
+    None and other objects stay as they are."""
+    if isinstance(x, (bool, int, float, np.generic, np.ndarray)):
+        return constant(x)
+    return x
+
+
+def _outputs(out: Any) -> Any:
+    """:func:`_output` for every leaf of a structure (the function's result run eagerly)."""
+    if isinstance(out, Tensor) or out is None:
+        return out
+    leaves, spec = flatten(out)
+    if all(isinstance(x, Tensor) or x is None for x in leaves):
+        return out
+    leaves = [_output(x) for x in leaves]
+    return leaves[0] if spec is None else unflatten(spec, leaves)
+
+
 def function(func: Callable[..., Any] | None = None, **kwargs: Any) -> Any:
     """Decorator: trace ``func`` once per input signature and replay it (see :mod:`gputape.function`).
 
@@ -548,6 +649,7 @@ def function(func: Callable[..., Any] | None = None, **kwargs: Any) -> Any:
     """
     opts = {k: kwargs.get(k) for k in ("graphs", "capture_gemm", "fuse", "input_signature", "optimizer_in_graph")}
     opts["reduce_retracing"] = bool(kwargs.get("reduce_retracing", False))
+    opts["autograph"] = bool(kwargs.get("autograph", True))
     if func is None:
         return lambda f: Function(f, **opts)
     return Function(func, **opts)

@@ -26,6 +26,68 @@ class TracingError(TypeError):
     __module__ = "gputape.function"  # its public home (reprs, tracebacks, pickles)
 
 
+class OperatorNotAllowedInGraphError(TracingError):
+    """TensorFlow's error for a tensor's value used in Python where conversion is off.
+
+    Raised while tracing a function made with ``autograph=False`` (or code under
+    ``tf.autograph.experimental.do_not_convert``): there a value read into Python is
+    refused rather than guarded. A :class:`TracingError`, so a ``TypeError`` too, as in
+    TensorFlow.
+    """
+
+    __module__ = "gputape.function"
+
+
+class _GuardFailedError(Exception):
+    """A replay's guard saw another value than its trace did: the replay is abandoned and undone.
+
+    Never escapes ``gt.function``: the caller rolls the state back and replays another trace,
+    traces anew, or runs the function eagerly.
+    """
+
+    def __init__(self, guard: _Guard) -> None:
+        super().__init__(guard.where)
+        self.guard = guard
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two values read into Python are the same: arrays bit for bit (shape and dtype too),
+    Python values by type and repr (exact for floats: -0.0 and nan included)."""
+    if isinstance(a, (np.ndarray, np.generic)) or isinstance(b, (np.ndarray, np.generic)):
+        a, b = np.asarray(a), np.asarray(b)
+        return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    return type(a) is type(b) and repr(a) == repr(b)
+
+
+class _Guard:
+    """A guard step: the value read into Python while tracing, read again the same way at replay.
+
+    ``convert`` (a function of the host array, see ``gputape.core.tensor.read_value``) is
+    called on the replay's array; another value than ``value`` raises :class:`_GuardFailedError`.
+    """
+
+    def __init__(self, convert: Callable[[Any], Any], value: Any, where: str | None) -> None:
+        self.convert = convert
+        self.value = value
+        self.where = where
+
+    def __call__(self, arr: Any) -> None:
+        if not _same(self.convert(backend.to_host(arr)), self.value):
+            raise _GuardFailedError(self)
+
+
+class _Deferred:
+    """A host Python step that only emits (``tf.print``): in a replay with guards it runs once
+    every guard has passed, so an abandoned replay prints nothing."""
+
+    def __init__(self, fn: Callable[..., Any], pending: list) -> None:
+        self.fn = fn
+        self.pending = pending
+
+    def __call__(self, *args: Any) -> None:
+        self.pending.append((self.fn, args))
+
+
 class _Trace(_state.Scope):
     """The record of one traced call: steps over numbered slots, each slot one array value.
 
@@ -49,6 +111,12 @@ class _Trace(_state.Scope):
         # steps whose results are memory they allocated (a forward declared fresh_forward, on host
         # arrays): gt.function's replay may donate such a result to an optimizer step
         self.fresh_steps: set[int] = set()
+        # values read into Python (gt.function's control flow): the guard steps' indices
+        self.guards: list[int] = []
+        # host Python steps (python_step): index -> whether it only emits (tf.print)
+        self.python_steps: dict[int, bool] = {}
+        self.autograph = True  # False: a value read into Python is refused (tf.function(autograph=False))
+        self.unconverted = 0  # depth of tf.autograph.experimental.do_not_convert calls running
 
     def owned(self) -> bool:
         return self.paused == 0
@@ -120,6 +188,20 @@ class _Trace(_state.Scope):
         self._step(fn, refs, res, _kind(prim))
         if prim.fresh_forward and xp is np:
             self.fresh_steps.add(len(self.steps) - 1)
+        if prim.name == "getitem":
+            self._mask_guards(args)
+
+    def _mask_guards(self, args: tuple) -> None:
+        """``x[mask]``'s shape is the mask's count of True: Python that reads the result's shape
+        (or code shaped by it, as the backward's) holds only for that count, so it is guarded."""
+        for a in args[1:]:
+            d = a._data if isinstance(a, Tensor) else a
+            if getattr(d, "dtype", None) == np.bool_ and d.ndim and id(d) in self.slot_of:
+                self._guard(_Slot(self.slot_of[id(d)]), _count_true, _count_true(backend.to_host(d)))
+
+    def _guard(self, ref: Any, convert: Callable[[Any], Any], value: Any, where: str | None = None) -> None:
+        self.guards.append(len(self.steps))
+        self.steps.append(_Step(_Guard(convert, value, where or _where()), [ref], None, "guard"))
 
     def forward1(self, prim: Any, args: tuple, res: Tensor) -> None:
         """The ops' fast paths: one or two operands, no parameters, ``prim.cpu`` on host arrays."""
@@ -196,33 +278,48 @@ class _Trace(_state.Scope):
         self._step(_OptimizerStep(opt, variables), [self.ref(g) for g, _ in live], [v._data for v in variables])
         return n
 
-    def python_step(self, fn: Callable[..., Any], args: tuple, wrap: bool = True) -> None:
+    def python_step(self, fn: Callable[..., Any], args: tuple, wrap: bool = True, emits_only: bool = False) -> None:
         """Run host-side Python ``fn(*args)`` now and again on every replay with that call's values.
 
         For stateful Python that reads tensor values (running metrics): arrays
         reach ``fn`` as tensors (raw arrays with ``wrap=False``), other arguments
-        as they were.
+        as they were. ``emits_only``: ``fn`` changes nothing a later step reads
+        (``tf.print``), so a replay with guards may run it after its last guard.
         """
         self.paused += 1
         try:
             fn(*args)
         finally:
             self.paused -= 1
+        self.python_steps[len(self.steps)] = emits_only
         self._step(_PythonStep(fn) if wrap else fn, [self.ref(a) for a in args], None)
 
-    def exported(self, t: Tensor) -> None:
+    def exported(self, t: Tensor, convert: Callable[[Any], Any] | None, value: Any) -> None:
+        """A value was read into Python (``gputape.core.tensor.read_value``): record a guard on it.
+
+        A constant's value is the same at every call and needs none; a traced tensor's (an
+        argument, anything computed from one, a Variable's value) may not be, so the replay
+        reads it again and compares (:class:`_Guard`).
+        """
         if not self.owned():
             return
-        if isinstance(t, Variable) or id(t._data) in self.slot_of:
-            where = _where()
-            raise TracingError(
-                f"gt.function({self.name}): a traced tensor's value was needed in Python "
-                f"(bool(), float(), int(), .numpy(), np.asarray() or .item()){f' at {where}' if where else ''}. "
-                "While tracing, a tensor stands for the value of every future call, so a Python branch or "
-                "number taken from it would be frozen at the first call's value. Use tensor ops instead "
-                "(gt.where, gt.maximum, gt.cast), return the value and inspect it outside the function, or "
-                "call the function without gt.function."
+        if not (isinstance(t, Variable) or id(t._data) in self.slot_of):
+            return
+        where = _where()
+        if convert is None or not self.autograph or self.unconverted:
+            why = (
+                "AutoGraph is disabled in this function (tf.function(autograph=False)). Try decorating it "
+                "directly with @tf.function"
+                if not self.autograph
+                else "it runs under tf.autograph.experimental.do_not_convert. Remove do_not_convert"
             )
+            raise OperatorNotAllowedInGraphError(
+                f"gt.function({self.name}): using a traced tensor's value in Python (bool(), float(), int(), "
+                f".numpy(), np.asarray(), .item() or an op that takes it as a Python number)"
+                f"{f' at {where}' if where else ''} is not allowed: {why}, or use tensor ops instead "
+                "(gt.where, gt.maximum, gt.cast)."
+            )
+        self._guard(self.ref(t), convert, value, where)
 
     def compile(self, arg_slots: list[int], out_refs: list[Any]) -> tuple[Callable[..., Any], str]:
         """Straight-line Python source for the record; each slot deleted after its last use."""
@@ -241,6 +338,10 @@ def _kind(prim: Any) -> str:
     if prim.name in _HOST_PRIMS:
         return f"host:{prim.name}"  # (matmul: capturable through gputape.devices.cublas, see _GraphRunner)
     return "device"
+
+
+def _count_true(host: Any) -> int:
+    return int(np.count_nonzero(host))
 
 
 def _fixed(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -68,7 +68,7 @@ def _gpu(F: Any) -> bool:
 # below, the CUDA gt_<name>_fwd the fused bias+activation kernels call and the numpy
 # reference of those kernels (gputape.kernels.registry.ref_activation_forward) are all generated from it.
 _relu_fwd = _xf.forward("relu", lambda x: _x.maximum(x, 0)).fn
-_relu = declared("relu", _relu_fwd, lambda x, out, g: g * (out > 0))  # 0 at x == 0, as in TensorFlow
+_relu = declared("relu", _relu_fwd, lambda x, out, g: g * (out > 0), complex="real")  # 0 at x == 0, as in TensorFlow
 
 
 def relu(x: Any) -> Any:
@@ -91,7 +91,9 @@ _relu.public = relu
 
 
 _leaky_relu_fwd = _xf.forward("leaky_relu", lambda x, alpha: _x.where(x > 0, x, x * alpha), ("alpha",)).fn
-_leaky_relu = declared("leaky_relu", _leaky_relu_fwd, lambda x, g, alpha: _x.where(x > 0, g, g * alpha), ("alpha",))
+_leaky_relu = declared(
+    "leaky_relu", _leaky_relu_fwd, lambda x, g, alpha: _x.where(x > 0, g, g * alpha), ("alpha",), complex="real"
+)
 
 
 def leaky_relu(x: Any, alpha: float = 0.2) -> Any:
@@ -109,7 +111,11 @@ _elu_fwd = _xf.forward("elu", lambda x, alpha: _x.where(x > 0, x, alpha * _x.exp
 # d/dx alpha * (exp(x) - 1) = alpha * exp(x), from x alone (no output kept); min(x, 0)
 # keeps exp from overflowing in the branch not taken
 _elu = declared(
-    "elu", _elu_fwd, lambda x, g, alpha: _x.where(x > 0, g, g * alpha * _x.exp(_x.minimum(x, 0))), ("alpha",)
+    "elu",
+    _elu_fwd,
+    lambda x, g, alpha: _x.where(x > 0, g, g * alpha * _x.exp(_x.minimum(x, 0))),
+    ("alpha",),
+    complex="real",
 )
 
 
@@ -125,7 +131,7 @@ def elu(x: Any, alpha: float = 1.0) -> Any:
 
 
 _sigmoid_fwd = _xf.forward("sigmoid", _x.sigmoid).fn  # the language's stable sigmoid (gputape.core.expr)
-_sigmoid = declared("sigmoid", _sigmoid_fwd, lambda x, out, g: g * (out * (1 - out)))
+_sigmoid = declared("sigmoid", _sigmoid_fwd, lambda x, out, g: g * (out * (1 - out)), complex="real")
 
 
 def sigmoid(x: Any) -> Any:
@@ -139,7 +145,7 @@ def sigmoid(x: Any) -> Any:
 
 
 _softplus_fwd = _xf.forward("softplus", lambda x: _x.log1p(_x.exp(-_x.absolute(x))) + _x.maximum(x, 0)).fn
-_softplus = declared("softplus", _softplus_fwd, lambda x, g: g * _x.sigmoid(x))
+_softplus = declared("softplus", _softplus_fwd, lambda x, g: g * _x.sigmoid(x), complex="real")
 
 
 def softplus(x: Any) -> Any:
@@ -260,8 +266,8 @@ def _log_softmax_fwd(xp, x, axis=-1):
     return s - xp.log(_row_sum(xp, xp.exp(s), axis))
 
 
-_softmax = primitive("softmax", save_out=True)(_softmax_fwd)
-_log_softmax = primitive("log_softmax", save_out=True)(_log_softmax_fwd)
+_softmax = primitive("softmax", complex="real", save_out=True)(_softmax_fwd)
+_log_softmax = primitive("log_softmax", complex="real", save_out=True)(_log_softmax_fwd)
 
 
 @_softmax.defvjp
@@ -444,7 +450,7 @@ def dense_head_grad(g: Any, logp: Any, labels: Any, picked: bool = False) -> Any
     return _subtract(gq, _multiply(e, r, e), e)
 
 
-@primitive("sparse_softmax_cross_entropy_with_logits", save=True)
+@primitive("sparse_softmax_cross_entropy_with_logits", complex="real", save=True)
 def _sparse_xent(xp, labels, logits):
     if xp is not np:  # one row-wise kernel on the GPU
         return sparse_softmax_xent(logits, labels, grad=False)[0]
@@ -471,7 +477,7 @@ def _dense_xent_fwd(xp, labels, logits):
     return -xp.sum(labels * _log_softmax_fwd(xp, logits), axis=-1)
 
 
-_dense_xent = primitive("softmax_cross_entropy_with_logits", save=True)(_dense_xent_fwd)
+_dense_xent = primitive("softmax_cross_entropy_with_logits", complex="real", save=True)(_dense_xent_fwd)
 
 
 @_dense_xent.defvjp

@@ -166,6 +166,7 @@ absolute = abs
 remainder = mod  # numpy's remainder is its mod (one ufunc, two names)
 amax = max
 amin = min
+row_stack = vstack  # numpy's older name for vstack (deprecated there, same function)
 
 # The ops' own names: not the modules, and not what the ops import from core (gt.Tensor, gt.REGISTRY
 # are gputape's: each name has one public path)

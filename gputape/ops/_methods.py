@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.tensor import Tensor, _export_hook
-from ..devices import backend
+from ..core.tensor import Tensor, _tolist, read_value
 from . import aliases as _aliases
 from . import creation as _creation
 from . import elementwise as _elementwise
@@ -224,9 +223,7 @@ def tolist(self: Tensor) -> Any:
     >>> gt.constant([[1, 2], [3, 4]]).tolist()
     [[1, 2], [3, 4]]
     """
-    host = backend.to_host(self._data)
-    _export_hook(self, host)
-    return host.tolist()
+    return read_value(self, _tolist)
 
 
 def abs(self: Tensor) -> Tensor:

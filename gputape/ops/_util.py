@@ -15,7 +15,7 @@ import numpy as np
 
 from ..core import _errors
 from ..core.backward.sweep import sum_to  # noqa: F401 (the ops' name for it; broadcasting is undone in the sweep's module)
-from ..core.tensor import NUMERIC_KINDS, Tensor
+from ..core.tensor import NUMERIC_KINDS, Tensor, _tolist, read_value
 
 NOPARAMS: dict[str, Any] = {}  # shared, never mutated: most ops take no parameters
 
@@ -107,7 +107,7 @@ def norm_ints(v: Any, op: str, what: str = "integers") -> tuple[int, ...]:
     """An int or a sequence of ints (a 1-d integer tensor or array too) as a tuple, of any sign."""
     try:
         if isinstance(v, Tensor):
-            v = v._data.tolist()
+            v = read_value(v, _tolist)
         return (operator.index(v),) if is_index(v) else tuple(operator.index(s) for s in v)
     except _errors.NEVER_WRAP:
         raise
@@ -127,6 +127,40 @@ def norm_axis_seq(axes: Any, ndim: int, op: str) -> tuple[int, ...]:
     except Exception as exc:
         raise _axis_error(axes, exc, op) from exc
     return tuple(norm_axis(a, ndim, op) for a in raw)
+
+
+def array_sequence(value: Any, op: str | None, arg: str = "tup") -> list[Any]:
+    """numpy's sequence-of-arrays argument (``stack``, ``concatenate``, ``vstack``...) as a list.
+
+    A list or tuple is taken as it is; a single tensor or array is iterated along its first
+    axis, as numpy iterates it (``np.vstack(a)`` is ``np.vstack(list(a))``), and a tensor's
+    rows are its differentiable ``x[i]``. Anything else is refused, as numpy refuses a
+    generator.
+
+    >>> import gputape as gt
+    >>> gt.vstack(gt.zeros((2, 3))).shape, gt.stack(gt.zeros((2, 3))).shape
+    ((2, 3), (2, 3))
+    """
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, Tensor) or (hasattr(value, "shape") and hasattr(value, "dtype") and hasattr(value, "ndim")):
+        if value.ndim == 0:
+            raise _errors.argument_error(
+                value,
+                "is a 0-d array: numpy iterates an array argument along its first axis, and it has none",
+                op=op,
+                arg=arg,
+                cls=TypeError,
+                hint="pass a list of tensors, e.g. [x]",
+            )
+        return list(value)
+    raise _errors.argument_error(
+        value,
+        "is not a list or tuple of tensors (or one tensor or array, iterated along its first axis)",
+        op=op,
+        arg=arg,
+        cls=TypeError,
+    )
 
 
 def norm_list(value: Any, op: str, what: str = "a list or tuple") -> list[Any]:

@@ -41,33 +41,35 @@ from ..core import dispatch as _dispatch
 from ..core import expr as _x
 from ..core.dispatch import apply, binary_op, primitive, unary_op
 from ..core.expr import multiply_no_nan as _mnn
-from ..core.primitive import COMPLEX_DIRECT, REGISTRY, Primitive
+from ..core.primitive import REGISTRY, Primitive
 from ._util import NOPARAMS
 
 _E = NOPARAMS
 
 
 def _tape_complex(name: str) -> Any:
-    """Register the decorated function as primitive ``name``'s VJP for complex values (gputape.core.primitive)."""
+    """Register the decorated function as "direct" primitive ``name``'s VJP for complex values
+    (its ``complex_vjp``: gputape.core.primitive)."""
 
     def register(vjp: Any) -> Any:
-        COMPLEX_DIRECT[name] = vjp
+        REGISTRY[name].complex_vjp = vjp
         return vjp
 
     return register
 
 
-def declared(name: str, fwd: Any, grad: Any, params: tuple[str, ...] = ()) -> Primitive:
+def declared(name: str, fwd: Any, grad: Any, params: tuple[str, ...] = (), *, complex: str) -> Primitive:
     """Primitive ``name`` with forward ``fwd(xp, *arrays)`` and its derivative declared in :mod:`gputape.core.expr`.
 
     ``grad`` names the inputs, then optionally ``out`` and ``g``, then ``params``,
     and returns each input's cotangent expression. The residuals saved are the
     ones the expressions read; the VJP is generated. ``fwd`` may be a numpy ufunc
     (``np.arcsinh``): the forward is then the array module's function of that name,
-    and on numpy arrays the ufunc itself (one Python frame less per op).
+    and on numpy arrays the ufunc itself (one Python frame less per op). ``complex``: the
+    primitive's complex status (gputape.core.primitive).
     """
     d = _x.derivative(name, grad, params)
-    prim = primitive(name, save=d.save, save_out=d.save_out)(_forward(fwd))
+    prim = primitive(name, complex=complex, save=d.save, save_out=d.save_out)(_forward(fwd))
     prim.defvjp(d.vjp, fresh=d.fresh)
     if isinstance(fwd, np.ufunc):
         prim.cpu = fwd
@@ -88,13 +90,13 @@ def _forward(fwd: Any) -> Any:
     return ufunc_fwd
 
 
-def _unary(name: str, fwd: Any, grad: Any, doc: str, vjp: Any = None) -> Any:
+def _unary(name: str, fwd: Any, grad: Any, doc: str, vjp: Any = None, *, complex: str) -> Any:
     """The public function of unary primitive ``name``: ``fwd(xp, x)`` and its derivative
     expression ``grad`` (or, for the few without one, a hand-written ``vjp``)."""
     if vjp is None:
-        prim = declared(name, fwd, grad)
+        prim = declared(name, fwd, grad, complex=complex)
     else:
-        prim = primitive(name)(_forward(fwd))
+        prim = primitive(name, complex=complex)(_forward(fwd))
         prim.defvjp(vjp)
         if isinstance(fwd, np.ufunc):
             prim.cpu = fwd
@@ -137,7 +139,9 @@ def _mul_no_nan_fwd(xp, x, y):
 
 # TensorFlow's MulNoNan gradient: both products guarded, so second derivatives stay
 # NaN-free where the guard was active.
-_mul_no_nan = declared("multiply_no_nan", _mul_no_nan_fwd, lambda x, y, g: (_mnn(g, y), _mnn(x, g)))
+_mul_no_nan = declared(
+    "multiply_no_nan", _mul_no_nan_fwd, lambda x, y, g: (_mnn(g, y), _mnn(x, g)), complex="holomorphic"
+)
 
 
 multiply_no_nan = binary_op(
@@ -155,7 +159,7 @@ multiply_no_nan = binary_op(
 # -- binary arithmetic -------------------------------------------------------------
 
 
-_add = declared("add", np.add, lambda x, y, g: (g, g))
+_add = declared("add", np.add, lambda x, y, g: (g, g), complex="holomorphic")
 
 
 add = binary_op(
@@ -170,7 +174,7 @@ add = binary_op(
 )
 
 
-_sub = declared("subtract", np.subtract, lambda x, y, g: (g, -g))
+_sub = declared("subtract", np.subtract, lambda x, y, g: (g, -g), complex="holomorphic")
 
 
 subtract = binary_op(
@@ -185,7 +189,7 @@ subtract = binary_op(
 )
 
 
-_mul = declared("multiply", np.multiply, lambda x, y, g: (g * y, g * x))
+_mul = declared("multiply", np.multiply, lambda x, y, g: (g * y, g * x), complex="holomorphic")
 
 
 _MULTIPLY_DOC = """Elementwise ``x * y`` with broadcasting.
@@ -199,7 +203,12 @@ _MULTIPLY_DOC = """Elementwise ``x * y`` with broadcasting.
 # d/dx = g / y, as TensorFlow's and PyTorch's divide gradients compute it (one rounding, where
 # (1 / y) * g had two, and no Python-level 1 / y: a Python 0 divisor raised ZeroDivisionError
 # there); 0 where g == 0, even at y == 0, as multiply_no_nan gives it for d/dy
-_div = declared("divide", np.divide, lambda x, y, out, g: (_x.where(_x.eq(g, 0), 0, g / y), _mnn(-out / y, g)))
+_div = declared(
+    "divide",
+    np.divide,
+    lambda x, y, out, g: (_x.where(_x.eq(g, 0), 0, g / y), _mnn(-out / y, g)),
+    complex="holomorphic",
+)
 
 
 divide = binary_op(
@@ -214,7 +223,7 @@ divide = binary_op(
 )
 
 
-_neg = declared("negative", lambda xp, x: -x, lambda x, g: -g)
+_neg = declared("negative", lambda xp, x: -x, lambda x, g: -g, complex="holomorphic")
 
 
 negative = unary_op(
@@ -229,7 +238,7 @@ negative = unary_op(
 )
 
 
-@primitive("power", save=True, save_out=True)
+@primitive("power", complex="holomorphic", save=True, save_out=True)
 def _pow(xp, x, y):
     return x**y
 
@@ -250,6 +259,13 @@ def _(F, g, needs, nb, node, x, y, out):
         # d/dy x**y = x**y log x; TensorFlow's convention: 0 where x <= 0.
         if isinstance(x, (int, float)):  # a Python base: keep it weakly typed
             gy = g * (out * (math.log(x) if x > 0 else 0.0))
+        elif out.dtype.kind == "c":
+            # complex values (this VJP then runs inside the holomorphic wrapper): log on its principal
+            # branch, also for a negative real base (x * (1 + 0j): numpy's log of a negative float is
+            # NaN), and 0 at x == 0, where x**y is 0 or undefined
+            xc = x if x.dtype.kind == "c" else x * (1 + 0j)
+            nz = xc != 0
+            gy = g * F.where(nz, out * F.log(F.where(nz, xc, 1)), 0)
         else:
             pos = x > 0
             gy = g * F.where(pos, out * F.log(F.where(pos, x, 1)), 0)
@@ -270,7 +286,7 @@ power = binary_op(
 )
 
 
-@primitive("mod", save=True)
+@primitive("mod", complex="real", save=True)
 def _mod(xp, x, y):
     return xp.mod(x, y)
 
@@ -292,7 +308,7 @@ mod = binary_op(
 )
 
 
-@primitive("floor_divide")
+@primitive("floor_divide", complex="real")
 def _floordiv(xp, x, y):
     return xp.floor_divide(x, y)
 
@@ -323,6 +339,7 @@ square = _unary(
     lambda xp, x: x * x,
     lambda x, g: g * (2 * x),
     _doc("square", "Elementwise ``x * x``.", "[1.0, -3.0]", "[1.0, 9.0]"),
+    complex="holomorphic",
 )
 multiply = binary_op(_mul, "multiply", _MULTIPLY_DOC, same=REGISTRY["square"])
 
@@ -332,6 +349,7 @@ abs = _unary(
     np.abs,
     lambda x, g: g * _x.sign(x),
     _doc("abs", "Elementwise absolute value (gradient 0 at 0, as in TensorFlow).", "[-2.0, 0.0]", "[2.0, 0.0]"),
+    complex="direct",
 )
 
 
@@ -351,6 +369,7 @@ reciprocal = _unary(
     # the second derivative where a where() masked the cotangent to 0
     lambda x, out, g: -_mnn(out, _mnn(out, g)),
     _doc("reciprocal", "Elementwise ``1 / x``.", "[2.0, 4.0]", "[0.5, 0.25]"),
+    complex="holomorphic",
 )
 
 
@@ -359,10 +378,11 @@ identity = _unary(
     lambda xp, x: x,
     lambda x, g: g,
     _doc("identity", "Return the value as a new tensor (gradient passes through).", "[1.0]", "[1.0]"),
+    complex="holomorphic",
 )
 
 
-@primitive("cast")
+@primitive("cast", complex="holomorphic")
 def _cast(xp, x, dtype):
     return x.astype(dtype)
 

@@ -13,7 +13,7 @@ import numpy as np
 from ..core import _errors
 from ..core.dispatch import _const_array
 from ..core.recording import integer_result
-from ..core.tensor import Tensor, _py_dtype, _to_array, _wrap, _wrap_op, as_tensor
+from ..core.tensor import Tensor, _py_dtype, _to_array, _wrap, _wrap_op, as_tensor, read_value
 from ..devices import backend
 from ..devices.placement import current_device
 from ._util import norm_axis, norm_dtype, norm_flag, norm_shape, norm_size
@@ -44,8 +44,18 @@ def _number(v: Any, op: str) -> Any:
     """A scalar argument (a fill value, a bound): numbers pass, anything else must convert to one."""
     if type(v) is float or type(v) is int or isinstance(v, (np.number, np.bool_, bool, complex)):
         return v
+    if isinstance(v, Tensor):  # a traced tensor's value: gt.function guards on it
+        return read_value(v, _scalar_or_array)
     a = _to_array(v)  # refuses None, strings, hostile objects, naming the function and argument
     return a if a.ndim else a[()]
+
+
+def _scalar_or_array(a: Any) -> Any:
+    return a if a.ndim else a[()]
+
+
+def _any_zero(a: Any) -> bool:
+    return bool((a == 0).any())
 
 
 def zeros(shape: Any, dtype: Any = "float32", device: str | None = None) -> Tensor:
@@ -218,7 +228,7 @@ def _linspace_diff(ends: list, num: int, endpoint: bool, retstep: bool, dt: Any,
     if div > 0:
         step = delta / div
         # numpy's guard for a step that underflows to 0 (denormal endpoints): scale by delta last
-        y = (t / div) * delta if bool((step._data == 0).any()) else t * step
+        y = (t / div) * delta if read_value(step, _any_zero) else t * step
     else:
         step = _wrap(np.asarray(np.nan, dt))
         y = t * delta

@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 
 from ..core.dispatch import apply, primitive
-from ..core.primitive import COMPLEX_DIRECT
 from ..core.tensor import Tensor, as_tensor
 from ..core.tensor import constant as _constant
 from ..devices import backend
@@ -115,9 +114,10 @@ def _run(F: Any, prim: Any, g: Any, **params: Any) -> Any:
 
 
 # -- the three primitives ----------------------------------------------------------
+# ("direct": their VJPs are adjoints already in TensorFlow's convention, no conjugation around them)
 
 
-@primitive("fft.c2c")
+@primitive("fft.c2c", complex="direct")
 def _c2c(xp, x, s, axes, norm, inverse):
     return (xp.fft.ifftn if inverse else xp.fft.fftn)(x, s, axes, norm)
 
@@ -131,7 +131,7 @@ def _(F, g, needs, nb, node):
     return (_fit(F, gx, axes, [shape[a] for a in axes]),)
 
 
-@primitive("fft.rfftn")
+@primitive("fft.rfftn", complex="direct")
 def _r2c(xp, x, s, axes, norm):
     return xp.fft.rfftn(x, s, axes, norm)
 
@@ -146,7 +146,7 @@ def _(F, g, needs, nb, node):
     return (_fit(F, F.real(gx), axes, [shape[a] for a in axes]),)
 
 
-@primitive("fft.irfftn")
+@primitive("fft.irfftn", complex="direct")
 def _c2r(xp, x, s, axes, norm):
     return xp.fft.irfftn(x, s, axes, norm)
 
@@ -167,10 +167,6 @@ def _(F, g, needs, nb, node):
     w = w.reshape((m,) + (1,) * (-axes[-1] - 1))
     sizes = [shape[a] for a in axes]
     return (_fit(F, gz * w, axes, sizes),)
-
-
-# the VJPs above are adjoints already in TensorFlow's convention: no conjugation around them
-COMPLEX_DIRECT.update(dict.fromkeys(("fft.c2c", "fft.rfftn", "fft.irfftn")))
 
 
 # -- numpy's functions ---------------------------------------------------------------

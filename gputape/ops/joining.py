@@ -20,7 +20,7 @@ import numpy as np
 from ..core import _errors
 from ..core.tensor import Tensor, _py_dtype, as_tensor, register_list_packer
 from ._compat import const_like, snapshot
-from ._util import is_index, norm_axis, norm_dtype, norm_ints, norm_list, norm_size
+from ._util import array_sequence, is_index, norm_axis, norm_dtype, norm_ints, norm_list, norm_size
 from .elementwise import cast, where
 from .shape import concatenate, reshape, split, stack
 
@@ -117,9 +117,7 @@ def _join(op: str, arrs: Any, axis: int, dtype: Any = None, casting: str = "same
 
 
 def _sequence(op: str, tup: Any) -> list[Any]:
-    if isinstance(tup, Tensor) or not isinstance(tup, (list, tuple)):
-        raise _errors.argument_error(tup, "is not a list or tuple of tensors", op=op, arg="tup", cls=TypeError)
-    return list(tup)
+    return array_sequence(tup, op)
 
 
 def vstack(tup: Any, *, dtype: Any = None, casting: str = "same_kind") -> Tensor:

@@ -13,7 +13,7 @@ from ..core.tensor import as_tensor
 from .arithmetic import _doctests
 
 
-@primitive("matmul", save=True)
+@primitive("matmul", complex="holomorphic", save=True)
 def _matmul(xp, x, y):
     return xp.matmul(x, y)
 
@@ -132,7 +132,7 @@ def _parse_einsum(subscripts: str, shapes: list[tuple[int, ...]]) -> tuple[list[
     return exp_ins, out
 
 
-@primitive("einsum", save=True)
+@primitive("einsum", complex="holomorphic", save=True)
 def _einsum(xp, *ops, ins, out):
     return xp.einsum(",".join(ins) + "->" + out, *ops)
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..core.dispatch import apply, primitive
+from ..core.primitive import UNORDERED
 from ..core.tensor import Tensor, as_tensor
 from ..devices import backend
 from ._compat import check_out
@@ -88,7 +89,7 @@ def _widen(F: Any, g: Any, shape: tuple) -> Any:
     return F.broadcast_to(g, shape)
 
 
-@primitive("sum")
+@primitive("sum", complex="holomorphic")
 def _sum(xp, x, axis, keepdims, kept):
     if xp is np and x.dtype.kind == "f":  # the ufunc method: no Python-level wrapper
         return np.add.reduce(x, axis=axis, keepdims=keepdims)
@@ -116,7 +117,7 @@ def sum(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, 
     return apply(_sum, (x,), p)
 
 
-@primitive("mean")
+@primitive("mean", complex="holomorphic")
 def _mean(xp, x, axis, keepdims, kept):
     n = 1
     for a in axis:
@@ -174,7 +175,7 @@ def _extreme_vjp(F, g, needs, nb, node, x, out):
     return (_expand(F, g, nb, node) * w,)
 
 
-@primitive("max", save=True, save_out=True)
+@primitive("max", complex=UNORDERED, save=True, save_out=True)
 def _max(xp, x, axis, keepdims, kept):
     if xp is np:
         return np.maximum.reduce(x, axis=axis, keepdims=keepdims)
@@ -199,7 +200,7 @@ def max(x: Any, axis: Any = None, keepdims: bool = False, *, out: None = None) -
     return apply(_max, (x,), p)
 
 
-@primitive("min", save=True, save_out=True)
+@primitive("min", complex=UNORDERED, save=True, save_out=True)
 def _min(xp, x, axis, keepdims, kept):
     if xp is np:
         return np.minimum.reduce(x, axis=axis, keepdims=keepdims)
@@ -224,7 +225,7 @@ def min(x: Any, axis: Any = None, keepdims: bool = False, *, out: None = None) -
     return apply(_min, (x,), p)
 
 
-@primitive("prod", save=True)
+@primitive("prod", complex="holomorphic", save=True)
 def _prod(xp, x, axis, keepdims, kept):
     return xp.prod(x, axis=axis, keepdims=keepdims)
 
@@ -282,10 +283,11 @@ def prod(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None,
     return apply(_prod, (x,), p)
 
 
-@primitive("logsumexp", save=True, save_out=True)
+@primitive("logsumexp", complex="holomorphic", save=True, save_out=True)
 def _logsumexp(xp, x, axis, keepdims, kept):
-    # Shift by the max so large logits do not overflow.
-    m = xp.max(x, axis=axis, keepdims=True)
+    # Shift by the max so large logits do not overflow; of complex values, by the max of the real
+    # parts: a real shift keeps log's principal branch, so the result is log(sum(exp(z))) exactly
+    m = xp.max(x.real, axis=axis, keepdims=True)
     m = xp.where(xp.isfinite(m), m, 0)
     out = xp.log(xp.sum(xp.exp(x - m), axis=axis, keepdims=True)) + m
     return out if keepdims else out.reshape(tuple(s for i, s in enumerate(x.shape) if i not in axis))

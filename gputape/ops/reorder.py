@@ -211,7 +211,7 @@ def _full_key(xp: Any, indices: Any, axis: int, shape: tuple) -> tuple:
     return tuple(key)
 
 
-@primitive("take_along_axis", save=(1,))
+@primitive("take_along_axis", complex="holomorphic", save=(1,))
 def _take_along_axis(xp, x, indices, axis, unique):
     return xp.take_along_axis(x, indices.reshape((1,) * (x.ndim - indices.ndim) + indices.shape), axis=axis)
 
@@ -222,7 +222,7 @@ def _(F, g, needs, nb, node, indices):
     return (run(F, _scatter_along_axis, g, indices, axis=p["axis"], shape=node.shapes[0], unique=p["unique"]), None)
 
 
-@primitive("scatter_along_axis", save=(1,))
+@primitive("scatter_along_axis", complex="holomorphic", save=(1,))
 def _scatter_along_axis(xp, g, indices, axis, shape, unique):
     lead = g.shape[: g.ndim - len(shape)]
     z = xp.zeros(lead + tuple(shape), g.dtype)

@@ -31,7 +31,7 @@ def _reverse_cumsum(F: Any, v: Any, axis: int) -> Any:
     return run(F, _cumsum, v[rev], axis=axis)[rev]
 
 
-@primitive("cumsum")
+@primitive("cumsum", complex="holomorphic")
 def _cumsum(xp, x, axis):
     return xp.cumsum(x, axis=axis)
 
@@ -72,7 +72,7 @@ def cumsum(a: Any, axis: Any = None, dtype: Any = None, out: None = None) -> Any
     return _cumsum(x, axis=ax)
 
 
-@primitive("cumprod", save=True, save_out=True)
+@primitive("cumprod", complex="holomorphic", save=True, save_out=True)
 def _cumprod(xp, x, axis):
     return xp.cumprod(x, axis=axis)
 

@@ -21,7 +21,7 @@ import numpy as np
 from ..core import expr as _x
 from ..core import tensor as _tensor
 from ..core.dispatch import apply, binary_op, primitive
-from ..core.primitive import REGISTRY, Primitive
+from ..core.primitive import REGISTRY, UNORDERED, Primitive, refused
 from ..core.tensor import as_tensor
 from ._util import NOPARAMS
 from .arithmetic import _doc, _doctests, _unary, declared
@@ -30,7 +30,9 @@ _E = NOPARAMS
 
 
 # ties send the gradient to x, as in TensorFlow
-_maximum = declared("maximum", np.maximum, lambda x, y, g: (_x.where(x >= y, g, 0), _x.where(x >= y, 0, g)))
+_maximum = declared(
+    "maximum", np.maximum, lambda x, y, g: (_x.where(x >= y, g, 0), _x.where(x >= y, 0, g)), complex=UNORDERED
+)
 
 
 maximum = binary_op(
@@ -45,7 +47,9 @@ maximum = binary_op(
 )
 
 
-_minimum = declared("minimum", np.minimum, lambda x, y, g: (_x.where(x <= y, g, 0), _x.where(x <= y, 0, g)))
+_minimum = declared(
+    "minimum", np.minimum, lambda x, y, g: (_x.where(x <= y, g, 0), _x.where(x <= y, 0, g)), complex=UNORDERED
+)
 
 
 minimum = binary_op(
@@ -66,7 +70,7 @@ def _to_chosen(x: Any, y: Any, out: Any, g: Any) -> tuple:
     return (_x.where(_x.eq(out, x), g, 0), _x.where(_x.eq(out, x), 0, g))
 
 
-_fmax = declared("fmax", np.fmax, _to_chosen)
+_fmax = declared("fmax", np.fmax, _to_chosen, complex=UNORDERED)
 fmax = binary_op(
     _fmax,
     "fmax",
@@ -77,7 +81,7 @@ fmax = binary_op(
     [1.0, 2.0]
     """,
 )
-_fmin = declared("fmin", np.fmin, _to_chosen)
+_fmin = declared("fmin", np.fmin, _to_chosen, complex=UNORDERED)
 fmin = binary_op(
     _fmin,
     "fmin",
@@ -93,6 +97,13 @@ fmin = binary_op(
 # -- sign and rounding (zero gradient) ---------------------------------------------
 
 
+# numpy's sign of a complex z is z / |z|: not piecewise constant, so the zero VJP would be wrong
+_COMPLEX_SIGN = refused(
+    "the complex sign z / abs(z) is not holomorphic and its gradient is not implemented; "
+    "write z / gt.abs(z), which is differentiable (0 at 0 needs a gt.where)"
+)
+
+
 def _zero_grad(F: Any, g: Any, needs: Any, nb: int, node: Any) -> Any:
     return (F.zeros_like(g),)
 
@@ -103,6 +114,7 @@ sign = _unary(
     None,
     _doc("sign", "Elementwise sign (zero gradient).", "[-2.0, 0.0, 3.0]", "[-1.0, 0.0, 1.0]"),
     _zero_grad,
+    complex=_COMPLEX_SIGN,
 )
 floor = _unary(
     "floor",
@@ -110,6 +122,7 @@ floor = _unary(
     None,
     _doc("floor", "Elementwise floor (zero gradient).", "[1.5, -1.5]", "[1.0, -2.0]"),
     _zero_grad,
+    complex="real",
 )
 ceil = _unary(
     "ceil",
@@ -117,6 +130,7 @@ ceil = _unary(
     None,
     _doc("ceil", "Elementwise ceiling (zero gradient).", "[1.5, -1.5]", "[2.0, -1.0]"),
     _zero_grad,
+    complex="real",
 )
 round = _unary(
     "round",
@@ -126,6 +140,7 @@ round = _unary(
         "round", "Round half to even, like numpy and TensorFlow (zero gradient).", "[0.5, 1.5, 2.4]", "[0.0, 2.0, 2.0]"
     ),
     _zero_grad,
+    complex="direct",
 )
 
 
@@ -137,6 +152,7 @@ _where = declared(
     "where",
     lambda xp, cond, x, y: xp.where(cond, x, y),
     lambda cond, x, y, g: (None, _x.where(cond, g, 0), _x.where(cond, 0, g)),
+    complex="holomorphic",
 )
 
 
@@ -175,7 +191,7 @@ def _complex_in(node: Any) -> bool:
     return node.params["complex"]
 
 
-@primitive("real")
+@primitive("real", complex="direct")
 def _real(xp, x, complex):
     return xp.real(x)
 
@@ -185,7 +201,7 @@ def _(F, g, needs, nb, node):
     return (g,)  # a real cotangent: the sweep casts it back to a complex input's dtype (imaginary part 0)
 
 
-@primitive("imag")
+@primitive("imag", complex="direct")
 def _imag(xp, x, complex):
     return xp.imag(x) if complex else xp.zeros_like(x)
 
@@ -195,7 +211,7 @@ def _(F, g, needs, nb, node):
     return (g * 1j if _complex_in(node) else g * 0,)
 
 
-@primitive("conj")
+@primitive("conj", complex="direct")
 def _conj(xp, x, complex):
     return xp.conj(x) if complex else x
 
@@ -205,7 +221,7 @@ def _(F, g, needs, nb, node):
     return (_conj_of(F, g) if _complex_in(node) else g,)
 
 
-@primitive("angle", save=True)
+@primitive("angle", complex="direct", save=True)
 def _angle(xp, x, complex):
     return xp.angle(x)
 
@@ -273,7 +289,7 @@ def angle(z: Any, deg: bool = False) -> Any:
     return out * (180.0 / math.pi) if deg else out
 
 
-@primitive("clip", save=True)
+@primitive("clip", complex=UNORDERED, save=True)
 def _clip(xp, x, lo, hi):
     return xp.clip(x, lo, hi)
 

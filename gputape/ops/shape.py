@@ -19,7 +19,7 @@ from ..core.dispatch import apply, primitive
 from ..core.primitive import Node
 from ..core.recording import _note_edge, _note_exported_operands, _own, _watch_on_read, _where
 from ..core.tensor import FLOAT_DTYPES, Tensor, _new, _to_array, as_tensor
-from ._util import is_index, norm_axis, norm_shape, norm_size
+from ._util import array_sequence, is_index, norm_axis, norm_shape, norm_size
 
 _ndarray = np.ndarray
 
@@ -38,9 +38,9 @@ _NUMPY_PAD_MODES = (
 
 
 def _tensors(xs: Any, op: str) -> list[Any]:
-    """The list-of-tensors argument of concatenate/stack: a non-empty sequence, each converted."""
-    if isinstance(xs, Tensor) or not isinstance(xs, (list, tuple)):
-        raise _errors.argument_error(xs, "is not a list or tuple of tensors", arg="xs", cls=TypeError)
+    """The list-of-tensors argument of concatenate/stack: a non-empty sequence (or one tensor,
+    iterated along its first axis: numpy's rule), each converted."""
+    xs = array_sequence(xs, None, "xs")  # (the public function is found on the caller's frame)
     if not xs:
         raise _errors.argument_error(xs, "is empty; need at least one tensor", arg="xs", cls=ValueError)
     return [as_tensor(x) for x in xs]
@@ -88,7 +88,7 @@ def _reshape_back(F, g, needs, nb, node):
     return (F.reshape(g, g.shape[:nb] + node.shapes[0]),)
 
 
-@primitive("reshape")
+@primitive("reshape", complex="holomorphic")
 def _reshape(xp, x, shape):
     return x.reshape(shape)
 
@@ -116,7 +116,7 @@ def flatten(x: Any) -> Any:
     return reshape(x, (-1,))
 
 
-@primitive("expand_dims")
+@primitive("expand_dims", complex="holomorphic")
 def _expand_dims(xp, x, axis):
     return xp.expand_dims(x, axis)
 
@@ -134,7 +134,7 @@ def expand_dims(x: Any, axis: Any) -> Any:
     return apply(_expand_dims, (x,), {"axis": axis})
 
 
-@primitive("squeeze")
+@primitive("squeeze", complex="holomorphic")
 def _squeeze(xp, x, axis):
     return xp.squeeze(x, axis)
 
@@ -152,7 +152,7 @@ def squeeze(x: Any, axis: Any = None) -> Any:
     return apply(_squeeze, (x,), {"axis": axis})
 
 
-@primitive("transpose")
+@primitive("transpose", complex="holomorphic")
 def _transpose(xp, x, axes):
     return xp.transpose(x, axes)
 
@@ -187,7 +187,7 @@ def transpose(x: Any, axes: Any = None) -> Any:
     return apply(_transpose, (x,), {"axes": axes})
 
 
-@primitive("swapaxes")
+@primitive("swapaxes", complex="holomorphic")
 def _swapaxes(xp, x, a, b):
     return xp.swapaxes(x, a, b)
 
@@ -227,7 +227,7 @@ def moveaxis(x: Any, source: int, destination: int) -> Any:
     return transpose(x, order)
 
 
-@primitive("broadcast_to")
+@primitive("broadcast_to", complex="holomorphic")
 def _broadcast_to(xp, x, shape):
     return xp.broadcast_to(x, shape)
 
@@ -247,7 +247,7 @@ def broadcast_to(x: Any, shape: Any) -> Any:
     return apply(_broadcast_to, (x,), {"shape": norm_shape(shape, "broadcast_to")})
 
 
-@primitive("concatenate")
+@primitive("concatenate", complex="holomorphic")
 def _concatenate(xp, *xs, axis, shapes):
     return xp.concatenate(xs, axis=axis)
 
@@ -274,7 +274,7 @@ def concatenate(xs: Any, axis: int = 0) -> Any:
     return apply(_concatenate, tuple(xs), {"axis": ax, "shapes": [x.shape for x in xs]})
 
 
-@primitive("stack")
+@primitive("stack", complex="holomorphic")
 def _stack(xp, *xs, axis):
     return xp.stack(xs, axis=axis)
 
@@ -299,7 +299,7 @@ def stack(xs: Any, axis: int = 0) -> Any:
     return apply(_stack, tuple(xs), {"axis": ax})
 
 
-@primitive("split", nout=-1)
+@primitive("split", complex="direct", nout=-1)
 def _split(xp, x, sections, axis, sizes):
     return xp.split(x, sections, axis=axis)
 
@@ -350,7 +350,7 @@ def split(x: Any, indices_or_sections: Any, axis: int = 0) -> list[Any]:
     return apply(_split, (x,), {"sections": sections, "axis": ax - n, "sizes": sizes})
 
 
-@primitive("pad")
+@primitive("pad", complex="holomorphic")
 def _pad(xp, x, pad_width, constant_values):
     return xp.pad(x, pad_width, mode="constant", constant_values=constant_values)
 
@@ -540,7 +540,7 @@ def _one_to_one(key: tuple) -> bool:
     return spans >= 0 and spans == longest
 
 
-@primitive("getitem", save=slice(1, None))
+@primitive("getitem", complex="holomorphic", save=slice(1, None))
 def _getitem(xp, x, *arrays, idx, nlead, adv):
     key = arrays if idx is None else _fill(idx, arrays)  # (None: the operands are the key, no call)
     return x[(slice(None),) * nlead + key] if nlead else x[key]
@@ -679,7 +679,7 @@ def _getitem_node(obs: Any, args: tuple, params: dict, d: np.ndarray, datas: lis
 _getitem.record = _record_getitem
 
 
-@primitive("scatter", save=slice(1, None))
+@primitive("scatter", complex="holomorphic", save=slice(1, None))
 def _scatter(xp, g, *arrays, idx, shape, nlead, adv):
     return _raw_scatter(xp, g, _fill(idx, arrays), shape, nlead, adv)
 

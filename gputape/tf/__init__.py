@@ -326,5 +326,12 @@ from ..ops.fft import TF_SIGNAL as _TF_SIGNAL  # noqa: E402
 signal = _types.SimpleNamespace(**_TF_SIGNAL)
 __all__ += ["config", "debugging", "device"]
 
+# -- Python control flow in tf.function: tf.autograph, tf.TensorShape ------------------------
+from ..function import do_not_convert as _do_not_convert  # noqa: E402
+from ._shape import TensorShape  # noqa: E402
+
+autograph = _types.SimpleNamespace(experimental=_types.SimpleNamespace(do_not_convert=_do_not_convert))
+__all__ += ["TensorShape", "autograph"]
+
 # The __future__ import binds `annotations` here; it is no TensorFlow name, so not one of this module's.
 del annotations

@@ -12,7 +12,6 @@ from .. import ops as _ops
 from ..core.custom_gradient import stop_gradient as _stop_gradient
 from ..core.tensor import Tensor, _to_array, as_tensor
 from ..core.tensor import constant as _constant
-from ..devices.backend import to_host
 from ..devices.placement import current_device
 from ..ops._util import is_index, norm_axis, norm_dtype, norm_ints, norm_list
 from ._util import axis_arg
@@ -212,7 +211,7 @@ def where(condition: Any, x: Any = None, y: Any = None, name: str | None = None)
     ([1.0, 0.0], [[1]])
     """
     if x is None and y is None:
-        c = to_host(condition._data) if isinstance(condition, Tensor) else np.asarray(condition)
+        c = condition.numpy() if isinstance(condition, Tensor) else np.asarray(condition)  # (guarded when traced)
         return _constant(np.argwhere(c).astype(np.int64), device=current_device())
     if x is None or y is None:
         raise ValueError("tf.where: pass both x and y, or neither")

@@ -18,8 +18,9 @@ def function(
 
     The function is traced once per input signature and replayed afterwards
     (see :mod:`gputape.function` for the rules: Python side effects run at
-    trace time only, ``tf.print`` at every call, a tensor's value used in a
-    Python ``if`` raises ``gt.TracingError``).
+    trace time only, ``tf.print`` at every call; a tensor's value used in a
+    Python ``if``/``for``/``while`` is guarded, so each call takes the branch
+    and trip count an eager run would).
 
     * ``input_signature``: a list of :class:`TensorSpec` (or nests of them).
       Every call is checked against it (a wrong rank, dtype or fixed size
@@ -31,7 +32,10 @@ def function(
     * ``reduce_retracing=True``: a second shape of a tensor argument counts as
       one more trace whose shape has ``None`` where the two differ, and later
       shapes that fit it count as no new trace, as TensorFlow generalises.
-    * ``autograph`` and ``jit_compile`` are accepted and have no effect.
+    * ``autograph=False``: a tensor's value read into Python while tracing
+      (``if tensor:``, ``float(tensor)``) raises
+      ``OperatorNotAllowedInGraphError`` instead of being guarded, as in
+      TensorFlow. ``jit_compile`` is accepted and has no effect.
 
     The original function is at ``.python_function``.
 
@@ -50,6 +54,6 @@ def function(
     from ..function import Function
 
     def make(f: Callable[..., Any]) -> Function:
-        return Function(f, input_signature=input_signature, reduce_retracing=reduce_retracing)
+        return Function(f, input_signature=input_signature, reduce_retracing=reduce_retracing, autograph=autograph)
 
     return make if func is None else make(func)

@@ -57,7 +57,7 @@ def print(
     tr = _state.current_trace()
     if tr is not None and tr.owned():
         # a step of the compiled function: printed now and at every replay, with that call's values
-        tr.python_step(emit, tuple(v._data if t else v for v, t in zip(leaves, tensors)), wrap=False)
+        tr.python_step(emit, tuple(v._data if t else v for v, t in zip(leaves, tensors)), wrap=False, emits_only=True)
         return
     emit(*[v._data if t else v for v, t in zip(leaves, tensors)])
 

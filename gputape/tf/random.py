@@ -26,7 +26,6 @@ import numpy as _np
 from .. import random as _random
 from ..core.tensor import Tensor as _Tensor
 from ..core.tensor import constant as _constant
-from ..devices.backend import to_host as _to_host
 from ..devices.placement import current_device as _current_device
 from ..nn.initializers import _truncated_normal
 
@@ -91,7 +90,7 @@ def _uniform(rng: _np.random.Generator, shape: _Any, minval: _Any, maxval: _Any,
 
 def _categorical(rng: _np.random.Generator, logits: _Any, num_samples: int, dtype: _Any) -> _np.ndarray:
     # Gumbel-max: argmax(logits + Gumbel noise) is a draw from softmax(logits), row by row.
-    lg = _np.asarray(_to_host(logits._data) if isinstance(logits, _Tensor) else logits, dtype=_np.float64)
+    lg = _np.asarray(logits.numpy() if isinstance(logits, _Tensor) else logits, dtype=_np.float64)
     if lg.ndim != 2:
         raise ValueError(f"categorical: logits must be 2-D [batch_size, num_classes], got shape {lg.shape}")
     g = rng.gumbel(size=(lg.shape[0], int(num_samples), lg.shape[1]))
@@ -169,7 +168,7 @@ def categorical(
 
 
 def _seed_pair(seed: _Any, op: str) -> tuple[int, int]:
-    a = _np.asarray(_to_host(seed._data) if isinstance(seed, _Tensor) else seed)
+    a = _np.asarray(seed.numpy() if isinstance(seed, _Tensor) else seed)
     if a.shape != (2,) or a.dtype.kind not in "iu":
         raise ValueError(f"{op}: seed must be a shape [2] integer tensor, got {a.dtype} of shape {a.shape}")
     return int(a[0]) % 2**64, int(a[1]) % 2**64  # TensorFlow's seeds are int64: wrap negatives
@@ -407,7 +406,7 @@ class Generator:
 
 def _seed_entropy(seed: _Any) -> tuple:
     if isinstance(seed, _Tensor):
-        seed = _to_host(seed._data).tolist()
+        seed = seed.numpy().tolist()
     flat = [seed] if _np.ndim(seed) == 0 else list(_np.ravel(seed))
     return tuple(_operator.index(s) % 2**64 for s in flat)
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ...core import _errors
 from ...core.dispatch import apply, primitive
-from ...core.primitive import COMPLEX_DIRECT, Primitive
+from ...core.primitive import Primitive
 from ...core.tensor import Tensor, as_tensor
 from ...devices import backend
 from .. import _util
@@ -141,7 +141,7 @@ def per_matrix(xp: Any, fn: Any, a: Any, **kw: Any) -> tuple[Any, ...]:
 # -- band: the triangle masks (tril / triu) the VJPs need --------------------------
 
 
-@primitive("linalg.band")
+@primitive("linalg.band", complex="holomorphic")
 def _band(xp, x, lower, upper):
     n, m = x.shape[-2:]
     d = xp.arange(m)[None, :] - xp.arange(n)[:, None]  # column - row: 0 on the diagonal
@@ -186,7 +186,7 @@ def tril(F: Any, x: Any, k: int = 0) -> Any:
 # -- inv ---------------------------------------------------------------------------
 
 
-@primitive("linalg.inv", save_out=True)
+@primitive("linalg.inv", complex="direct", save_out=True)
 def _inv(xp, a):
     return xp.linalg.inv(a)
 
@@ -214,7 +214,7 @@ def inv(a: Any) -> Tensor:
 # -- solve -------------------------------------------------------------------------
 
 
-@primitive("linalg.solve", save=(0,), save_out=True)
+@primitive("linalg.solve", complex="direct", save=(0,), save_out=True)
 def _solve(xp, a, b, vector):
     if vector:  # numpy 2: a 1-D b is one right-hand side (the batch dims come from a)
         a, bm = broadcast_batch(xp, a, b[..., :, None])
@@ -263,7 +263,7 @@ def solve(a: Any, b: Any) -> Tensor:
 # -- det, slogdet --------------------------------------------------------------------
 
 
-@primitive("linalg.det", save=(0,), save_out=True)
+@primitive("linalg.det", complex="direct", save=(0,), save_out=True)
 def _det(xp, a):
     return xp.linalg.det(a)
 
@@ -296,7 +296,7 @@ class SlogdetResult(NamedTuple):
     logabsdet: Any
 
 
-@primitive("linalg.slogdet", save=(0,), save_out=True, nout=2)
+@primitive("linalg.slogdet", complex="direct", save=(0,), save_out=True, nout=2)
 def _slogdet(xp, a):
     sign, logabs = xp.linalg.slogdet(a)
     return (sign, logabs)
@@ -337,7 +337,7 @@ def slogdet(a: Any) -> SlogdetResult:
 # -- cholesky ------------------------------------------------------------------------
 
 
-@primitive("linalg.cholesky", save_out=True)
+@primitive("linalg.cholesky", complex="direct", save_out=True)
 def _cholesky(xp, a):
     return xp.linalg.cholesky(a)
 
@@ -368,10 +368,3 @@ def cholesky(a: Any) -> Tensor:
     [[2.0, 0.0], [1.0, 1.0]]
     """
     return run(_cholesky, "cholesky", (matrix_arg(a, "cholesky"),))
-
-
-# Every VJP above is written with conjugate transposes (mH, conj), so it is the complex gradient
-# in TensorFlow's convention as it stands (and the real one for real values).
-COMPLEX_DIRECT.update(
-    dict.fromkeys(("linalg.band", "linalg.inv", "linalg.solve", "linalg.det", "linalg.slogdet", "linalg.cholesky"))
-)

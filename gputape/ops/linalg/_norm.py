@@ -19,7 +19,6 @@ import numpy as np
 from ... import ops
 from ...core import _errors
 from ...core.dispatch import primitive
-from ...core.primitive import COMPLEX_DIRECT
 from ...core.tensor import Tensor, constant
 from ...devices import backend
 from .._util import norm_axis_seq, norm_flag, norm_size
@@ -27,7 +26,7 @@ from ._core import _inv, matrix_arg, number_arg, run
 from ._spectral import svd
 
 
-@primitive("linalg.vector_norm", save=(0,), save_out=True)
+@primitive("linalg.vector_norm", complex="direct", save=(0,), save_out=True)
 def _vector_norm(xp, x, p, axis, keepdims):
     if x.dtype.kind == "c":
         x = xp.abs(x)  # (the norm of complex entries is the norm of their moduli)
@@ -180,7 +179,3 @@ def matrix_power(a: Any, n: int) -> Tensor:
         if not n:
             return result
         z = ops.matmul(z, z)
-
-
-# The vector norm's VJP handles complex entries itself (the modulus's gradient z / |z|).
-COMPLEX_DIRECT["linalg.vector_norm"] = None

@@ -20,7 +20,6 @@ import numpy as np
 
 from ... import ops
 from ...core.dispatch import primitive
-from ...core.primitive import COMPLEX_DIRECT
 from ...core.tensor import Tensor, as_tensor
 from ...devices import backend
 from .._util import norm_flag, norm_real
@@ -85,7 +84,7 @@ class EighResult(NamedTuple):
     eigenvectors: Any
 
 
-@primitive("linalg.eigh", save_out=True, nout=2)
+@primitive("linalg.eigh", complex="direct", save_out=True, nout=2)
 def _eigh(xp, a, UPLO):
     w, v = xp.linalg.eigh(a, UPLO=UPLO)
     return (w, v)
@@ -167,7 +166,7 @@ def _no_cupy_eig(xp: Any, why: str) -> NotImplementedError:
     )
 
 
-@primitive("linalg.eig", save_out=True, nout=2)
+@primitive("linalg.eig", complex="direct", save_out=True, nout=2)
 def _eig(xp, a):
     fn = getattr(xp.linalg, "eig", None)
     if fn is None:  # say so instead of copying to the host behind the user's back
@@ -276,7 +275,7 @@ class SVDResult(NamedTuple):
     Vh: Any
 
 
-@primitive("linalg.svd", save_out=True, nout=3)
+@primitive("linalg.svd", complex="direct", save_out=True, nout=3)
 def _svd(xp, a, full_matrices):
     u, s, vh = xp.linalg.svd(a, full_matrices=full_matrices)
     return (u, s, vh)
@@ -375,7 +374,7 @@ class QRResult(NamedTuple):
     R: Any
 
 
-@primitive("linalg.qr", save=(0,), save_out=True, nout=2)
+@primitive("linalg.qr", complex="direct", save=(0,), save_out=True, nout=2)
 def _qr(xp, a, mode):
     if a.ndim > 2 and xp is not np:
         try:
@@ -452,7 +451,7 @@ def qr(a: Any, mode: str = "reduced") -> Any:
 # -- pinv -------------------------------------------------------------------------------------
 
 
-@primitive("linalg.pinv", save=(0,), save_out=True)
+@primitive("linalg.pinv", complex="direct", save=(0,), save_out=True)
 def _pinv(xp, a, rcond):
     return xp.linalg.pinv(a, rcond=rcond)
 
@@ -535,9 +534,3 @@ def lstsq(a: Any, b: Any, rcond: float | None = None) -> LstsqResult:
     else:
         residuals = ops.zeros((0,), dtype=x.dtype)
     return LstsqResult(x, residuals, rank, s)
-
-
-# The VJPs above use conjugate transposes and take the complex phases into account (eigh, svd
-# and eig check that the loss does not depend on them): each is TensorFlow's complex gradient as
-# written, and the real one for real values.
-COMPLEX_DIRECT.update(dict.fromkeys(("linalg.eigh", "linalg.eig", "linalg.svd", "linalg.qr", "linalg.pinv")))
