@@ -621,6 +621,8 @@ def _linalg_specs() -> list[Spec]:
         _spec("linalg.cholesky", {"a": spd}, la.cholesky, a="spd"),
         _spec("linalg.eigh", {"a": spd, "UPLO": "L"}, la.eigh, a="spd", UPLO="string"),
         _spec("linalg.eigvalsh", {"a": spd, "UPLO": "L"}, la.eigvalsh, a="spd", UPLO="string"),
+        _spec("linalg.eig", {"a": x}, la.eig, a="operand"),
+        _spec("linalg.eigvals", {"a": x}, la.eigvals, a="operand"),
         _spec(
             "linalg.svd",
             {"a": x, "full_matrices": True, "compute_uv": True},
@@ -794,7 +796,13 @@ def _tf_specs() -> list[Spec]:
         _spec("tf.linalg.trace", {"x": x}, lambda x: np.trace(x, axis1=-2, axis2=-1), x="operand"),
         _spec("tf.linalg.det", {"input": x}, la.det, input="operand"),
         _spec("tf.linalg.slogdet", {"input": x}, lambda a: tuple(la.slogdet(a)), input="operand"),
-        _spec("tf.linalg.logdet", {"matrix": gt.constant(_SPD)}, lambda matrix: la.slogdet(matrix)[1], matrix="spd"),
+        # TensorFlow's definition (through cholesky: it reads one triangle and the diagonal's real part)
+        _spec(
+            "tf.linalg.logdet",
+            {"matrix": gt.constant(_SPD)},
+            lambda matrix: 2 * np.log(np.diagonal(la.cholesky(matrix), 0, -2, -1).real).sum(-1),
+            matrix="spd",
+        ),
         _spec("tf.linalg.cholesky", {"input": gt.constant(_SPD)}, la.cholesky, input="spd"),
         _spec("tf.linalg.eigh", {"tensor": gt.constant(_SPD)}, la.eigh, tensor="spd"),
         _spec("tf.linalg.eigvalsh", {"tensor": gt.constant(_SPD)}, la.eigvalsh, tensor="spd"),

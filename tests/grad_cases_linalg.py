@@ -77,6 +77,24 @@ def _sign_free_qr_wide(x):
     return [q * s[..., None, :], r * s[..., :, None]]
 
 
+def real_spectrum(n, batch=()):
+    """Non-symmetric matrices with eigenvalues 1, 2, ..., n (real and distinct) in a random basis."""
+    p = well(*batch, n, n)
+    return (p * (1.0 + np.arange(n))[..., None, :]) @ np.linalg.inv(p)
+
+
+def eig_function(x):
+    # V diag(exp(w)) V^-1 = expm(x): independent of each eigenvector's scale and phase
+    w, v = gt.linalg.eig(x)
+    return gt.matmul(v * gt.exp(w)[..., None, :], gt.linalg.inv(v))
+
+
+def eig_parts(x):
+    # a rotation-like real matrix has complex-conjugate eigenvalues: real losses of them
+    w, v = gt.linalg.eig(x)
+    return [gt.real(w), gt.imag(w) ** 2, gt.abs(v), gt.real(eig_function(x))]
+
+
 CASES: dict[str, list] = {
     "linalg.band": [
         (lambda x: gt.linalg.band_part(x, 0, 1), (mat(3, 4),)),
@@ -103,6 +121,12 @@ CASES: dict[str, list] = {
         (gauge_free_eigh, (separated(3, 3),)),
         (gauge_free_eigh, (separated(2, 3, 3),)),
         (lambda x: gt.linalg.eigvalsh(sym(x)), (separated(4, 4),)),
+    ],
+    "linalg.eig": [
+        (eig_function, (real_spectrum(3),)),
+        (lambda x: gt.linalg.eigvals(x), (real_spectrum(3, batch=(2,)),)),
+        (lambda x: gt.linalg.eig(x).eigenvectors ** 2, (real_spectrum(3),)),  # real V: a sign gauge only
+        (eig_parts, (np.array([[0.3, -1.2, 0.1], [1.0, 0.2, 0.4], [0.1, 0.3, 2.0]]),)),
     ],
     "linalg.svd": [
         (gauge_free_svd, (distinct_svals(3, 3),)),

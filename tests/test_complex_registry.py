@@ -17,6 +17,7 @@ import re
 import numpy as np
 import pytest
 import test_grad_registry as reg
+import test_linalg_complex as lc
 
 import gputape as gt
 from gputape.core.dispatch import primitive
@@ -48,6 +49,17 @@ OWN_CASES = {
         (lambda z: gt.fft.rfftn(gt.real(z) * gt.imag(z), s=(4, 5), axes=(0, 1), norm="ortho"), (Z,)),
     ],
 }
+
+# gt.linalg's decompositions: the real cases made complex are neither Hermitian where the
+# primitive reads one triangle nor free of the vectors' phases; tests/test_linalg_complex.py's are
+_LINALG_OWN = {
+    "cholesky": ["cholesky", "cholesky-batch"],
+    "eigh": ["eigh", "eigh-U", "eigh-projector", "eigvalsh"],
+    "eig": ["eig", "eig-function", "eigvals"],
+    "qr": ["qr-square", "qr-tall", "qr-wide", "qr-batch"],
+    "svd": ["svd-square", "svd-tall", "svd-wide-batch", "svd-full", "svd-S", "svd-U-only", "svd-Vh-only"],
+}
+OWN_CASES.update({f"linalg.{n}": [lc.GRAD_CASES[k] for k in keys] for n, keys in _LINALG_OWN.items()})
 
 
 def complex_cases(name):
@@ -106,7 +118,7 @@ def test_refused_and_real_only_primitives_say_so_on_complex_values(name, i, f, a
     xs = [gt.constant(a) for a in args]
     try:
         f(*xs)  # off the tape
-    except TypeError as e:  # the forward refuses complex input (numpy's ufuncs, gt.linalg, gt.nn)
+    except TypeError as e:  # the forward refuses complex input (numpy's ufuncs, gt.nn)
         msg = str(e)
         assert re.match(r"gt\.[\w.]+: ", msg) and "complex" in msg, msg
         assert status(name) == "real" or name == "erf", f"{name} is declared refused but its forward refuses: {msg}"

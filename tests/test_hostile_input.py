@@ -424,8 +424,9 @@ def test_tf_linspace_honours_axis():
 def test_tf_linalg_errors_name_the_tf_function():
     import gputape.tf as tf
 
-    with pytest.raises(TypeError, match=r"^tf\.linalg\.inv: argument input .* complex input \(complex128\)"):
-        tf.linalg.inv(np.eye(2, dtype=np.complex128))
+    with pytest.raises(TypeError, match=r"^tf\.linalg\.inv: argument input .* has dtype bool: needs a floating"):
+        tf.linalg.inv(np.eye(2, dtype=bool))
+    assert tf.linalg.inv(np.eye(2, dtype=np.complex128)).dtype == np.complex128  # complex input is taken
     with pytest.raises(ValueError, match=r"^tf\.linalg\.lstsq: argument l2_regularizer \(-1\.0\) must not be negative"):
         tf.linalg.lstsq(tf.ones((2, 2)), tf.ones((2, 1)), l2_regularizer=-1.0)
     with pytest.raises(ValueError, match=r"^gt\.linalg\.pinv: argument rcond \(nan\) must be a finite number"):

@@ -315,14 +315,6 @@ def test_non_square_input_raises_linalgerror_naming_function_and_shape(fn):
         f(c(np.ones(3)), *args)
 
 
-@pytest.mark.parametrize("fn", ["inv", "solve", "det", "slogdet", "cholesky", "eigh", "svd", "qr", "pinv", "norm"])
-def test_complex_input_says_not_supported_yet(fn):
-    a = gt.constant(np.eye(2, dtype=np.complex128))
-    args = (a, a) if fn == "solve" else (a,)
-    with pytest.raises(TypeError, match=rf"gt\.linalg\.{fn}: .*complex input \(complex128\) is not supported yet"):
-        getattr(gt.linalg, fn)(*args)
-
-
 def test_singular_and_indefinite_matrices_keep_numpys_error_class():
     with pytest.raises(LinAlgError, match=r"gt\.linalg\.inv: Singular matrix.*\(2, 2\).*float64"):
         gt.linalg.inv(c(np.ones((2, 2))))

@@ -251,7 +251,8 @@ def logdet(matrix: _Any, name: str | None = None) -> _Tensor:
     >>> round(float(tf.linalg.logdet(tf.constant([[4.0, 0.0], [0.0, 1.0]], tf.float64))), 6)
     1.386294
     """
-    return 2.0 * _ops.sum(_ops.log(diag_part(_la.cholesky(matrix))), -1)
+    # (TensorFlow's: the log of the real part of the diagonal, so a Hermitian matrix gives a real result)
+    return 2.0 * _ops.sum(_ops.log(_ops.real(diag_part(_la.cholesky(matrix)))), -1)
 
 
 def cholesky(input: _Any, name: str | None = None) -> _Tensor:

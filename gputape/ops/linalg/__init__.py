@@ -1,5 +1,5 @@
 """numpy.linalg's functions as differentiable ops: ``_core`` (inv, solve, det, slogdet, cholesky,
-band_part), ``_norm`` (norm, matrix_power), ``_spectral`` (eigh, svd, qr, pinv, lstsq).
+band_part), ``_norm`` (norm, matrix_power), ``_spectral`` (eigh, eig, svd, qr, pinv, lstsq).
 
 Their public path is :mod:`gputape.linalg` (``gt.linalg``), which re-exports them.
 """

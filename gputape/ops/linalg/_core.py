@@ -20,6 +20,7 @@ from ...core.primitive import Primitive
 from ...core.tensor import Tensor, as_tensor
 from ...devices import backend
 from .. import _util
+from ..selection import imag as _imag_op
 
 NOPARAMS = _util.NOPARAMS
 LinAlgError = np.linalg.LinAlgError
@@ -47,28 +48,39 @@ def mT(F: Any, x: Any) -> Any:
     return F.swapaxes(x, -1, -2)
 
 
-def real_arg(a: Any, fn: str) -> Tensor:
-    """``a`` as a tensor of real numbers (floats, or integers that the op converts); complex is refused."""
+def conj(F: Any, x: Any) -> Any:
+    """The complex conjugate of complex values; real values as they are (no copy, no op recorded)."""
+    return F.conj(x) if x.dtype.kind == "c" else x
+
+
+def imag(F: Any, x: Any) -> Any:
+    """The imaginary part inside a VJP (the raw namespace's ``imag`` is numpy's, not the primitive's forward)."""
+    return _imag_op(x) if F.xp is None else F.xp.imag(x)
+
+
+def mH(F: Any, x: Any) -> Any:
+    """Conjugate transpose of the last two axes (the transpose of real values).
+
+    The VJPs use it wherever the real formula has a transpose: written so, one formula gives
+    TensorFlow's complex gradient (``dL/dx + i dL/dy`` of a real loss) and the real one.
+    """
+    return conj(F, F.swapaxes(x, -1, -2))
+
+
+def number_arg(a: Any, fn: str) -> Tensor:
+    """``a`` as a tensor of numbers: floats, complex, or integers that the op converts."""
     t = as_tensor(a)
     dt = t.dtype
-    if dt.kind == "c":
+    if dt.kind not in "fciu":
         raise _errors.argument_error(
-            a,
-            f"is complex: complex input ({dt}) is not supported yet",
-            op=f"linalg.{fn}",
-            cls=TypeError,
-            hint="gt.linalg handles float32 and float64",
-        )
-    if dt.kind not in "fiu":
-        raise _errors.argument_error(
-            a, f"has dtype {dt}: needs a floating-point tensor", op=f"linalg.{fn}", cls=TypeError
+            a, f"has dtype {dt}: needs a floating-point or complex tensor", op=f"linalg.{fn}", cls=TypeError
         )
     return t
 
 
 def matrix_arg(a: Any, fn: str, square: bool = True) -> Tensor:
-    """Validate a matrix operand: a real floating (or integer) tensor of rank >= 2, square if asked."""
-    t = real_arg(a, fn)
+    """Validate a matrix operand: a floating, complex (or integer) tensor of rank >= 2, square if asked."""
+    t = number_arg(a, fn)
     if t.ndim < 2:
         raise _errors.argument_error(
             a,
@@ -174,23 +186,23 @@ def tril(F: Any, x: Any, k: int = 0) -> Any:
 # -- inv ---------------------------------------------------------------------------
 
 
-@primitive("linalg.inv", complex="real", save_out=True)
+@primitive("linalg.inv", complex="direct", save_out=True)
 def _inv(xp, a):
     return xp.linalg.inv(a)
 
 
 @_inv.defvjp
 def _(F, g, needs, nb, node, ainv):
-    # d(A^-1) = -A^-1 dA A^-1, so the cotangent is -A^-T g A^-T.
-    at = mT(F, ainv)
+    # d(A^-1) = -A^-1 dA A^-1, so the cotangent is -A^-H g A^-H.
+    at = mH(F, ainv)
     return (-F.matmul(at, F.matmul(g, at)),)
 
 
 def inv(a: Any) -> Tensor:
     """Inverse of a square matrix (or of each matrix in a batch), numpy's ``linalg.inv``.
 
-    Primitive; gradient ``-A^-T g A^-T``. A singular matrix raises ``numpy.linalg.LinAlgError``
-    on the CPU (cupy returns non-finite values instead, as cupy.linalg does).
+    Primitive; gradient ``-A^-H g A^-H`` (``A^-T`` for real ``a``). A singular matrix raises
+    ``numpy.linalg.LinAlgError`` on the CPU (cupy returns non-finite values instead, as cupy.linalg does).
 
     >>> import gputape as gt
     >>> gt.linalg.inv(gt.constant([[2.0, 0.0], [0.0, 4.0]])).numpy().tolist()
@@ -202,7 +214,7 @@ def inv(a: Any) -> Tensor:
 # -- solve -------------------------------------------------------------------------
 
 
-@primitive("linalg.solve", complex="real", save=(0,), save_out=True)
+@primitive("linalg.solve", complex="direct", save=(0,), save_out=True)
 def _solve(xp, a, b, vector):
     if vector:  # numpy 2: a 1-D b is one right-hand side (the batch dims come from a)
         a, bm = broadcast_batch(xp, a, b[..., :, None])
@@ -213,12 +225,12 @@ def _solve(xp, a, b, vector):
 
 @_solve.defvjp
 def _(F, g, needs, nb, node, a, x):
-    # x = A^-1 b: gb = A^-T g (the adjoint solve), gA = -gb x^T.
+    # x = A^-1 b: gb = A^-H g (the adjoint solve), gA = -gb x^H.
     vector = node.params["vector"]
     gm = F.expand_dims(g, -1) if vector else g
     xm = F.expand_dims(x, -1) if vector else x
-    gb = call(F, _solve, (mT(F, a), gm), {"vector": False})
-    ga = -F.matmul(gb, mT(F, xm)) if needs[0] else None
+    gb = call(F, _solve, (mH(F, a), gm), {"vector": False})
+    ga = -F.matmul(gb, mH(F, xm)) if needs[0] else None
     if vector and needs[1]:
         gb = F.squeeze(gb, -1)
     return (ga, gb if needs[1] else None)
@@ -229,16 +241,15 @@ def solve(a: Any, b: Any) -> Tensor:
 
     ``b`` of rank 1 is one right-hand side vector (numpy 2's rule); otherwise ``b`` is
     ``(..., M, K)``. Primitive; the gradient solves the adjoint system once:
-    ``gb = solve(a.T, g)``, ``ga = -gb @ x.T``.
+    ``gb = solve(a^H, g)``, ``ga = -gb @ x^H`` (``^H``: the conjugate transpose, the
+    transpose of real values).
 
     >>> import gputape as gt
     >>> gt.linalg.solve(gt.constant([[2.0, 0.0], [0.0, 4.0]]), gt.constant([1.0, 1.0])).numpy().tolist()
     [0.5, 0.25]
     """
     at = matrix_arg(a, "solve")
-    bt = as_tensor(b)
-    if bt.dtype.kind == "c":
-        matrix_arg(bt, "solve", square=False)  # raises the complex TypeError
+    bt = number_arg(b, "solve")
     vector = bt.ndim == 1
     n = at.shape[-1]
     if bt.ndim == 0 or bt.shape[-2 if not vector else -1] != n:
@@ -252,22 +263,22 @@ def solve(a: Any, b: Any) -> Tensor:
 # -- det, slogdet --------------------------------------------------------------------
 
 
-@primitive("linalg.det", complex="real", save=(0,), save_out=True)
+@primitive("linalg.det", complex="direct", save=(0,), save_out=True)
 def _det(xp, a):
     return xp.linalg.det(a)
 
 
 @_det.defvjp
 def _(F, g, needs, nb, node, a, d):
-    # d det = det * tr(A^-1 dA): the cotangent is g * det * A^-T.
+    # d det = det * tr(A^-1 dA): the cotangent is g * conj(det) * A^-H.
     ainv = call(F, _inv, (a,))
-    return (F.expand_dims(F.expand_dims(g * d, -1), -1) * mT(F, ainv),)
+    return (F.expand_dims(F.expand_dims(g * conj(F, d), -1), -1) * mH(F, ainv),)
 
 
 def det(a: Any) -> Tensor:
     """Determinant of a square matrix or of each matrix in a batch (numpy's ``linalg.det``).
 
-    Primitive; gradient ``g * det(a) * inv(a).T``, which needs an invertible ``a`` (the
+    Primitive; gradient ``g * conj(det(a)) * inv(a)^H``, which needs an invertible ``a`` (the
     gradient at a singular matrix raises ``LinAlgError``; use ``slogdet`` for large or tiny
     determinants).
 
@@ -285,25 +296,34 @@ class SlogdetResult(NamedTuple):
     logabsdet: Any
 
 
-@primitive("linalg.slogdet", complex="real", save=(0,), nout=2)
+@primitive("linalg.slogdet", complex="direct", save=(0,), save_out=True, nout=2)
 def _slogdet(xp, a):
     sign, logabs = xp.linalg.slogdet(a)
     return (sign, logabs)
 
 
 @_slogdet.defvjp
-def _(F, g, needs, nb, node, a):
-    glog = g[1]  # the sign is piecewise constant: no gradient
-    if glog is None:
+def _(F, g, needs, nb, node, a, sign, logabs):
+    gsign, glog = g
+    # log det = logabsdet + i theta with sign = e^(i theta); d log det = tr(A^-1 dA). A real
+    # sign is piecewise constant (no gradient); a complex one moves with theta, whose real
+    # cotangent is Im(gsign conj(sign)). Both reach A as c * A^-H with c = glog + i * that.
+    if gsign is not None and sign.dtype.kind == "c":
+        c = imag(F, gsign * F.conj(sign)) * 1j
+        c = c if glog is None else c + glog
+    elif glog is None:
         return (None,)
+    else:
+        c = glog
     ainv = call(F, _inv, (a,))
-    return (F.expand_dims(F.expand_dims(glog, -1), -1) * mT(F, ainv),)
+    return (F.expand_dims(F.expand_dims(c, -1), -1) * mH(F, ainv),)
 
 
 def slogdet(a: Any) -> SlogdetResult:
     """Sign and natural log of the absolute determinant, ``(sign, logabsdet)`` (numpy's ``slogdet``).
 
-    Primitive; ``logabsdet``'s gradient is ``inv(a).T``, the sign's is zero.
+    Primitive; ``logabsdet``'s gradient is ``inv(a)^H``; a real sign's is zero, a complex
+    sign ``e^(i theta)`` (``theta = Im(log det a)``) has one.
 
     >>> import gputape as gt
     >>> s, l = gt.linalg.slogdet(gt.constant([[1.0, 2.0], [3.0, 4.0]]))
@@ -317,28 +337,29 @@ def slogdet(a: Any) -> SlogdetResult:
 # -- cholesky ------------------------------------------------------------------------
 
 
-@primitive("linalg.cholesky", complex="real", save_out=True)
+@primitive("linalg.cholesky", complex="direct", save_out=True)
 def _cholesky(xp, a):
     return xp.linalg.cholesky(a)
 
 
 @_cholesky.defvjp
 def _(F, g, needs, nb, node, L):
-    # Murray (arXiv:1602.07527), as PyTorch writes it: with P = tril(L^T gL),
-    # gA = L^-T (P + P^T - diag(P)) L^-1 / 2, a symmetric matrix. Only tril(gL) matters:
-    # L^T triu(gL, 1) is strictly upper, so tril() drops it.
-    P = tril(F, F.matmul(mT(F, L), g))
-    S = (P + mT(F, tril(F, P, -1))) * 0.5
+    # Murray (arXiv:1602.07527), as PyTorch writes it: with P = tril(L^H gL),
+    # gA = L^-H (P + P^H - diag(P)) L^-1 / 2, a symmetric (Hermitian off the diagonal) matrix.
+    # Only tril(gL) matters: L^H triu(gL, 1) is strictly upper, so tril() drops it.
+    P = tril(F, F.matmul(mH(F, L), g))
+    S = (P + mH(F, tril(F, P, -1))) * 0.5
     linv = call(F, _inv, (L,))
-    return (F.matmul(mT(F, linv), F.matmul(S, linv)),)
+    return (F.matmul(mH(F, linv), F.matmul(S, linv)),)
 
 
 def cholesky(a: Any) -> Tensor:
-    """Lower Cholesky factor ``L`` with ``a = L @ L.T`` of a symmetric positive-definite matrix.
+    """Lower Cholesky factor ``L`` with ``a = L @ L^H`` of a symmetric (Hermitian) positive-definite matrix.
 
     As numpy, only the lower triangle of ``a`` is read. Primitive; the gradient (Murray's
     formula) is the symmetric matrix ``G`` with ``sum(G * dA) = dL`` for every symmetric
-    perturbation ``dA``, as in PyTorch and TensorFlow: it is the gradient with respect to a
+    perturbation ``dA``, as in PyTorch and TensorFlow (Hermitian for complex ``a``, whose
+    diagonal's imaginary part is ignored as numpy ignores it): it is the gradient with respect to a
     symmetric input, not with respect to the (ignored) upper triangle. A matrix that is not
     positive definite raises ``numpy.linalg.LinAlgError`` on the CPU.
 

@@ -22,12 +22,14 @@ from ...core.dispatch import primitive
 from ...core.tensor import Tensor, constant
 from ...devices import backend
 from .._util import norm_axis_seq, norm_flag, norm_size
-from ._core import _inv, matrix_arg, real_arg, run
+from ._core import _inv, matrix_arg, number_arg, run
 from ._spectral import svd
 
 
-@primitive("linalg.vector_norm", complex="real", save=(0,), save_out=True)
+@primitive("linalg.vector_norm", complex="direct", save=(0,), save_out=True)
 def _vector_norm(xp, x, p, axis, keepdims):
+    if x.dtype.kind == "c":
+        x = xp.abs(x)  # (the norm of complex entries is the norm of their moduli)
     if p == 2:
         return xp.sqrt(xp.sum(x * x, axis=axis, keepdims=keepdims))
     if p == 1:
@@ -42,12 +44,18 @@ def _(F, g, needs, nb, node, x, y):
     if not keepdims:  # put the reduced axes back (after any jacobian batch axes in front)
         g = F.reshape(g, g.shape[:nb] + kept)
         y = F.reshape(y, kept)
+    if x.dtype.kind == "c":
+        # d|z| is Re(conj(z/|z|) dz): the sign of a complex entry is z/|z| (0 at 0)
+        ax = abs(x)
+        sgn = x / F.where(ax == 0, 1, ax)
+    else:
+        sgn = F.sign(x)
     if p == 1:
-        return (g * F.sign(x),)
+        return (g * sgn,)
     safe = F.where(y == 0, 1, y)  # the norm is 0 only where x is 0: gradient 0 there
     if p == 2:
         return (g * x / safe,)
-    return (g * F.sign(x) * abs(x) ** (p - 1) / safe ** (p - 1),)
+    return (g * sgn * abs(x) ** (p - 1) / safe ** (p - 1),)
 
 
 def _vector_p(x: Tensor, p: float, axis: tuple[int, ...], keepdims: bool) -> Tensor:
@@ -74,14 +82,16 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
     ``inf``, ``-inf``. ``ord=None, axis=None`` is the 2-norm of all entries of any rank.
     The gradient of a p-norm at 0 is 0 (TensorFlow's and PyTorch's choice); for ``p < 1``
     it exists only where no entry is 0. Integer input is converted to float64, as numpy does.
+    Complex input gives the (real) norm of the entries' moduli, with numpy's real dtype; its
+    gradient is TensorFlow's complex one (``z / |z|`` times the real factor, 0 at 0).
 
     >>> import gputape as gt
     >>> float(gt.linalg.norm(gt.constant([3.0, 4.0]))), float(gt.linalg.norm(gt.constant([[1.0, -2.0]]), 1))
     (5.0, 2.0)
     """
-    t = real_arg(x, "norm")
+    t = number_arg(x, "norm")
     keepdims = norm_flag(keepdims, "linalg.norm")
-    if t.dtype.kind != "f":
+    if t.dtype.kind not in "fc":
         t = ops.cast(t, np.float64)
     nd = t.ndim
     if axis is None:
@@ -117,7 +127,7 @@ def _vector_norm_ord(t: Tensor, ord: Any, axes: tuple[int, ...], keepdims: bool)
     if ord == -math.inf:
         return ops.min(ops.abs(t), ax, keepdims)
     if ord == 0:
-        return ops.sum(ops.cast(ops.not_equal(t, 0), t.dtype), ax, keepdims)
+        return ops.sum(ops.cast(ops.not_equal(t, 0), np.finfo(t.dtype).dtype), ax, keepdims)
     return _vector_p(t, float(ord), axes, keepdims)
 
 
