@@ -187,6 +187,8 @@ BAD: dict[str, list[Bad]] = {
     ],
     # an operand to iterate: a tuple is a nested structure of elements (TensorFlow's nest), not an array
     "elems": [b for b in _operand_bads(_BASE) if b.label != "tuple"],
+    # tf.nn.embedding_lookup's params: a list or tuple is a list of shards (TensorFlow's partitions)
+    "table": [b for b in _operand_bads(_BASE) if b.label not in ("tuple", "ragged")],
     "pred_fn_pairs": [
         Bad("None", None),
         Bad("int", 5),
@@ -1155,6 +1157,12 @@ def _tf_nn_specs() -> list[Spec]:
     probs = gt.constant(_BASE / _BASE.sum(axis=1, keepdims=True))
     out += [
         _spec("tf.nn.l2_loss", {"t": x}, lambda t: np.sum(np.square(t)) / 2, t="operand"),
+        _spec(
+            "tf.nn.embedding_lookup",
+            {"params": x, "ids": gt.constant([1, 0])},
+            lambda params, ids: np.take(np.asarray(params), np.asarray(ids), axis=0),
+            params="table",
+        ),
         _spec("tf.nn.gelu", {"features": x, "approximate": False}, features="operand", approximate="flag"),
         _spec(
             "tf.nn.leaky_relu",

@@ -256,7 +256,8 @@ def array_function(self: Tensor, func: Any, types: Any, args: tuple, kwargs: dic
         label = _display(func)
         return func(*_map(lambda t: _host(t, label), args), **_map(lambda t: _host(t, label), kwargs))
     ops = _namespace()
-    if callable(getattr(ops, name, None)) and not name.startswith("_"):  # np.ones(2, like=t): a creation function
+    # np.ones(2, like=t): a creation function numpy and gputape both name (np.linalg.cond is not gt.cond)
+    if callable(getattr(ops, name, None)) and not name.startswith("_") and func is getattr(np, name, None):
         raise TypeError(f"{_display(func)}(..., like=tensor) is not supported on gt.Tensor: call gt.{name} instead")
     raise TypeError(
         f"{_display(func)} is not supported on gt.Tensor: gputape has no op of that name, and computing it on "
