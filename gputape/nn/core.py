@@ -19,7 +19,7 @@ from ..core import _errors
 from ..core.recording import traced
 from ..core.tensor import FLOAT_DTYPES, Tensor, _wrap, as_tensor
 from ..devices import backend
-from ..ops import concatenate, matmul, reshape, take
+from ..ops import cast, concatenate, matmul, reshape, take
 from ..ops._util import is_index
 from . import activations, constraints, initializers, regularizers
 from .base_layer import Layer
@@ -393,16 +393,23 @@ def _lookup(table: Any, ids: Any, who: str, float_ids: bool = False) -> Any:
     """Rows of ``table`` at integer ``ids`` (a differentiable ``take``: the table's gradient sums the rows
     that reach each id). Ids are checked to lie in ``[0, len(table))`` on the CPU; ``float_ids``
     accepts whole-number floats as Keras' Embedding does (TensorFlow's embedding_lookup does not)."""
-    ids = ids._data if isinstance(ids, Tensor) else np.asarray(ids)
+    # a tensor stays a recorded input of the take (a gt.function replay reads each call's ids)
+    arr = ids._data if isinstance(ids, Tensor) else np.asarray(ids)
     n = table.shape[0]
-    if ids.dtype.kind not in "iu":
-        if float_ids and ids.dtype.kind == "f" and backend.xp_of(ids) is np and np.array_equal(ids, np.round(ids)):
-            ids = ids.astype(np.int64)  # Keras casts float-typed ids
+    if arr.dtype.kind not in "iu":
+        if float_ids and arr.dtype.kind == "f" and backend.xp_of(arr) is np and np.array_equal(arr, np.round(arr)):
+            ids = cast(ids, "int64")  # Keras casts float-typed ids (recorded: not frozen into a trace)
+            arr = ids._data
         else:
-            raise TypeError(f"{who}: ids must be integers (int32 or int64), got dtype {ids.dtype}")
+            raise TypeError(f"{who}: ids must be integers (int32 or int64), got dtype {arr.dtype}")
+    _check_ids(arr, n, who)
+    traced(_check_ids, (ids if isinstance(ids, Tensor) else arr, n, who), None)  # and on every replay
+    return take(table, ids if isinstance(ids, Tensor) else arr, axis=0)
+
+
+def _check_ids(ids: Any, n: int, who: str) -> None:
     if backend.xp_of(ids) is np and ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
         raise ValueError(f"{who}: ids must be in [0, {n}), got values from {int(ids.min())} to {int(ids.max())}")
-    return take(table, ids, axis=0)
 
 
 for _layer in (Activation, Add, Concatenate, Dense, Dropout, Embedding, Flatten, Lambda, Reshape):

@@ -11,6 +11,7 @@ import numpy as np
 from .. import ops as _ops
 from ..core import _errors
 from ..core.custom_gradient import stop_gradient as _stop_gradient
+from ..core.recording import traced
 from ..core.state import current_trace
 from ..core.tensor import Tensor, Variable, _to_array, as_tensor
 from ..core.tensor import constant as _constant
@@ -235,7 +236,12 @@ def gather(params: Any, indices: Any, validate_indices: Any = None, axis: Any = 
             f"attr 'Tindices' of {idx.dtype} is not in the list of allowed values: int16, int32, int64); "
             "for a boolean mask use tf.boolean_mask, for float indices tf.cast them"
         )
-    idx = idx.astype(np.int64, copy=False)
+    # the indices as the take will read them: a tensor stays a recorded input (a gt.function replay
+    # takes each call's indices; an int64 copy of its array would be frozen into the trace)
+    if isinstance(indices, Tensor):
+        it: Any = indices if idx.dtype == np.int64 else _ops.cast(indices, "int64")
+    else:
+        it = idx = idx.astype(np.int64, copy=False)
     b = norm_size(batch_dims, "gather", "batch_dims", minimum=None)
     if b < 0:
         b += idx.ndim
@@ -253,6 +259,15 @@ def gather(params: Any, indices: Any, validate_indices: Any = None, axis: Any = 
             "must be equal"
         )
     n = p.shape[ax]
+    _check_gather_indices(idx, n)
+    # a gt.function replay checks each call's indices too (its take would wrap -1 silently)
+    traced(_check_gather_indices, (indices if isinstance(indices, Tensor) else idx, n), None)
+    if b == 0:
+        return _ops.take(p, it, ax)
+    return _batched_gather(p, it, ax, b)
+
+
+def _check_gather_indices(idx: Any, n: int) -> None:
     bad = (idx < 0) | (idx >= n)
     if idx.size and bool(bad.any()):
         # TensorFlow's CPU kernel refuses these (numpy would wrap -1 to the last entry: a silent wrong row)
@@ -262,9 +277,6 @@ def gather(params: Any, indices: Any, validate_indices: Any = None, axis: Any = 
             f"tf.gather: indices[{at}] = {int(to_host(idx)[pos])} is not in [0, {n}) (argument indices); "
             "TensorFlow does not wrap negative or out-of-range indices"
         )
-    if b == 0:
-        return _ops.take(p, idx, ax)
-    return _batched_gather(p, idx, ax, b)
 
 
 def _batched_gather(p: Tensor, idx: Any, ax: int, b: int) -> Tensor:
@@ -273,8 +285,9 @@ def _batched_gather(p: Tensor, idx: Any, ax: int, b: int) -> Tensor:
     batch, pre, post, irest = p.shape[:b], p.shape[b:ax], p.shape[ax + 1 :], tuple(idx.shape[b:])
     nb, n = int(np.prod(batch, dtype=np.int64)), p.shape[ax]
     flat = _ops.reshape(_ops.moveaxis(_ops.reshape(p, (nb, *p.shape[b:])), 1 + len(pre), 1), (nb * n, *pre, *post))
-    offsets = (xp_of(idx).arange(nb, dtype=np.int64) * n).reshape((nb,) + (1,) * len(irest))
-    fi = idx.reshape((nb, *irest)) + offsets
+    xp = xp_of(idx._data if isinstance(idx, Tensor) else idx)
+    offsets = (xp.arange(nb, dtype=np.int64) * n).reshape((nb,) + (1,) * len(irest))
+    fi = _ops.reshape(idx, (nb, *irest)) + offsets  # recorded: a replay offsets that call's indices
     out = _ops.take(flat, fi, 0)  # (nb, *irest, *pre, *post)
     ni, npre = len(irest), len(pre)
     perm = (0, *range(1 + ni, 1 + ni + npre), *range(1, 1 + ni), *range(1 + ni + npre, out.ndim))
