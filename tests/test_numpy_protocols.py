@@ -285,3 +285,11 @@ def test_numpy_functions_on_tensors_match_torch_gradients():
     ref.backward()
     np.testing.assert_allclose(float(loss), ref.item(), rtol=1e-12)
     np.testing.assert_allclose(tape.gradient(loss, x).numpy(), xt.grad.numpy(), rtol=1e-10)
+
+
+def test_copy_false_with_another_dtype_is_refused_as_numpy_refuses():
+    t = gt.constant([1.0, 2.0])
+    with pytest.raises(ValueError, match="Unable to avoid copy"):
+        np.asarray(t, dtype="float64", copy=False)
+    np.testing.assert_array_equal(np.asarray(t, dtype="float64"), [1.0, 2.0])
+    assert np.asarray(t, copy=False).dtype == np.float32

@@ -109,6 +109,11 @@ class _AsArray:
 
     def __call__(self, host: Any) -> Any:
         if self.dtype is not None and host.dtype != np.dtype(self.dtype):
+            if self.copy is False:  # numpy 2's rule: copy=False promises no copy
+                raise ValueError(
+                    f"Unable to avoid copy while creating an array as requested: the tensor is {host.dtype}, "
+                    f"not {np.dtype(self.dtype)} (np.asarray(t, dtype={np.dtype(self.dtype)!s}) converts)"
+                )
             return host.astype(self.dtype)
         return np.array(host, copy=True) if self.copy else host
 
