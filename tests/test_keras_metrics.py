@@ -103,3 +103,25 @@ def test_unsupported_options_and_bad_shapes_raise_clearly():
         tf.keras.metrics.Recall(thresholds=1.5)
     with pytest.raises(ValueError, match=r"Precision.update_state: y_true of shape \(3,\)"):
         tf.keras.metrics.Precision().update_state([0, 1, 1], [0.2, 0.4])
+
+
+def test_a_metric_inside_tf_function_updates_resets_and_reads_on_every_call():
+    # result() and reset_state() read and write host state outside the record: both were frozen
+    # at the trace's values (every call returned the first call's result)
+    m = tf.keras.metrics.Mean()
+
+    @tf.function
+    def running(x):
+        m.update_state(x)
+        return m.result()
+
+    assert [float(running(tf.constant(v))) for v in (1.0, 3.0, 5.0)] == [1.0, 2.0, 3.0]
+
+    @tf.function
+    def fresh(x):
+        m.reset_state()
+        m.update_state(x)
+        return m.result()
+
+    assert [float(fresh(tf.constant(v))) for v in (1.0, 3.0, 5.0)] == [1.0, 3.0, 5.0]
+    assert running.experimental_get_tracing_count() == fresh.experimental_get_tracing_count() == 1

@@ -19,6 +19,7 @@ of samples).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ import numpy as np
 from ..core import _errors
 from ..core import state as _state
 from ..core.module import _snake
+from ..core.recording import traced
 from ..core.tensor import Tensor, constant
 from ..devices.backend import to_host
 
@@ -73,6 +75,43 @@ def _paired(metric: Any, y_true: Any, y_pred: Any, true_dtype: Any = None) -> tu
     return t, p
 
 
+def _replayed_reset(fn: Any) -> Any:
+    @functools.wraps(fn)
+    def reset_state(self: Any) -> None:
+        tr = _state.current_trace()
+        if tr is not None and tr.owned():
+            tr.python_step(functools.partial(fn, self), (), wrap=False)  # now, and on every replay
+            return
+        fn(self)
+
+    reset_state._replayed = True  # type: ignore[attr-defined]
+    return reset_state
+
+
+class _ResultStep:
+    """A metric's ``result()`` as a replay step: the value of the state at that point of the call."""
+
+    def __init__(self, fn: Any, metric: Any) -> None:
+        self.fn, self.metric = fn, metric
+
+    def __call__(self) -> Any:
+        return self.fn(self.metric)._data
+
+
+def _replayed_result(fn: Any) -> Any:
+    @functools.wraps(fn)
+    def result(self: Any) -> Any:
+        out = fn(self)
+        tr = _state.current_trace()
+        # (a result built from recorded tensor ops is already replayed: only a host-made one is added)
+        if tr is not None and tr.owned() and isinstance(out, Tensor) and id(out._data) not in tr.slot_of:
+            traced(_ResultStep(fn, self), (), out._data)
+        return out
+
+    result._replayed = True  # type: ignore[attr-defined]
+    return result
+
+
 class Metric:
     """Base class: ``update_state(*args, sample_weight=None)``, ``result()``, ``reset_state()``.
 
@@ -91,6 +130,16 @@ class Metric:
     >>> m = MaxSoFar(); m.update_state([1.0, 5.0]); m.update_state([2.0]); float(m.result())
     5.0
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # A metric's state lives on the host, outside the record: inside a tf.function trace its
+        # reset and its result are replay steps too (as update_state's update is), so each call
+        # resets and reads the state that call's updates left, not the values seen while tracing.
+        super().__init_subclass__(**kwargs)
+        for name, wrap in (("reset_state", _replayed_reset), ("result", _replayed_result)):
+            fn = cls.__dict__.get(name)
+            if fn is not None and not getattr(fn, "_replayed", False):
+                setattr(cls, name, wrap(fn))
 
     def __init__(self, name: str | None = None, dtype: Any = "float32") -> None:
         self.name = name or _snake(type(self).__name__)

@@ -17,6 +17,7 @@ import numpy as _np
 
 from .. import ops as _ops
 from ..core import _errors
+from ..core.recording import traced as _traced
 from ..core.tensor import as_tensor as _as_tensor
 from ..core.tensor import constant as _constant
 from ..devices.backend import xp_of as _xp_of
@@ -464,8 +465,13 @@ def nextafter(x1: _Any, x2: _Any, name: str | None = None) -> _Any:
             )
         )
     a, b = _ops.cast(a, dt), _ops.cast(b, dt)
-    out = _xp_of(a._data).nextafter(a._data, b._data)
-    return _constant(out, device=a.device)
+    out = _constant(_nextafter(a._data, b._data), device=a.device)
+    _traced(_nextafter, (a, b), out._data)  # a gt.function replay computes it from that call's values
+    return out
+
+
+def _nextafter(x1: _Any, x2: _Any) -> _Any:
+    return _xp_of(x1).nextafter(x1, x2)
 
 
 # A name TensorFlow has and gputape lacks: an AttributeError that says so and where the list is.
