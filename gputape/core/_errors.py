@@ -247,6 +247,17 @@ def argument_error(
     return err
 
 
+def unconvertible(name: str, arg: str, value: Any, expected: str, exc: BaseException) -> Exception:
+    """The exception for ``value`` (argument ``arg`` of ``name``) that could not be converted to
+    ``expected``: a ValueError when the conversion raised one (ragged lists), else a TypeError; marked.
+
+    >>> unconvertible("f", "x", [[1], [2, 3]], "an array of numbers", ValueError("inhomogeneous"))
+    ValueError('f: argument x ([[1], [2, 3]]) is not an array of numbers [ValueError: inhomogeneous]')
+    """
+    cls = ValueError if isinstance(exc, ValueError) else TypeError
+    return mark(cls(f"{name}: argument {arg} ({describe(value)}) is not {expected} [{type(exc).__name__}: {exc}]"))
+
+
 _E = TypeVar("_E", bound=BaseException)
 
 

@@ -188,18 +188,15 @@ class Metric:
 
     def _host(self, value: Any, which: Any) -> np.ndarray:
         """An argument as a host array of numbers, or an error naming the metric and the argument."""
-        what = f"argument {which}" if isinstance(which, str) else f"argument {which} (of update_state)"
+        arg = which if isinstance(which, str) else f"{which} (of update_state)"
+        what = f"argument {arg}"
         try:
             a = _np(value)
         except _errors.NEVER_WRAP:
             raise
         except Exception as e:
-            raise _errors.mark(
-                (ValueError if isinstance(e, ValueError) else TypeError)(
-                    f"{type(self).__name__}.update_state: {what} ({_errors.describe(value)}) is not an array of "
-                    f"numbers [{type(e).__name__}: {e}]"
-                )
-            ) from e
+            name = f"{type(self).__name__}.update_state"
+            raise _errors.unconvertible(name, arg, value, "an array of numbers", e) from e
         if a.dtype.kind not in "biuf":
             raise _errors.mark(
                 TypeError(

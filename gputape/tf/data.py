@@ -122,11 +122,8 @@ class Dataset:
         except _errors.NEVER_WRAP:
             raise
         except Exception as e:
-            raise _errors.mark(
-                (ValueError if isinstance(e, ValueError) else TypeError)(
-                    f"Dataset.from_tensor_slices: argument tensors ({_errors.describe(tensors)}) is not an array, "
-                    f"or a tuple/dict of arrays [{type(e).__name__}: {e}]"
-                )
+            raise _errors.unconvertible(
+                "Dataset.from_tensor_slices", "tensors", tensors, "an array, or a tuple/dict of arrays", e
             ) from e
         flat = _leaves(data)
         for a in flat:

@@ -195,12 +195,7 @@ def _categorical(rng: _np.random.Generator, logits: _Any, num_samples: int, dtyp
     except _errors.NEVER_WRAP:
         raise
     except Exception as e:
-        raise _errors.mark(
-            (ValueError if isinstance(e, ValueError) else TypeError)(
-                f"{op}: argument logits ({_errors.describe(logits)}) is not a 2-D array of numbers "
-                f"[{type(e).__name__}: {e}]"
-            )
-        ) from e
+        raise _errors.unconvertible(op, "logits", logits, "a 2-D array of numbers", e) from e
     if lg.dtype.kind not in "iuf" or lg.ndim != 2:
         raise _errors.mark(
             _InvalidArgumentError(
