@@ -634,3 +634,16 @@ def test_get_config_carries_regularizers_and_constraints_in_keras_form():
     again = tf.keras.layers.Dense.from_config({**cfg, "name": "again"})
     assert (again.kernel_regularizer.l2, type(again.bias_constraint).__name__) == (0.1, "NonNeg")
     assert "kernel_regularizer" not in tf.keras.layers.Dense(2).get_config()  # unset: not listed
+
+
+@pytest.mark.parametrize("layer", ["BatchNormalization", "LayerNormalization"])
+def test_normalization_penalties_are_in_the_config_and_come_back(layer):
+    # they were kept apart from the other layers' attributes, so get_config (and a saved model) lost them
+    cls = getattr(tf.keras.layers, layer)
+    made = cls(gamma_regularizer=tf.keras.regularizers.l2(0.5), beta_constraint=tf.keras.constraints.NonNeg())
+    cfg = made.get_config()
+    assert cfg["gamma_regularizer"]["config"] == {"l2": 0.5}
+    assert cfg["beta_constraint"]["class_name"] == "NonNeg"
+    again = cls.from_config(cfg)
+    assert type(again.gamma_regularizer).__name__ == "L2" and again.gamma_regularizer.l2 == 0.5
+    assert type(again.beta_constraint).__name__ == "NonNeg"

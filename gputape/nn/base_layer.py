@@ -692,3 +692,15 @@ def _summary_rows(model: Layer) -> list[tuple[str, str, str]]:
         else:
             rows.append((f"{_fn_name(e)} (function)", "?", "0"))
     return rows
+
+
+def _penalty_config(layer: Layer, *weights: str) -> dict[str, Any]:
+    """The regularizers and constraints a layer was given, in Keras' serialized form (only those set)."""
+    out = {}
+    for name in [f"{w}_regularizer" for w in weights] + ["activity_regularizer"]:
+        if layer.__dict__.get(name) is not None:
+            out[name] = regularizers._serialize(layer.__dict__[name])
+    for name in [f"{w}_constraint" for w in weights]:
+        if layer.__dict__.get(name) is not None:
+            out[name] = constraints._serialize(layer.__dict__[name])
+    return out

@@ -22,7 +22,7 @@ from ..devices import backend
 from ..ops import cast, concatenate, matmul, reshape, take
 from ..ops._util import is_index
 from . import activations, constraints, initializers, regularizers
-from .base_layer import Layer
+from .base_layer import Layer, _penalty_config
 from .keras_tensor import _shape_of
 from .saving import register_keras_class
 from .summary import _fn_name
@@ -375,18 +375,6 @@ class Embedding(Layer):
 
     def call(self, inputs: Any) -> Any:
         return _lookup(self.embeddings, inputs, f"Embedding {self.name!r}", float_ids=True)
-
-
-def _penalty_config(layer: Layer, *weights: str) -> dict[str, Any]:
-    """The regularizers and constraints a layer was given, in Keras' serialized form (only those set)."""
-    out = {}
-    for name in [f"{w}_regularizer" for w in weights] + ["activity_regularizer"]:
-        if layer.__dict__.get(name) is not None:
-            out[name] = regularizers._serialize(layer.__dict__[name])
-    for name in [f"{w}_constraint" for w in weights]:
-        if layer.__dict__.get(name) is not None:
-            out[name] = constraints._serialize(layer.__dict__[name])
-    return out
 
 
 def _lookup(table: Any, ids: Any, who: str, float_ids: bool = False) -> Any:

@@ -16,7 +16,7 @@ from ..core.tensor import as_tensor
 from ..ops import mean as _mean
 from ..ops import reshape, sqrt, square
 from . import constraints, initializers, regularizers
-from .base_layer import Layer
+from .base_layer import Layer, _penalty_config
 from .saving import register_keras_class
 
 __all__ = ["BatchNormalization", "LayerNormalization"]
@@ -34,24 +34,24 @@ def _moments_axes(layer: Layer, shape: tuple[int, ...], axis: Any) -> tuple[int,
 
 def _add_gamma_beta(layer: Any, shape: tuple[int, ...]) -> None:
     # the normalisation layers' learned scale and offset (absent with scale=False / center=False)
-    (gamma_reg, beta_reg), (gamma_con, beta_con) = layer._penalties
     layer.gamma = (
-        layer.add_weight(shape=shape, initializer=layer._inits[0], name="gamma", regularizer=gamma_reg,
-                         constraint=gamma_con)
+        layer.add_weight(shape=shape, initializer=layer._inits[0], name="gamma", regularizer=layer.gamma_regularizer,
+                         constraint=layer.gamma_constraint)
         if layer.scale
         else None
     )  # fmt: skip
     layer.beta = (
-        layer.add_weight(shape=shape, initializer=layer._inits[1], name="beta", regularizer=beta_reg,
-                         constraint=beta_con)
+        layer.add_weight(shape=shape, initializer=layer._inits[1], name="beta", regularizer=layer.beta_regularizer,
+                         constraint=layer.beta_constraint)
         if layer.center
         else None
     )  # fmt: skip
 
 
-def _penalties(reg: tuple[Any, Any], con: tuple[Any, Any]) -> tuple[tuple[Any, Any], tuple[Any, Any]]:
-    # (gamma, beta) regularizers and constraints, as Keras' gamma_/beta_regularizer and _constraint
-    return (regularizers.get(reg[0]), regularizers.get(reg[1])), (constraints.get(con[0]), constraints.get(con[1]))
+def _set_penalties(layer: Any, regs: tuple[Any, Any], cons: tuple[Any, Any]) -> None:
+    # Keras' gamma_/beta_regularizer and _constraint, under Keras' names (get_config reads them there)
+    layer.gamma_regularizer, layer.beta_regularizer = (regularizers.get(r) for r in regs)
+    layer.gamma_constraint, layer.beta_constraint = (constraints.get(c) for c in cons)
 
 
 def _scale_shift(layer: Any, y: Any, bshape: tuple[int, ...]) -> Any:
@@ -104,12 +104,13 @@ class BatchNormalization(Layer):
         self.axis, self.momentum, self.epsilon = int(axis), float(momentum), float(epsilon)
         self.center, self.scale = bool(center), bool(scale)
         self._inits = [initializers.get(i) for i in (gamma_initializer, beta_initializer)]
-        self._penalties = _penalties((gamma_regularizer, beta_regularizer), (gamma_constraint, beta_constraint))
+        _set_penalties(self, (gamma_regularizer, beta_regularizer), (gamma_constraint, beta_constraint))
         self._stat_inits = [initializers.get(i) for i in (moving_mean_initializer, moving_variance_initializer)]
         super().__init__(dtype=dtype, **kwargs)
 
     def _config(self) -> dict[str, Any]:
-        return {"axis": self.axis, "momentum": self.momentum, "epsilon": self.epsilon}
+        cfg = {"axis": self.axis, "momentum": self.momentum, "epsilon": self.epsilon}
+        return {**cfg, **_penalty_config(self, "gamma", "beta")}
 
     def _keras_config(self) -> dict[str, Any]:
         names = ("gamma_initializer", "beta_initializer", "moving_mean_initializer", "moving_variance_initializer")
@@ -185,11 +186,11 @@ class LayerNormalization(Layer):
         self.axis = axis if isinstance(axis, (int, np.integer)) else tuple(int(a) for a in axis)
         self.epsilon, self.center, self.scale = float(epsilon), bool(center), bool(scale)
         self._inits = [initializers.get(i) for i in (gamma_initializer, beta_initializer)]
-        self._penalties = _penalties((gamma_regularizer, beta_regularizer), (gamma_constraint, beta_constraint))
+        _set_penalties(self, (gamma_regularizer, beta_regularizer), (gamma_constraint, beta_constraint))
         super().__init__(dtype=dtype, **kwargs)
 
     def _config(self) -> dict[str, Any]:
-        return {"axis": self.axis, "epsilon": self.epsilon}
+        return {"axis": self.axis, "epsilon": self.epsilon, **_penalty_config(self, "gamma", "beta")}
 
     def _keras_config(self) -> dict[str, Any]:
         inits = dict(zip(("gamma_initializer", "beta_initializer"), self._inits))
