@@ -860,3 +860,25 @@ def test_tensor_shape_compatibility_and_merge():
         S([-1])
     with pytest.raises(TypeError, match="int or None"):
         S(["a"])
+
+
+def test_an_optimizer_step_after_the_last_guard_is_not_copied_for_undoing():
+    # a failing guard stops the replay before it, so its state needs no copy on each call
+    w = gt.Variable([1.0, 2.0])
+    opt = gt.optim.Adam(0.1)
+    copies = []
+    get_state = opt.get_state
+    opt.get_state = lambda: copies.append(1) or get_state()
+
+    @gt.function
+    def step(x):
+        with gt.GradientTape() as tape:
+            loss = gt.sum(w * x)
+        scale = 0.5 if loss > 100.0 else 1.0  # a guard before the update
+        opt.apply_gradients([(tape.gradient(loss, w) * scale, w)])
+        return loss
+
+    for v in (1.0, 2.0, 3.0):
+        step(gt.constant([v, v]))
+    assert copies == []
+    assert step.experimental_get_tracing_count() == 1

@@ -82,14 +82,17 @@ class _Signature:
 
 
 def undo_set(tr: _Trace) -> tuple[list, list, bool]:
-    """What a replay of ``tr`` may change, to undo it: (variables, optimizers, undoable).
+    """What a replay of ``tr`` may change before its last guard, to undo it: (variables, optimizers, undoable).
 
     ``undoable`` is False when a host Python step that changes state (not ``tf.print``)
     comes before a guard: a failing guard could not take it back.
     """
     variables: dict[int, Any] = {}
     optimizers: dict[int, Any] = {}
-    for st in tr.steps:
+    last = tr.guards[-1]
+    # A failing guard stops the straight-line replay there: steps after the last guard never need
+    # undoing (the usual step: guards in the forward pass, the optimizer last, so nothing to save).
+    for st in tr.steps[:last]:
         fn = st.fn
         if type(fn) is functools.partial and fn.func is _replay_assign:
             variables[id(fn.args[0])] = fn.args[0]
@@ -97,7 +100,6 @@ def undo_set(tr: _Trace) -> tuple[list, list, bool]:
             optimizers[id(fn.opt)] = fn.opt
             for v in fn.variables:
                 variables[id(v)] = v
-    last = tr.guards[-1]
     undoable = all(emits or i > last for i, emits in tr.python_steps.items())
     return list(variables.values()), list(optimizers.values()), undoable
 
