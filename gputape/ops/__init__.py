@@ -362,7 +362,7 @@ _F_NAMES = (
     "multiply_no_nan "
     "prod reshape sign sin sinh split squeeze stack sum swapaxes transpose where zeros zeros_like "
     "abs expm1 log1p maximum minimum sqrt tan tanh"  # (functions derivative expressions call: gputape.core.expr)
-    " conj real"  # (complex VJPs: gputape.core.tape's complex nodes)
+    " conj real imag"  # (complex VJPs: gputape.core.tape's complex nodes, the linalg VJPs)
 ).split()
 
 

@@ -232,7 +232,7 @@ def _(F, g, needs, nb, node, x):
         return (g * 0,)  # angle of a real number is 0 or pi: piecewise constant
     # TensorFlow's _AngleGrad, -g / (imag(z) + i real(z)) = g (-y + i x) / |z|^2, and 0 at z == 0
     # (where the angle is not differentiable; numpy's angle(0) is 0).
-    re, im = (real(x), imag(x)) if F.xp is None else (F.xp.real(x), F.xp.imag(x))
+    re, im = F.real(x), F.imag(x)
     r2 = re * re + im * im
     nz = r2 != 0
     return (F.where(nz, g * (im * -1 + re * 1j) / F.where(nz, r2, 1), 0),)

@@ -20,7 +20,6 @@ from ...core.primitive import Primitive
 from ...core.tensor import Tensor, as_tensor
 from ...devices import backend
 from .. import _util
-from ..selection import imag as _imag_op
 
 NOPARAMS = _util.NOPARAMS
 LinAlgError = np.linalg.LinAlgError
@@ -51,11 +50,6 @@ def mT(F: Any, x: Any) -> Any:
 def conj(F: Any, x: Any) -> Any:
     """The complex conjugate of complex values; real values as they are (no copy, no op recorded)."""
     return F.conj(x) if x.dtype.kind == "c" else x
-
-
-def imag(F: Any, x: Any) -> Any:
-    """The imaginary part inside a VJP (the raw namespace's ``imag`` is numpy's, not the primitive's forward)."""
-    return _imag_op(x) if F.xp is None else F.xp.imag(x)
 
 
 def mH(F: Any, x: Any) -> Any:
@@ -309,7 +303,7 @@ def _(F, g, needs, nb, node, a, sign, logabs):
     # sign is piecewise constant (no gradient); a complex one moves with theta, whose real
     # cotangent is Im(gsign conj(sign)). Both reach A as c * A^-H with c = glog + i * that.
     if gsign is not None and sign.dtype.kind == "c":
-        c = imag(F, gsign * F.conj(sign)) * 1j
+        c = F.imag(gsign * F.conj(sign)) * 1j
         c = c if glog is None else c + glog
     elif glog is None:
         return (None,)

@@ -23,7 +23,7 @@ from ...core.dispatch import primitive
 from ...core.tensor import Tensor, as_tensor
 from ...devices import backend
 from .._util import norm_flag, norm_real
-from ._core import LinAlgError, _solve, call, conj, imag, matrix_arg, mH, number_arg, per_matrix, run, tril, xp_in_vjp
+from ._core import LinAlgError, _solve, call, conj, matrix_arg, mH, number_arg, per_matrix, run, tril, xp_in_vjp
 
 
 def _gap_divide(F: Any, num: Any, gap: Any, ref: Any) -> Any:
@@ -99,7 +99,7 @@ def _(F, g, needs, nb, node, w, V):
     if gV is not None:
         M = F.matmul(mH(F, V), gV)
         if M.dtype.kind == "c":
-            _phase_free(F, imag(F, _diag(F, M)), "eigh", "eigenvectors")
+            _phase_free(F, F.imag(_diag(F, M)), "eigh", "eigenvectors")
         inner = _gap_divide(F, (M - mH(F, M)) * 0.5, F.expand_dims(w, -2) - F.expand_dims(w, -1), w)
     if gw is not None:
         vg = _diag_embed_right(V, gw)
@@ -194,7 +194,7 @@ def _(F, g, needs, nb, node, w, V):
         M = F.matmul(Vh, gV)
         d = _diag(F, M)
         if d.dtype.kind == "c":
-            _phase_free(F, imag(F, d), "eig", "eigenvectors")
+            _phase_free(F, F.imag(d), "eig", "eigenvectors")
             d = F.real(d)
         M = M - F.matmul(Vh, V * F.expand_dims(d, -2))
         wc = conj(F, w)
@@ -310,13 +310,13 @@ def _(F, g, needs, nb, node, U, S, Vh):
         J = F.matmul(mH(F, U), gU)
         num = (J - mH(F, J)) * F.expand_dims(S, -2)
         if J.dtype.kind == "c":
-            im = imag(F, _diag(F, J))
+            im = F.imag(_diag(F, J))
     if gVh is not None:
         gV = mH(F, gVh)
         K = F.matmul(Vh, gV)
         num = num + F.expand_dims(S, -1) * (K - mH(F, K))
         if K.dtype.kind == "c":
-            imk = imag(F, _diag(F, K))
+            imk = F.imag(_diag(F, K))
             _phase_free(F, im + imk, "svd", "singular vectors")
             im = im - imk
     elif gU is not None and J.dtype.kind == "c":
@@ -401,7 +401,7 @@ def _qr_grad_deep(F: Any, q: Any, r: Any, dq: Any, dr: Any) -> Any:
         return ga
     # TensorFlow's complex correction: R's real diagonal pins the phases, which adds
     # i Im(diag(r dr^H - dq^H q)) through the same triangular solve.
-    corr = _diag_embed(F, imag(F, _diag(F, rdr - mH(F, qdq))) * 1j, qdq)
+    corr = _diag_embed(F, F.imag(_diag(F, rdr - mH(F, qdq))) * 1j, qdq)
     return ga + _times_inv_rt(F, F.matmul(q, mH(F, corr)), r)
 
 
