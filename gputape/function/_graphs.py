@@ -360,7 +360,6 @@ class _GraphRunner:
                     made_in[k] = -1 if st.kind in ("var", "param") and seg.capture else si
         # a variable's slot: the array the graphs read it at, in every segment that reads the slot
         var_slots = {k: var for seg in segs if seg.capture for k, var in seg.var_reads}
-        self.var_segs: dict[int, list[_Segment]] = {}
         for si, seg in enumerate(segs):
             if not seg.capture:
                 continue
@@ -380,8 +379,6 @@ class _GraphRunner:
             seg.variables = list(by_var.values())
             seg.arg_ins = [k for k in seg.ins if k not in var_slots]
             seg.loose_reads = [(k, v) for k, v in seg.var_reads if k not in ins and self.last.get(k, -1) >= seg.end]
-            for key in by_var:
-                self.var_segs.setdefault(key, []).append(seg)
         self.var_slots = var_slots
         self.segments = segs
         self.static: dict[int, Any] = {}
