@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Any as _Any
 
+from ..core import _errors
+
 __all__ = [
     "AbortedError",
     "AlreadyExistsError",
@@ -127,6 +129,16 @@ class UnavailableError(OpError):
 
 class UnknownError(OpError):
     """An error of no other kind."""
+
+
+def invalid_argument(message: str) -> InvalidArgumentError:
+    """TensorFlow's ``InvalidArgumentError(None, None, message)``, marked as already explained (an outer
+    boundary passes it through unchanged): what gputape raises where TensorFlow's kernels refuse an argument.
+
+    >>> invalid_argument("tf.gather: bad").message
+    'tf.gather: bad'
+    """
+    return _errors.mark(InvalidArgumentError(None, None, message))
 
 
 del annotations

@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 
 from .. import ops as _ops
-from ..core import _errors
 from ..core.custom_gradient import stop_gradient as _stop_gradient
 from ..core.recording import traced
 from ..core.state import current_trace
@@ -18,12 +17,8 @@ from ..core.tensor import constant as _constant
 from ..devices.backend import to_host, xp_of
 from ..devices.placement import current_device
 from ..ops._util import is_index, norm_axis, norm_dtype, norm_ints, norm_list, norm_size
+from ..ops.errors import invalid_argument as _invalid
 from ._util import axis_arg
-from .errors import InvalidArgumentError
-
-
-def _invalid(msg: str) -> InvalidArgumentError:
-    return _errors.mark(InvalidArgumentError(None, None, msg))
 
 
 def reshape(tensor: Any, shape: Any, name: str | None = None) -> Tensor:

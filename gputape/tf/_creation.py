@@ -8,12 +8,11 @@ from typing import Any
 import numpy as np
 
 from .. import ops as _ops
-from ..core import _errors
 from ..core.tensor import Tensor, as_tensor
 from ..core.tensor import constant as _constant
 from ..ops._util import norm_shape, norm_size
+from ..ops.errors import invalid_argument as _invalid_argument
 from ._variable import Variable
-from .errors import InvalidArgumentError
 
 
 def constant(value: Any, dtype: Any = None, shape: Any = None, name: str | None = None) -> Tensor:
@@ -157,14 +156,10 @@ def one_hot(
     idx = as_tensor(indices)
     if idx.dtype.kind not in "iu":
         # TensorFlow's OneHot takes integer indices only; comparing floats to 0..depth-1 gave rows of zeros
-        raise _errors.mark(
-            InvalidArgumentError(
-                None,
-                None,
-                f"tf.one_hot: argument indices has dtype {idx.dtype}, not an integer dtype (TensorFlow: Value for "
-                f"attr 'TI' of {idx.dtype} is not in the list of allowed values: uint8, int8, int32, int64); "
-                "tf.cast the indices to int32 first",
-            )
+        raise _invalid_argument(
+            f"tf.one_hot: argument indices has dtype {idx.dtype}, not an integer dtype (TensorFlow: Value for "
+            f"attr 'TI' of {idx.dtype} is not in the list of allowed values: uint8, int8, int32, int64); "
+            "tf.cast the indices to int32 first"
         )
     hot = _ops.equal(
         _ops.expand_dims(idx, -1),

@@ -31,7 +31,7 @@ from ..devices.backend import to_host as _to_host
 from ..devices.placement import current_device as _current_device
 from ..ops._util import is_index as _is_index
 from ..ops._util import norm_flag as _norm_flag
-from .errors import InvalidArgumentError as _InvalidArgumentError
+from ..ops.errors import invalid_argument as _invalid
 
 __all__ = ["AUTOTUNE", "Dataset"]
 
@@ -51,10 +51,6 @@ def _count(value: _Any, op: str, arg: str) -> int:
             f"Dataset.{op}: argument {arg} ({_errors.describe(value)}) must be an integer, not "
             f"{type(value).__name__} (TensorFlow: {e})"
         ) from e
-
-
-def _invalid(msg: str) -> _InvalidArgumentError:
-    return _InvalidArgumentError(None, None, msg)
 
 
 def _host(x: _Any) -> _np.ndarray:

@@ -24,8 +24,8 @@ from ..devices.backend import xp_of as _xp_of
 from ..nn import functional as _fn
 from ..ops._util import norm_axis as _norm_axis
 from ..ops._util import norm_list as _norm_list
+from ..ops.errors import invalid_argument as _invalid_argument
 from ._util import axis_arg as _axis_arg
-from .errors import InvalidArgumentError as _InvalidArgumentError
 
 __all__ = [
     "abs",
@@ -456,13 +456,9 @@ def nextafter(x1: _Any, x2: _Any, name: str | None = None) -> _Any:
     # mixed dtypes follow numpy's promotion, as gputape's other binary ops (TensorFlow wants one dtype)
     dt = _np.result_type(a.dtype, b.dtype) if a.dtype != b.dtype else a.dtype
     if dt not in (_np.float32, _np.float64):
-        raise _errors.mark(
-            _InvalidArgumentError(
-                None,
-                None,
-                f"tf.math.nextafter: arguments x1 ({a.dtype}) and x2 ({b.dtype}) must be float32 or float64 "
-                "tensors; tf.cast them",
-            )
+        raise _invalid_argument(
+            f"tf.math.nextafter: arguments x1 ({a.dtype}) and x2 ({b.dtype}) must be float32 or float64 "
+            "tensors; tf.cast them"
         )
     a, b = _ops.cast(a, dt), _ops.cast(b, dt)
     out = _constant(_nextafter(a._data, b._data), device=a.device)

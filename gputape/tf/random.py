@@ -32,7 +32,7 @@ from ..devices import backend as _backend
 from ..devices.placement import current_device as _current_device
 from ..nn.initializers import _truncated_normal
 from ..ops._util import is_index as _is_index
-from .errors import InvalidArgumentError as _InvalidArgumentError
+from ..ops.errors import invalid_argument as _invalid_argument
 
 __all__ = [
     "Generator",
@@ -62,16 +62,12 @@ def _shape(shape: _Any, op: str = "tf.random") -> tuple[int, ...]:
     except _errors.NEVER_WRAP:
         raise
     except Exception as e:
-        raise _errors.mark(
-            _InvalidArgumentError(
-                None,
-                None,
-                f"{op}: argument shape ({shape!r}) must be a list of integers (TensorFlow: Value for attr 'T' is "
-                "not in the list of allowed values: int32, int64)",
-            )
+        raise _invalid_argument(
+            f"{op}: argument shape ({shape!r}) must be a list of integers (TensorFlow: Value for attr 'T' is "
+            "not in the list of allowed values: int32, int64)"
         ) from e
     if any(d < 0 for d in out):
-        raise _errors.mark(_InvalidArgumentError(None, None, f"{op}: argument shape {list(out)} has a negative size"))
+        raise _invalid_argument(f"{op}: argument shape {list(out)} has a negative size")
     return out
 
 
@@ -84,13 +80,9 @@ def _dtype(dtype: _Any, op: str, ints: bool = False) -> _np.dtype:
     if dt.kind == "f" or (ints and dt in (_np.int32, _np.int64)):
         return dt
     allowed = "half, bfloat16, float, double" + (", int32, int64" if ints else "")
-    raise _errors.mark(
-        _InvalidArgumentError(
-            None,
-            None,
-            f"{op}: argument dtype ({dt}) is not one it draws (TensorFlow: Value for attr 'dtype' of {dt} is not in "
-            f"the list of allowed values: {allowed})",
-        )
+    raise _invalid_argument(
+        f"{op}: argument dtype ({dt}) is not one it draws (TensorFlow: Value for attr 'dtype' of {dt} is not in "
+        f"the list of allowed values: {allowed})"
     )
 
 
@@ -182,7 +174,7 @@ def _uniform(rng: _np.random.Generator, shape: _Any, minval: _Any, maxval: _Any,
             raise ValueError(f"{op}: argument maxval must be given for integer dtypes")
         lo, hi = (_count_int(_param(v, op, n), op, n) for v, n in ((minval, "minval"), (maxval, "maxval")))
         if lo >= hi:
-            raise _errors.mark(_InvalidArgumentError(None, None, f"{op}: Need minval < maxval: {lo} >= {hi}"))
+            raise _invalid_argument(f"{op}: Need minval < maxval: {lo} >= {hi}")
         return rng.integers(lo, hi, dims).astype(dt)
     flo, fhi = _param(minval, op, "minval"), 1.0 if maxval is None else _param(maxval, op, "maxval")
     # TensorFlow's formula, minval + (maxval - minval) * U[0, 1): maxval < minval is allowed there
@@ -197,13 +189,9 @@ def _categorical(rng: _np.random.Generator, logits: _Any, num_samples: int, dtyp
     except Exception as e:
         raise _errors.unconvertible(op, "logits", logits, "a 2-D array of numbers", e) from e
     if lg.dtype.kind not in "iuf" or lg.ndim != 2:
-        raise _errors.mark(
-            _InvalidArgumentError(
-                None,
-                None,
-                f"{op}: argument logits must be a 2-D [batch_size, num_classes] real tensor, got {lg.dtype} of shape "
-                f"{lg.shape}",
-            )
+        raise _invalid_argument(
+            f"{op}: argument logits must be a 2-D [batch_size, num_classes] real tensor, got {lg.dtype} of shape "
+            f"{lg.shape}"
         )
     n = _count(num_samples, op, "num_samples")
     # Gumbel-max: argmax(logits + Gumbel noise) is a draw from softmax(logits), row by row.
@@ -221,7 +209,7 @@ def _count(value: _Any, op: str, arg: str) -> int:
     except Exception as e:
         raise TypeError(f"{op}: argument {arg} ({_errors.describe(value)}) must be an integer [{e}]") from e
     if n < 0:
-        raise _errors.mark(_InvalidArgumentError(None, None, f"{op}: argument {arg} must be nonnegative, got {n}"))
+        raise _invalid_argument(f"{op}: argument {arg} must be nonnegative, got {n}")
     return n
 
 
