@@ -706,6 +706,7 @@ class BackupAndRestore(Callback):
 
     def _save_model(self) -> None:
         from ..checkpoint import save
+        from ..checkpoint.write import atomic_write
 
         os.makedirs(self.backup_dir, exist_ok=True)
         if self.double_checkpoint and os.path.exists(self._weights_path):
@@ -719,8 +720,8 @@ class BackupAndRestore(Callback):
             "batch": self._last_batch_seen,
             "learning_rate": float(lr) if isinstance(lr, Variable) else None,
         }
-        with open(self._training_metadata_path, "w") as f:
-            f.write(json.dumps(meta))
+        # atomically, as the weights beside it: a kill mid-write must not leave a truncated file to resume from
+        atomic_write(self._training_metadata_path, lambda f: f.write(json.dumps(meta).encode()))
 
     def on_train_end(self, logs: dict | None = None) -> None:
         if self.delete_checkpoint and os.path.exists(self.backup_dir):
