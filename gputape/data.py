@@ -81,7 +81,7 @@ class DataLoader:
             seed = _distributed._shared_seed()  # a per-rank random seed would give every rank other rows
         # Without a seed, the global seed decides (gt.random's op stream, taken once here), so
         # gt.random.seed makes every epoch's order the same in every process.
-        self._rng = np.random.default_rng(seed) if seed is not None else _random.generator()
+        self._rng = _random.generator(seed)
 
     def _place(self, a: Any) -> Any:
         data = a._data if isinstance(a, Tensor) else a

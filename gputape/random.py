@@ -149,11 +149,12 @@ def _stream(key: int, index: int) -> np.random.Generator:
     return np.random.Generator(np.random.Philox(key=key, counter=np.array([0, 0, 0, index], np.uint64)))
 
 
-def generator() -> np.random.Generator:
+def generator(seed: int | None = None) -> np.random.Generator:
     """The generator for one random op (initializers, dropout and shuffles draw from it too).
 
-    With a global seed: a fresh stream, the next one the seed and the op counter give.
-    Without one: the process's unseeded generator.
+    Given an op ``seed`` (an initializer's or a loader's own): ``np.random.default_rng(seed)``.
+    Otherwise, with a global seed: a fresh stream, the next one the seed and the op counter
+    give; without one: the process's unseeded generator.
 
     >>> import gputape as gt
     >>> gt.random.seed(0)
@@ -162,6 +163,8 @@ def generator() -> np.random.Generator:
     >>> bool(a == gt.random.generator().integers(100))
     True
     """
+    if seed is not None:
+        return np.random.default_rng(seed)
     if _global is None:
         return _unseeded
     return _stream(_key, next(_counter))

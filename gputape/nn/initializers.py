@@ -132,7 +132,7 @@ class _Random(Initializer):
         self.seed = seed
 
     def _rng(self) -> np.random.Generator:
-        return np.random.default_rng(self.seed) if self.seed is not None else _random.generator()
+        return _random.generator(self.seed)
 
 
 class RandomNormal(_Random):
@@ -231,7 +231,7 @@ class VarianceScaling(Initializer):
         fan_in, fan_out = _fans(shape)
         n = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2.0}[self.mode]
         var = self.scale / max(1.0, n)
-        rng = np.random.default_rng(self.seed) if self.seed is not None else _random.generator()
+        rng = _random.generator(self.seed)
         if self.distribution == "uniform":
             limit = math.sqrt(3.0 * var)
             out = rng.uniform(-limit, limit, shape)

@@ -161,7 +161,7 @@ class Dataset:
             raise _invalid(f"Dataset.shuffle: argument buffer_size must be greater than zero, got {buffer_size}")
         # Without an op seed the order comes from gt.random's global seed and op counter, so
         # tf.random.set_seed makes it the same in every process (TensorFlow's rule).
-        master = _np.random.default_rng(seed) if seed is not None else _random.generator()
+        master = _random.generator(seed)
         fixed = master.integers(2**63)
         parent = self._make
 
