@@ -36,6 +36,8 @@ class _RawOp:
         self.__name__ = self.__qualname__ = name
         self._fn = fn
         self._params = params
+        self._keys = [p for p, _, _ in params] + ["name"]  # (for the errors; the accepted set below)
+        self._accepted = frozenset(self._keys)
         self.__doc__ = f"TensorFlow's raw op ``{name}``: ``{getattr(fn, '__name__', fn)}`` with keyword arguments."
         P = _inspect.Parameter
         self.__signature__ = _inspect.Signature(
@@ -44,13 +46,13 @@ class _RawOp:
         )
 
     def __call__(self, *args: _Any, **kwargs: _Any) -> _Any:
-        keys = [p for p, _, _ in self._params] + ["name"]
+        keys = self._keys
         if args:
             raise TypeError(
                 f"tf.raw_ops.{self.__name__} only takes keyword args (possible keys: {keys}). "
                 "Please pass these args as kwargs instead."
             )
-        unknown = sorted(set(kwargs) - set(keys))
+        unknown = sorted(set(kwargs) - self._accepted)
         if unknown:
             raise TypeError(f"tf.raw_ops.{self.__name__} got unexpected keyword arguments {unknown}; it takes {keys}")
         call = {}
