@@ -432,8 +432,8 @@ def slice(input_: Any, begin: Any, size: Any, name: str | None = None) -> Tensor
     [[1, 2], [4, 5]]
     """
     t = as_tensor(input_)
-    b = norm_ints(begin.numpy().tolist() if isinstance(begin, Tensor) else begin, "slice", "a list of start offsets")
-    s = norm_ints(size.numpy().tolist() if isinstance(size, Tensor) else size, "slice", "a list of sizes")
+    b = norm_ints(begin, "slice", "a list of start offsets")  # (a tensor is read, guarded when traced)
+    s = norm_ints(size, "slice", "a list of sizes")
     if len(b) != t.ndim or len(s) != t.ndim:
         raise _invalid(
             f"tf.slice: arguments begin {list(b)} and size {list(s)} must each have one entry per dimension "
