@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core import _errors
 from ..core._errors import GputapeWarning
 
 _log = logging.getLogger("gputape")
@@ -281,9 +282,6 @@ def _fallback_fix(why: str) -> str:
     return "check that nvidia-smi lists a GPU and that CUDA_VISIBLE_DEVICES does not hide it"
 
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
 def _user_stacklevel() -> int:
     """The ``stacklevel`` of the first caller outside gputape (for a warning issued from here).
 
@@ -291,7 +289,7 @@ def _user_stacklevel() -> int:
     ``gt.random``), some frames deep: the warning points at the user's line instead.
     """
     f, level = sys._getframe(1), 1  # the function that calls warnings.warn is level 1
-    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE_DIR + os.sep):
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_errors._PKG):
         f, level = f.f_back, level + 1
     return level
 
